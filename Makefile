@@ -1,0 +1,38 @@
+# Ridgeline: `make run` starts the app, `make test` runs every test.
+# Both create the virtual environment in .venv/ first.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
+PORT ?= 8501
+RUFF_FLAGS := --line-length 120 --select E,F,W,I,B,UP --ignore E501,B008 --target-version py311
+
+.PHONY: setup run test lint typecheck pytest clean
+
+$(STAMP): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(VENV)/bin/streamlit run app.py --server.headless=true --server.port=$(PORT) \
+		--browser.gatherUsageStats=false --client.toolbarMode=minimal
+
+lint: setup
+	$(VENV)/bin/ruff check $(RUFF_FLAGS) planner pages tests bench app.py
+
+typecheck: setup
+	$(VENV)/bin/mypy --ignore-missing-imports --check-untyped-defs planner
+
+pytest: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,67 @@
+"""Flat exports: dotted keys, units in the column names, CSV safe for spreadsheets.
+
+The CLI's ``--format csv`` and the UI's download share :func:`csv_text`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["csv_text", "flatten", "neutralize_cell", "unit_column"]
+
+_INJECTION_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "", *, skip: Iterable[str] = ("derivations",)) -> dict[str, Any]:
+    """Nested dict → {dotted.key: scalar}; lists become JSON text."""
+    skip = set(skip)
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in skip and not prefix:
+            continue
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            out.update(flatten(value, dotted, skip=()))
+        elif isinstance(value, (list, tuple)):
+            out[dotted] = json.dumps(list(value))
+        else:
+            out[dotted] = value
+    return out
+
+
+def neutralize_cell(value: Any) -> Any:
+    """Prefix a text cell starting with = + - @ (or tab/CR) with a quote so a
+    spreadsheet shows it as text instead of running it.  Numbers pass through."""
+    if isinstance(value, str) and value.startswith(_INJECTION_PREFIXES):
+        return "'" + value
+    return value
+
+
+def unit_column(key: str) -> str:
+    """Column name with its unit: SI keys already carry it (``step_s``,
+    ``weight_bytes``); the name is the dotted key itself."""
+    return key
+
+
+def csv_text(rows: Iterable[Mapping[str, Any]], *, columns: list[str] | None = None) -> str:
+    """CSV of flat rows with a stable column order (first row's order, then new
+    keys as they appear, unless ``columns`` is given); every cell neutralized."""
+    rows = list(rows)
+    if columns is None:
+        columns = []
+        seen: set[str] = set()
+        for row in rows:
+            for k in row:
+                if k not in seen:
+                    seen.add(k)
+                    columns.append(k)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([unit_column(c) for c in columns])
+    for row in rows:
+        writer.writerow([neutralize_cell("" if row.get(c) is None else row.get(c)) for c in columns])
+    return buf.getvalue()

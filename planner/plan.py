@@ -1,0 +1,121 @@
+"""Scenario in, Plan out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.context import Resolved, resolve
+from planner.derivation import Derivation, Origin, fmt_num
+from planner.replica import (
+    DecodeResult,
+    MemoryResult,
+    PrefillResult,
+    RooflineResult,
+    decode_section,
+    default_batch,
+    derive_context,
+    memory_section,
+    prefill_section,
+    roofline_section,
+)
+from planner.roofline import compute_dtype
+from planner.scenario import Scenario
+
+__all__ = ["Plan", "plan", "plan_resolved"]
+
+
+class Plan(BaseModel):
+    """Everything the planner says about one scenario (SI units)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scenario_name: str
+    gpu: str
+    model: str
+    weights_dtype: str
+    kv_dtype: str
+    roofline: RooflineResult
+    memory: MemoryResult
+    decode: DecodeResult
+    prefill: PrefillResult
+    ttft_s: float
+    warnings: tuple[str, ...]
+    origins: dict[str, Origin]
+    derivations: dict[str, Derivation]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def _warnings(r: Resolved, mem: MemoryResult, batch: int) -> list[str]:
+    s, gpu, m = r.scenario, r.gpu, r.model
+    out: list[str] = []
+    if not mem.fits:
+        if mem.kv_budget_bytes <= 0:
+            out.append(
+                f"model does not fit: {fmt_num(mem.weight_bytes_per_gpu / 1e9)} GB of weights per GPU leave no "
+                f"KV budget on {gpu.id} ({fmt_num(gpu.hbm_bytes / 1e9)} GB); raise parallel.tp/pp or lower weights_dtype"
+            )
+        else:
+            out.append(
+                f"model does not fit: the KV budget holds {mem.max_sequences:.2f} sequences of "
+                f"{mem.context_tokens} tokens; raise parallel.tp/pp, shorten the context or use kv_dtype=fp8"
+            )
+    elif s.serving.batch_size is not None and s.serving.batch_size > mem.max_sequences:
+        out.append(
+            f"KV budget binds below the requested batch: serving.batch_size={s.serving.batch_size} but only "
+            f"{int(mem.max_sequences)} sequences of {mem.context_tokens} tokens fit; the engine would preempt"
+        )
+    if s.parallel.tp > gpu.scaleup_domain_gpus:
+        out.append(
+            f"TP over PCIe: parallel.tp={s.parallel.tp} exceeds {gpu.id}'s NVLink domain of "
+            f"{gpu.scaleup_domain_gpus} GPU(s); 2 all-reduces per layer per token run at PCIe latency"
+        )
+    if m.max_context_tokens and mem.context_tokens > m.max_context_tokens:
+        out.append(f"context of {mem.context_tokens} tokens exceeds {m.id}'s maximum of {m.max_context_tokens}")
+    cdt = compute_dtype(gpu, s.weights_dtype)
+    if s.weights_dtype in {"fp8", "int8", "nvfp4", "mxfp4"} and cdt == "bf16":
+        out.append(f"{gpu.id} has no {s.weights_dtype} tensor cores: weights are stored in {s.weights_dtype} "
+                   "but compute runs at the bf16 rate")
+    if s.kv_dtype == "fp8" and gpu.flops_per_s.fp8 is None:
+        out.append(f"{gpu.id} has no FP8 units: an FP8 KV cache is dequantized in the attention kernel")
+    if batch > 1 and s.parallel.pp > 1 and batch < s.parallel.pp:
+        out.append(f"pipeline bubble: batch {batch} is smaller than parallel.pp={s.parallel.pp}")
+    return out
+
+
+def plan_resolved(r: Resolved) -> Plan:
+    """The Plan for an already-resolved scenario."""
+    s = r.scenario
+    d: dict[str, Derivation] = {}
+    cap_ctx, live_ctx = derive_context(r)
+    mem = memory_section(r, d, context_tokens=cap_ctx)
+    batch = default_batch(max_sequences_value=mem.max_sequences, requested=s.serving.batch_size)
+    roof = roofline_section(r, d, batch_size=batch, live_context=live_ctx)
+    dec = decode_section(r, d, batch_size=batch, live_context=live_ctx)
+    pre = prefill_section(r, d, decode_step_s=dec.step_s)
+    ttft = pre.time_s
+    d["ttft_s"] = Derivation(name="ttft_s", formula="prefill time (no queueing)",
+                             substituted=fmt_num(pre.time_s), value=ttft, unit="s")
+    return Plan(
+        scenario_name=s.name,
+        gpu=r.gpu.id,
+        model=r.model.id,
+        weights_dtype=s.weights_dtype,
+        kv_dtype=s.kv_dtype,
+        roofline=roof,
+        memory=mem,
+        decode=dec,
+        prefill=pre,
+        ttft_s=ttft,
+        warnings=tuple(_warnings(r, mem, batch)),
+        origins=dict(r.origins),
+        derivations=d,
+    )
+
+
+def plan(scenario: Scenario) -> Plan:
+    """Plan one scenario."""
+    return plan_resolved(resolve(scenario))
