@@ -8,6 +8,14 @@ from pydantic import BaseModel, ConfigDict
 
 from planner.context import Resolved, resolve
 from planner.derivation import Derivation, Origin, fmt_num
+from planner.fleet_plan import (
+    CostResult,
+    FleetResult,
+    OperatingPoint,
+    RoutingResult,
+    fleet_sections,
+    routing_section,
+)
 from planner.replica import (
     DecodeResult,
     MemoryResult,
@@ -41,6 +49,10 @@ class Plan(BaseModel):
     decode: DecodeResult
     prefill: PrefillResult
     ttft_s: float
+    operating_point: OperatingPoint
+    fleet: FleetResult
+    cost: CostResult
+    routing: RoutingResult
     warnings: tuple[str, ...]
     origins: dict[str, Origin]
     derivations: dict[str, Derivation]
@@ -90,15 +102,21 @@ def plan_resolved(r: Resolved) -> Plan:
     """The Plan for an already-resolved scenario."""
     s = r.scenario
     d: dict[str, Derivation] = {}
-    cap_ctx, live_ctx = derive_context(r)
+    cap_ctx, _ = derive_context(r)
     mem = memory_section(r, d, context_tokens=cap_ctx)
-    batch = default_batch(max_sequences_value=mem.max_sequences, requested=s.serving.batch_size)
+    op, fleet, cost, stats = fleet_sections(r, d)
+    live_ctx = stats.live_context
+    if op.feasible or s.serving.batch_size is not None:
+        batch = op.batch_size
+    else:
+        batch = default_batch(max_sequences_value=mem.max_sequences, requested=None)
     roof = roofline_section(r, d, batch_size=batch, live_context=live_ctx)
     dec = decode_section(r, d, batch_size=batch, live_context=live_ctx)
     pre = prefill_section(r, d, decode_step_s=dec.step_s)
-    ttft = pre.time_s
-    d["ttft_s"] = Derivation(name="ttft_s", formula="prefill time (no queueing)",
-                             substituted=fmt_num(pre.time_s), value=ttft, unit="s")
+    ttft = op.ttft_s if op.feasible else pre.time_s
+    d["ttft_s"] = Derivation(
+        name="ttft_s", formula="operating-point TTFT (queueing + prefill)" if op.feasible else "prefill time (no queueing)",
+        substituted=fmt_num(ttft), value=ttft, unit="s")
     return Plan(
         scenario_name=s.name,
         gpu=r.gpu.id,
@@ -110,7 +128,11 @@ def plan_resolved(r: Resolved) -> Plan:
         decode=dec,
         prefill=pre,
         ttft_s=ttft,
-        warnings=tuple(_warnings(r, mem, batch)),
+        operating_point=op,
+        fleet=fleet,
+        cost=cost,
+        routing=routing_section(r),
+        warnings=tuple(_warnings(r, mem, batch) + ([] if op.feasible else [f"no operating point meets the SLO: {op.reason}"])),
         origins=dict(r.origins),
         derivations=d,
     )

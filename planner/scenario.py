@@ -21,6 +21,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Cost",
     "Efficiency",
+    "Fleet",
     "Parallel",
     "Scenario",
     "Serving",
@@ -57,20 +58,41 @@ class Parallel(BaseModel):
 
 
 class Workload(BaseModel):
-    """What the users send."""
+    """What the users send.  ``prompt_tokens``/``output_tokens`` are means; with
+    ``distribution`` lognormal, ``prompt_sigma``/``output_sigma`` are the σ of
+    the underlying normal; with ``trace``, ``trace`` holds (prompt, output) rows
+    and the means are taken from it.  ``requests_per_s`` is the mean traffic,
+    ``peak_requests_per_s`` (default: the mean) what the fleet is sized for."""
 
     model_config = _FROZEN
     prompt_tokens: Annotated[int, Field(ge=1, le=10_000_000)] = 2000
     output_tokens: Annotated[int, Field(ge=1, le=10_000_000)] = 250
     requests_per_s: PosFloat = 10.0
+    peak_requests_per_s: PosFloat | None = None
     prefix_tokens: NonNegInt = 0
     prefix_hit_rate: Fraction = 0.0
+    distribution: Literal["fixed", "lognormal", "trace"] = "fixed"
+    prompt_sigma: Annotated[float, Field(ge=0, le=3, allow_inf_nan=False)] = 0.0
+    output_sigma: Annotated[float, Field(ge=0, le=3, allow_inf_nan=False)] = 0.0
+    trace: tuple[tuple[PosInt, PosInt], ...] | None = None
 
     @model_validator(mode="after")
-    def _prefix(self) -> Workload:
+    def _check(self) -> Workload:
         if self.prefix_tokens > self.prompt_tokens:
             raise ValueError("prefix_tokens cannot exceed prompt_tokens")
+        if self.peak_requests_per_s is not None and self.peak_requests_per_s < self.requests_per_s:
+            raise ValueError("peak_requests_per_s cannot be below requests_per_s")
+        if self.distribution == "lognormal" and self.prompt_sigma == 0 and self.output_sigma == 0:
+            raise ValueError("a lognormal distribution needs prompt_sigma or output_sigma > 0")
+        if self.distribution == "trace" and not self.trace:
+            raise ValueError("a trace distribution needs trace rows (prompt_tokens, output_tokens)")
+        if self.distribution != "trace" and self.trace:
+            raise ValueError("trace rows are given but distribution is not 'trace'")
         return self
+
+    @property
+    def peak_rate(self) -> float:
+        return self.peak_requests_per_s if self.peak_requests_per_s is not None else self.requests_per_s
 
 
 class Slo(BaseModel):
@@ -88,7 +110,7 @@ class Serving(BaseModel):
     mode: Literal["colocated", "disaggregated"] = "colocated"
     batch_size: Annotated[int, Field(ge=1, le=65536)] | None = None
     context_tokens: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
-    chunk_tokens: Annotated[int, Field(ge=16, le=1_000_000)] = 512
+    chunk_tokens: Annotated[int, Field(ge=16, le=1_000_000)] = 2048  # vLLM max_num_batched_tokens
     block_tokens: Annotated[int, Field(ge=1, le=4096)] = 16
     reserved_bytes: NonNegFloat = 4.0e9
     memory_utilization: PosFraction | None = 0.9
@@ -114,11 +136,25 @@ class Efficiency(BaseModel):
     calibrated_from: str | None = None  # probe run these values were fitted on
 
 
+class Fleet(BaseModel):
+    """How replicas are provisioned and linked."""
+
+    model_config = _FROZEN
+    target_utilization: PosFraction = 0.7
+    min_replicas: Annotated[int, Field(ge=1, le=10_000)] = 2
+    link: Literal["nvlink", "rdma"] = "rdma"
+    link_bytes_per_s: PosFloat | None = None  # None: the GPU's NVLink, or 400 Gb/s RDMA
+    kv_transfer_setup_s: NonNegFloat = 0.0
+    load_bytes_per_s: PosFloat = 2.0e9  # weight loading per GPU for a cold start
+
+
 class Cost(BaseModel):
-    """Prices (None: the catalog default)."""
+    """Prices (None: the catalog default) and optional power."""
 
     model_config = _FROZEN
     usd_per_gpu_hour: PosFloat | None = None
+    usd_per_kwh: PosFloat | None = None
+    pue: Annotated[float, Field(ge=1, le=3, allow_inf_nan=False)] = 1.3
 
 
 class Scenario(BaseModel):
@@ -137,6 +173,7 @@ class Scenario(BaseModel):
     serving: Serving = Serving()
     speculative: Speculative = Speculative()
     efficiency: Efficiency = Efficiency()
+    fleet: Fleet = Fleet()
     cost: Cost = Cost()
 
     @field_validator("model", mode="before")
@@ -228,7 +265,7 @@ def _parse_value(text: str) -> Any:
 
 _FIELDS: dict[str, type[BaseModel]] = {
     "parallel": Parallel, "workload": Workload, "slo": Slo, "serving": Serving,
-    "speculative": Speculative, "efficiency": Efficiency, "cost": Cost,
+    "speculative": Speculative, "efficiency": Efficiency, "fleet": Fleet, "cost": Cost,
 }
 
 

@@ -89,3 +89,15 @@ def test_other_formats(fmt: str, capsys) -> None:
     assert main(["plan", "--format", fmt]) == 0
     text = capsys.readouterr().out
     assert "decode.step_s" in text
+
+
+def test_sweep_cli_json_and_bad_flags() -> None:
+    out = run_cli("sweep", "--gpus", "h100-sxm", "--dtypes", "fp8", "--tp", "1,2", "--pp", "1",
+                  "--set", "model=llama-3.1-8b", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert len(data["rows"]) == 4 and data["cheapest"]["feasible"]
+    bad = run_cli("sweep", "--tp", "1,x")
+    assert bad.returncode == 2 and "--tp" in bad.stderr and "Traceback" not in bad.stderr
+    bad = run_cli("sweep", "--gpus", "h900")
+    assert bad.returncode == 2 and "h900" in bad.stderr
