@@ -54,12 +54,14 @@ def _norm(text: str) -> str:
     t = re.sub(r"^meta-", "", t)
     changed = True
     while changed:
-        changed = False
+        stripped = re.sub(r"-v\d+\.\d+$", "", t)  # "-v0.1" release tags, not "deepseek-v3"
+        changed = stripped != t
+        t = stripped
         for suffix in _MODEL_SUFFIXES:
             if t.endswith(suffix):
                 t = t[: -len(suffix)]
                 changed = True
-    return re.sub(r"-v\d+(\.\d+)*$", "", t)
+    return t
 
 
 def resolve_model_name(name: str) -> tuple[str | None, str | None]:

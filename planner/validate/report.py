@@ -49,6 +49,7 @@ def _result(row: MeasurementRow, setup: RowSetup | str, eff: EfficiencySet, fami
         id=row.id, metric=row.metric, engine=row.engine, family=setup.family, measured=row.value,
         predicted=value, error_pct=(value - row.value) / row.value * 100.0, skipped_reason=None,
         scenario={"gpu": setup.scenario.gpu, "model": setup.scenario.model,
+                  "weights_dtype": setup.scenario.weights_dtype, "kv_dtype": setup.scenario.kv_dtype,
                   **setup.scenario.model_dump(mode="json", exclude_defaults=True, exclude={"name"})},
         operating_point=op, notes=setup.notes,
     )
