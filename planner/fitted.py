@@ -14,7 +14,7 @@ FITTED_ON = "shared/data/published_calibration.json"
 
 # bench/fit_defaults.py on published_calibration.json
 FITTED_EFFICIENCY: dict[str, dict[str, float]] = {
-    "generic": {"bandwidth": 0.8147, "compute": 0.5273, "step_overhead_s": 5.254e-03},
-    "trtllm": {"bandwidth": 0.8425, "compute": 0.5299, "step_overhead_s": 5.986e-03},
-    "vllm": {"bandwidth": 0.8147, "compute": 0.5273, "step_overhead_s": 5.254e-03},
+    "generic": {"bandwidth": 0.8119, "compute": 0.5050, "step_overhead_s": 4.536e-03},
+    "trtllm": {"bandwidth": 0.8730, "compute": 0.5038, "step_overhead_s": 5.530e-03},
+    "vllm": {"bandwidth": 0.8119, "compute": 0.5050, "step_overhead_s": 4.536e-03},
 }

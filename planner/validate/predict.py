@@ -14,7 +14,7 @@ The operating point, for B sequences running on one replica:
                                                        already streamed for decode)
     cycle   = OSL × t_step + B × T_pc                 (every sequence prefills once
                                                        and decodes OSL tokens)
-    ρ_p     = B × T_pc / cycle                        (share of time spent prefilling)
+    ρ_p     = (B − 1) × T_pc / cycle                  (share of time the others prefill)
     ITL     = (OSL × t_step + (B − 1) × T_pc) / OSL   (own steps + the others' prefills)
     TTFT    = T_pf + t_step/2 + ρ_p·T_pc / (2(1 − ρ_p))   (M/D/1 wait behind other prompts)
     E2E     = TTFT + (OSL − 1) × ITL
@@ -191,7 +191,7 @@ def _curves(setup: RowSetup, eff: EfficiencySet, batch: np.ndarray) -> dict[str,
     pf = prefill_step(tokens=isl, **kw)
     t_pf, t_pc = float(pf.time_s), float(pf.compute_s)
     cycle = osl * step + batch * t_pc
-    rho = np.minimum(batch * t_pc / cycle, 0.999)
+    rho = np.clip((batch - 1.0) * t_pc / cycle, 0.0, 0.999)
     itl = (osl * step + (batch - 1.0) * t_pc) / osl
     ttft = t_pf + step / 2.0 + rho * t_pc / (2.0 * (1.0 - rho))
     e2e = ttft + (osl - 1.0) * itl
