@@ -25,6 +25,7 @@ __all__ = ["main", "scenario_from_args", "add_scenario_args", "emit", "plan_row"
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "planner.cli",
     "planner.cli_sweep",
+    "planner.cli_validate",
 )
 
 

@@ -1,0 +1,114 @@
+"""Names in published measurement files → catalog ids, number formats, engine families.
+
+Published tables spell things their own way (``Llama-3.1-70B-Instruct``,
+``h100_sxm``, ``TensorRT-LLM (PyTorch backend)``).  Each resolver returns the
+catalog id or ``None`` with a reason; nothing here guesses a variant the text
+does not state (``h100_unspecified`` stays unknown).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from planner.catalog import load_catalog
+
+__all__ = [
+    "ENGINE_FAMILIES",
+    "EngineFamily",
+    "PRECISIONS",
+    "engine_family",
+    "precision_dtypes",
+    "resolve_gpu_name",
+    "resolve_model_name",
+]
+
+EngineFamily = Literal["trtllm", "vllm"]
+ENGINE_FAMILIES: tuple[EngineFamily, ...] = ("trtllm", "vllm")
+
+# precision label → (weights_dtype, kv_dtype).  TensorRT-LLM's FP8/FP4 recipes
+# quantize the KV cache to FP8 as well ("FP8 quantization also sets FP8 KV
+# cache"); vLLM and SGLang keep ``kv_cache_dtype=auto`` (16-bit) unless told.
+PRECISIONS: dict[str, tuple[str, str]] = {
+    "fp32": ("fp32", "fp32"),
+    "bf16": ("bf16", "bf16"),
+    "fp16": ("fp16", "fp16"),
+    "fp8": ("fp8", "fp8"),
+    "int8": ("int8", "bf16"),
+    "int4": ("int4", "bf16"),
+    "awq": ("int4", "bf16"),
+    "gptq": ("int4", "bf16"),
+    "fp4": ("nvfp4", "fp8"),
+    "nvfp4": ("nvfp4", "fp8"),
+    "mxfp4": ("mxfp4", "fp8"),
+}
+_UNQUANTIZED_KV_FAMILIES: frozenset[str] = frozenset({"vllm"})
+
+# Suffixes that name a fine-tune or a packaging of the same weights' shape.
+_MODEL_SUFFIXES = ("-instruct", "-chat", "-hf", "-base", "-fp8", "-fp4", "-nvfp4", "-awq", "-gptq")
+
+
+def _norm(text: str) -> str:
+    t = text.strip().lower().replace("_", "-").replace(" ", "-")
+    t = t.rsplit("/", 1)[-1]  # "meta-llama/Llama-3.1-8B" → "llama-3.1-8b"
+    t = re.sub(r"^meta-", "", t)
+    changed = True
+    while changed:
+        stripped = re.sub(r"-v\d+\.\d+$", "", t)  # "-v0.1" release tags, not "deepseek-v3"
+        changed = stripped != t
+        t = stripped
+        for suffix in _MODEL_SUFFIXES:
+            if t.endswith(suffix):
+                t = t[: -len(suffix)]
+                changed = True
+    return t
+
+
+def resolve_model_name(name: str) -> tuple[str | None, str | None]:
+    """(catalog model id, None) or (None, reason).  Matches the catalog id or
+    name after dropping case, an org prefix and fine-tune suffixes (-Instruct,
+    -Chat, -hf, ...): ``Llama-3.3-70B-Instruct`` → ``llama-3.3-70b``."""
+    cat = load_catalog()
+    key = _norm(name)
+    for mid, spec in cat.models.items():
+        if key in {_norm(mid), _norm(spec.name or mid)}:
+            return mid, None
+    return None, f"unknown model '{name}' (no catalog entry matches '{key}')"
+
+
+def _gpu_key(text: str) -> str:
+    """Order-free token set: ``a100_80gb_sxm`` and ``a100-sxm-80gb`` agree."""
+    return "-".join(sorted(t for t in re.split(r"[-_\s]+", text.strip().lower()) if t))
+
+
+def resolve_gpu_name(name: str) -> tuple[str | None, str | None]:
+    """(catalog GPU id, None) or (None, reason).  ``h100_sxm`` → ``h100-sxm``;
+    the tokens may come in any order (``a100_80gb_sxm`` → ``a100-sxm-80gb``)."""
+    cat = load_catalog()
+    key = _gpu_key(name)
+    for gid in cat.gpus:
+        if _gpu_key(gid) == key:
+            return gid, None
+    if "unspecified" in key or "unknown" in key:
+        return None, f"GPU variant not stated ('{name}'): memory and bandwidth differ between variants"
+    return None, f"unknown gpu '{name}' (known: {', '.join(sorted(cat.gpus))})"
+
+
+def engine_family(engine: str) -> EngineFamily:
+    """``trtllm`` for TensorRT-LLM and NVIDIA NIM (whose LLM profiles run on
+    TensorRT-LLM), ``vllm`` for vLLM, SGLang and every other engine."""
+    e = engine.lower()
+    if "tensorrt" in e or "trt-llm" in e or "trtllm" in e or re.search(r"\bnim\b", e):
+        return "trtllm"
+    return "vllm"
+
+
+def precision_dtypes(precision: str, *, family: str) -> tuple[tuple[str, str] | None, str | None]:
+    """((weights_dtype, kv_dtype), None) or (None, reason) for a precision label."""
+    p = precision.strip().lower().replace("-", "").replace("_", "")
+    if p not in PRECISIONS:
+        return None, f"unknown precision '{precision}' (known: {', '.join(PRECISIONS)})"
+    weights, kv = PRECISIONS[p]
+    if family in _UNQUANTIZED_KV_FAMILIES and kv == "fp8" and weights != "fp32":
+        kv = "bf16"
+    return (weights, kv), None

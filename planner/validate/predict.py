@@ -1,0 +1,253 @@
+"""Predict a published measurement from its setup, with the planner's one physics.
+
+A row becomes a :class:`~planner.scenario.Scenario` (GPU, model, number
+formats, TP, ISL/OSL, the family's efficiencies) and an operating point; every
+time comes from :func:`planner.step.decode_step` and
+:func:`planner.step.prefill_step` on the resolved scenario.
+
+The operating point, for B sequences running on one replica:
+
+    t_step  = decode_step(B, context = ISL + OSL/2).step_s
+    T_pf    = prefill_step(ISL).time_s                (a prompt run alone)
+    T_pc    = prefill_step(ISL).compute_s             (its marginal cost inside a
+                                                       mixed batch: the weights are
+                                                       already streamed for decode)
+    cycle   = OSL × t_step + B × T_pc                 (every sequence prefills once
+                                                       and decodes OSL tokens)
+    ρ_p     = (B − 1) × T_pc / cycle                  (share of time the others prefill)
+    ITL     = (OSL × t_step + (B − 1) × T_pc) / OSL   (own steps + the others' prefills)
+    TTFT    = T_pf + t_step/2 + ρ_p·T_pc / (2(1 − ρ_p))   (M/D/1 wait behind other prompts)
+    E2E     = TTFT + (OSL − 1) × ITL
+    output tok/s per replica = B × OSL / E2E          (Little's law, closed loop)
+
+Loads:
+
+* no concurrency and no rate (offline max throughput): B = min(KV budget
+  sequences at ISL + OSL, the engine's max batch); TTFT there is set by the
+  benchmark's queue depth, which such a row does not state, so TTFT/E2E rows
+  without a load are skipped.
+* concurrency c per replica: B = min(c, B_max); beyond B_max the extra
+  users queue: TTFT += (c − B_max) / (B_max / E2E).
+* request rate λ per replica: B solves Little's law B = λ × E2E(B); output
+  tok/s = λ × OSL; above capacity the replica saturates at B_max.
+
+Totals over several GPUs are replicas × per replica, replicas = GPUs / (TP × PP).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from planner.context import resolve
+from planner.replica import memory_section
+from planner.scenario import Efficiency, Parallel, Scenario, Serving, Workload, validation_message
+from planner.step import decode_step, prefill_step
+from planner.validate.names import engine_family, precision_dtypes, resolve_gpu_name, resolve_model_name
+from planner.validate.rows import METRICS, MeasurementRow
+
+__all__ = [
+    "ENGINE_MAX_BATCH",
+    "ENGINE_MEMORY_UTILIZATION",
+    "EfficiencySet",
+    "OperatingPoint",
+    "RowSetup",
+    "efficiency_for",
+    "operating_point",
+    "predict_row",
+    "setup_row",
+]
+
+# Engine caps on the running batch: TensorRT-LLM's default max_batch_size
+# (2048 in trtllm-bench engines), vLLM's max_num_seqs default (256; SGLang's
+# default running-request cap is of the same order).
+ENGINE_MAX_BATCH: dict[str, int] = {"trtllm": 2048, "vllm": 256}
+# KV budget accounting: TensorRT-LLM hands a fraction of the memory left after
+# weights to the KV cache (None: the seeds' HBM − weights − reserved); vLLM
+# uses gpu_memory_utilization × HBM (default 0.9).
+ENGINE_MEMORY_UTILIZATION: dict[str, float | None] = {"trtllm": None, "vllm": 0.9}
+
+Load = Literal["max_throughput", "concurrency", "request_rate"]
+
+
+class EfficiencySet(BaseModel):
+    """The fitted factors one engine family runs at."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    bandwidth: float = Field(gt=0, le=1)
+    compute: float = Field(gt=0, le=1)
+    step_overhead_s: float = Field(ge=0)
+
+
+def efficiency_for(family: str, table: dict[str, dict[str, float]]) -> EfficiencySet:
+    """The family's entry of a fitted table, else its ``generic`` entry."""
+    return EfficiencySet(**table.get(family, table["generic"]))
+
+
+@dataclass(frozen=True)
+class RowSetup:
+    """A row mapped onto the planner: everything but the efficiencies."""
+
+    row: MeasurementRow
+    family: str
+    scenario: Scenario
+    replicas: int
+    load: Load
+    load_per_replica: float | None  # users or requests/s on one replica
+    max_batch: int
+    notes: tuple[str, ...]
+
+    def with_efficiency(self, eff: EfficiencySet) -> Scenario:
+        return self.scenario.model_copy(update={"efficiency": Efficiency(
+            bandwidth=eff.bandwidth, compute=eff.compute, step_overhead_s=eff.step_overhead_s)})
+
+
+def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
+    """Map a row to a scenario and load, or return why it cannot be predicted."""
+    if row.metric not in METRICS:
+        return f"metric '{row.metric}' not predictable (known: {', '.join(METRICS)})"
+    if row.isl is None or row.osl is None:
+        return "input/output lengths (isl/osl) not given: the step times depend on them"
+    if row.concurrency is not None and row.request_rate is not None:
+        return "both concurrency and request_rate given: the load is ambiguous"
+    load: Load = ("concurrency" if row.concurrency is not None
+                  else "request_rate" if row.request_rate is not None else "max_throughput")
+    if load == "max_throughput" and row.metric in {"ttft_ms", "e2e_s"}:
+        return "TTFT/E2E at offline max throughput depend on the benchmark's queue depth, which the row does not give"
+    family = engine_family(row.engine)
+    model_id, why = resolve_model_name(row.model)
+    if model_id is None:
+        return why or "unknown model"
+    gpu_id, why = resolve_gpu_name(row.gpu)
+    if gpu_id is None:
+        return why or "unknown gpu"
+    dtypes, why = precision_dtypes(row.precision, family=family)
+    if dtypes is None:
+        return why or "unknown precision"
+    notes: list[str] = []
+    pp = row.pp or 1
+    tp = row.tp
+    if tp is None:
+        tp = row.n_gpus // pp
+        notes.append(f"tp not given: assumed tp = n_gpus / pp = {tp}")
+    if row.n_gpus % (tp * pp):
+        return f"n_gpus ({row.n_gpus}) is not a multiple of tp × pp ({tp} × {pp})"
+    replicas = row.n_gpus // (tp * pp)
+    per = None
+    if row.concurrency is not None:
+        per = row.concurrency / replicas
+    elif row.request_rate is not None:
+        per = row.request_rate / replicas
+    util = ENGINE_MEMORY_UTILIZATION.get(family)
+    try:
+        scenario = Scenario(
+            name=row.id, gpu=gpu_id, model=model_id, weights_dtype=dtypes[0], kv_dtype=dtypes[1],  # type: ignore[arg-type]
+            parallel=Parallel(tp=tp, pp=pp),
+            workload=Workload(prompt_tokens=row.isl, output_tokens=row.osl,
+                              requests_per_s=per if load == "request_rate" and per else 1.0),
+            serving=Serving(memory_utilization=util),
+            efficiency=Efficiency(bandwidth=eff.bandwidth, compute=eff.compute,
+                                  step_overhead_s=eff.step_overhead_s),
+        )
+    except ValidationError as exc:
+        return f"scenario rejected: {validation_message(exc)}"
+    mem = memory_section(resolve(scenario), {}, context_tokens=row.isl + row.osl)
+    if mem.max_sequences < 1:
+        return (f"does not fit: KV budget {mem.kv_budget_bytes / 1e9:.1f} GB per GPU holds "
+                f"{mem.max_sequences:.2f} sequences of {row.isl + row.osl} tokens")
+    cap = ENGINE_MAX_BATCH.get(family, ENGINE_MAX_BATCH["vllm"])
+    max_batch = max(1, min(int(math.floor(mem.max_sequences)), cap))
+    return RowSetup(row=row, family=family, scenario=scenario, replicas=replicas, load=load,
+                    load_per_replica=per, max_batch=max_batch, notes=tuple(notes))
+
+
+class OperatingPoint(BaseModel):
+    """One replica's state at the row's load (SI units)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    load: str
+    replicas: int
+    max_batch: int
+    batch_size: float
+    saturated: bool
+    step_s: float
+    prefill_s: float
+    itl_s: float
+    ttft_s: float
+    e2e_s: float
+    output_tok_s_per_replica: float
+
+
+def _curves(setup: RowSetup, eff: EfficiencySet, batch: np.ndarray) -> dict[str, np.ndarray]:
+    """ITL, TTFT, E2E over an array of batch sizes (see the module docstring)."""
+    r = resolve(setup.with_efficiency(eff))
+    kw: dict[str, Any] = r.step_kwargs()
+    isl, osl = float(setup.row.isl or 1), float(setup.row.osl or 1)
+    step = np.asarray(decode_step(batch_size=batch, context_tokens=isl + osl / 2.0, **kw).step_s, float)
+    pf = prefill_step(tokens=isl, **kw)
+    t_pf, t_pc = float(pf.time_s), float(pf.compute_s)
+    cycle = osl * step + batch * t_pc
+    rho = np.clip((batch - 1.0) * t_pc / cycle, 0.0, 0.999)
+    itl = (osl * step + (batch - 1.0) * t_pc) / osl
+    ttft = t_pf + step / 2.0 + rho * t_pc / (2.0 * (1.0 - rho))
+    e2e = ttft + (osl - 1.0) * itl
+    return {"step": step, "itl": itl, "ttft": ttft, "e2e": e2e, "prefill": np.full_like(step, t_pf)}
+
+
+def operating_point(setup: RowSetup, eff: EfficiencySet) -> OperatingPoint:
+    """The replica's operating point at the row's load."""
+    osl = float(setup.row.osl or 1)
+    bmax = setup.max_batch
+    extra_wait = 0.0
+    saturated = False
+    if setup.load == "max_throughput":
+        b = np.array([float(bmax)])
+    elif setup.load == "concurrency":
+        b = np.array([min(float(setup.load_per_replica or 1.0), float(bmax))])
+    else:
+        lam = float(setup.load_per_replica or 0.0)
+        grid = np.linspace(1.0, float(bmax), max(2, min(bmax, 512)))
+        g = lam * _curves(setup, eff, grid)["e2e"] - grid  # Little's law residual, falls with B
+        if g[-1] > 0:
+            b, saturated = np.array([float(bmax)]), True
+        elif g[0] <= 0:
+            b = np.array([max(lam * float(_curves(setup, eff, np.array([1.0]))["e2e"][0]), 1e-6)])
+        else:
+            i = int(np.argmax(g <= 0))
+            b0, b1, g0, g1 = grid[i - 1], grid[i], g[i - 1], g[i]
+            b = np.array([b0 + (b1 - b0) * g0 / (g0 - g1)])
+    c = _curves(setup, eff, b)
+    e2e = float(c["e2e"][0])
+    bs = float(b[0])
+    tput = bs * osl / e2e
+    if setup.load == "concurrency" and (setup.load_per_replica or 0.0) > bmax:
+        # Users beyond the batch cap wait in the queue: (c − B) / (B / E2E).
+        extra_wait = ((setup.load_per_replica or 0.0) - bmax) / (bmax / e2e)
+        saturated = True
+    elif setup.load == "request_rate" and not saturated:
+        tput = float(setup.load_per_replica or 0.0) * osl
+    return OperatingPoint(
+        load=setup.load, replicas=setup.replicas, max_batch=bmax, batch_size=bs, saturated=saturated,
+        step_s=float(c["step"][0]), prefill_s=float(c["prefill"][0]), itl_s=float(c["itl"][0]),
+        ttft_s=float(c["ttft"][0]) + extra_wait, e2e_s=e2e + extra_wait, output_tok_s_per_replica=tput,
+    )
+
+
+def predict_row(setup: RowSetup, eff: EfficiencySet) -> tuple[float, OperatingPoint]:
+    """(predicted value in the row's own unit, operating point)."""
+    op = operating_point(setup, eff)
+    m = setup.row.metric
+    total = op.output_tok_s_per_replica * setup.replicas
+    value = {
+        "output_tok_s_total": total,
+        "output_tok_s_per_gpu": total / setup.row.n_gpus,
+        "ttft_ms": op.ttft_s * 1e3,
+        "itl_ms": op.itl_s * 1e3,
+        "tpot_ms": op.itl_s * 1e3,
+        "e2e_s": op.e2e_s,
+    }[m]
+    return float(value), op

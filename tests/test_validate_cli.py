@@ -1,0 +1,95 @@
+"""``python -m planner validate`` on a small fixed file: stable structure and values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planner.cli import main
+
+SMALL = str(Path(__file__).parent / "data" / "validate_small.json")
+
+
+@pytest.fixture(scope="module")
+def payload() -> dict:
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["validate", "--data", SMALL]) == 0
+    return json.loads(buf.getvalue())
+
+
+def test_rows_in_file_order_none_dropped(payload: dict) -> None:
+    assert [r["id"] for r in payload["rows"]] == [
+        "nim_70b_c1_ttft", "triton_8b_qps2_out", "replicas_8b_qps8_out", "unknown_model", "unknown_gpu",
+        "no_lengths", "odd_metric"]
+    for r in payload["rows"]:
+        assert set(r) >= {"id", "metric", "measured", "predicted", "error_pct", "skipped_reason", "scenario"}
+
+
+def test_skipped_rows_say_why(payload: dict) -> None:
+    rows = {r["id"]: r for r in payload["rows"]}
+    reasons = {k: rows[k]["skipped_reason"] for k in ("unknown_model", "unknown_gpu", "no_lengths", "odd_metric")}
+    assert "unknown model 'Mistral-7B'" in reasons["unknown_model"]
+    assert "h100_unspecified" in reasons["unknown_gpu"]
+    assert "isl/osl" in reasons["no_lengths"]
+    assert "joules_per_token" in reasons["odd_metric"]
+    for k in reasons:
+        assert rows[k]["predicted"] is None and rows[k]["error_pct"] is None
+
+
+def test_scenario_used(payload: dict) -> None:
+    rows = {r["id"]: r for r in payload["rows"]}
+    sc = rows["nim_70b_c1_ttft"]["scenario"]
+    assert sc["gpu"] == "h100-sxm" and sc["model"] == "llama-3.3-70b"
+    assert sc["weights_dtype"] == "fp8" and sc["kv_dtype"] == "fp8"  # NIM runs TensorRT-LLM: FP8 KV
+    assert sc["parallel"]["tp"] == 2
+    assert sc["workload"]["prompt_tokens"] == 5000 and sc["workload"]["output_tokens"] == 500
+    assert set(sc["efficiency"]) == {"bandwidth", "compute", "step_overhead_s"}
+    vl = rows["replicas_8b_qps8_out"]
+    assert vl["scenario"]["kv_dtype"] == "bf16" and vl["family"] == "vllm"
+    # 4 GPUs at TP 1 = 4 replicas, each at 8 / 4 = 2 req/s.
+    assert vl["operating_point"]["replicas"] == 4
+    assert vl["scenario"]["workload"]["requests_per_s"] == 2.0
+
+
+def test_predicted_values(payload: dict) -> None:
+    rows = {r["id"]: r for r in payload["rows"]}
+    # Below capacity an open-loop replica emits rate × OSL output tokens/s: 2 × 256 = 512.
+    assert rows["triton_8b_qps2_out"]["predicted"] == pytest.approx(512.0)
+    assert rows["triton_8b_qps2_out"]["error_pct"] == pytest.approx((512 - 504) / 504 * 100)
+    # Four replicas at 2 req/s each: 4 × 2 × 256 = 2048.
+    assert rows["replicas_8b_qps8_out"]["predicted"] == pytest.approx(2048.0)
+    # NVIDIA NIM 1.8 table: TTFT 406.77 ms for one 5000-token prompt on 2× H100 FP8.
+    assert rows["nim_70b_c1_ttft"]["predicted"] == pytest.approx(406.77, rel=0.25)
+
+
+def test_summary(payload: dict) -> None:
+    s = payload["summary"]
+    assert s["output_tok_s_total"]["count"] == 2 and s["output_tok_s_total"]["skipped"] == 1
+    # |512 − 504| / 504 = 1.59 %, |2048 − 2000| / 2000 = 2.4 %: median 1.99 %.
+    assert s["output_tok_s_total"]["median_abs_error_pct"] == pytest.approx((800 / 504 + 2.4) / 2, rel=1e-6)
+    assert s["ttft_ms"]["count"] == 1 and s["ttft_ms"]["skipped"] == 1
+    assert set(payload["summary_by_family"]) == {"trtllm", "vllm"}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "table"])
+def test_other_formats(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--data", SMALL, "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert "triton_8b_qps2_out" in out and "unknown model 'Mistral-7B'" in out
+    if fmt == "table":
+        assert "median_abs_error_pct" in out
+
+
+def test_bad_file_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps([{"id": "x", "engine": "vLLM", "model": "m", "precision": "bf16", "gpu": "g",
+                              "n_gpus": "many", "metric": "itl_ms", "value": 1}]))
+    assert main(["validate", "--data", str(p)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "row 0 (id 'x')" in err and "n_gpus" in err
