@@ -250,25 +250,31 @@ class _Replica:
             s.active = True
             running.append(s)
         # 1. one token for every decoding sequence
-        decode = [s for s in running if s.kv >= s.target]
-        need = sum(1 for s in decode if s.kv % bt == 0)
-        preempted = False
-        while self.free < need:
-            if self._evict_one():
-                continue
-            victim = running.pop()
-            if victim.kv >= victim.target and victim.kv % bt == 0:
-                need -= 1
-            self._preempt(victim)
-            preempted = True
-        if preempted:
-            decode = [s for s in decode if s.active]
-        self.free -= need
+        decode: list[_Seq] = []
+        grow: list[_Seq] = []  # decoding sequences whose next token opens a new block
         ctx = 0
-        for s in decode:
-            if s.kv % bt == 0:
-                s.blocks += 1
-            ctx += s.kv
+        for s in running:
+            if s.kv >= s.target:
+                decode.append(s)
+                ctx += s.kv
+                if s.kv % bt == 0:
+                    grow.append(s)
+        need = len(grow)
+        if self.free < need:
+            while self.free < need:
+                if self._evict_one():
+                    continue
+                victim = running.pop()
+                if victim.kv >= victim.target:
+                    ctx -= victim.kv
+                    if victim.kv % bt == 0:
+                        need -= 1
+                self._preempt(victim)
+            decode = [s for s in decode if s.active]
+            grow = [s for s in grow if s.active]
+        self.free -= need
+        for s in grow:
+            s.blocks += 1
         # 2. one chunk of prefill: in-progress prefills, then waiting requests (FCFS)
         budget = self.chunk_tokens
         pieces: list[tuple[_Seq, int]] = []
