@@ -15,7 +15,8 @@ Each replica runs iterations back to back while it has work.  One iteration:
 Step times come from :mod:`planner.step` with the scenario's resolved efficiencies.
 KV lives in paged blocks of ``serving.block_tokens``; the capacity is the plan's KV
 budget / KV bytes per token per GPU.  Requests sharing a ``prefix_key`` reuse cached
-full blocks (prefix sharing).  Deterministic for a given seed.
+full blocks (prefix sharing).  Deterministic for a given seed.  Speculative
+decoding is not simulated (one token per sequence per iteration).
 """
 
 from __future__ import annotations
@@ -388,7 +389,7 @@ class SimRun:
     output_tokens: np.ndarray
     hit_tokens: np.ndarray
     tpot_s: np.ndarray  # per request: mean inter-token latency, (finish − first token) / (outputs − 1)
-    itl_s: np.ndarray  # every inter-token gap of every request
+    itl_s: np.ndarray  # every inter-token gap, request by request (outputs − 1 each, in request order)
     preemptions: int
     mean_in_flight: float  # time-average of requests in the system, integrated by the engine
     duration_s: float  # first arrival to last finish
@@ -399,6 +400,12 @@ class SimRun:
     @property
     def requests(self) -> int:
         return int(self.arrival_s.size)
+
+    def itl_series(self, index: int) -> np.ndarray:
+        """Request ``index``'s inter-token gaps, in order."""
+        counts = np.maximum(self.output_tokens - 1, 0)
+        start = int(counts[:index].sum())
+        return self.itl_s[start:start + int(counts[index])]
 
     @property
     def ttft_s(self) -> np.ndarray:
