@@ -35,6 +35,7 @@ from planner.roofline import (
     ridge_flop_per_byte,
 )
 from planner.scenario import Scenario, apply_overrides, scenario_from_dict
+from planner.simulate import SimOptions, SimRun, rate_sweep
 from planner.specs import DenseFlops, GpuSpec, ModelSpec
 from planner.step import DecodeStep, PrefillStep, decode_step, prefill_flops, prefill_step
 from planner.techniques import (
@@ -67,6 +68,8 @@ __all__ = [
     "Resolved",
     "Scenario",
     "ScenarioError",
+    "SimOptions",
+    "SimRun",
     "apply_overrides",
     "attainable_flops_per_s",
     "bits_per_weight",
@@ -96,6 +99,7 @@ __all__ = [
     "prefill_intensity",
     "prefill_step",
     "prefix_sharing_bytes",
+    "rate_sweep",
     "resolve",
     "ridge_flop_per_byte",
     "scenario_from_dict",

@@ -26,6 +26,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "planner.cli",
     "planner.cli_sweep",
     "planner.cli_validate",
+    "planner.cli_simulate",
 )
 
 

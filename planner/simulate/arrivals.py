@@ -1,0 +1,182 @@
+"""Requests to simulate: arrival processes, length distributions, chat sessions, traces.
+
+* Poisson: inter-arrival ~ Exp(rate).
+* Gamma: inter-arrival ~ Gamma(shape=b, scale=1/(rate·b)) (vLLM's benchmark_serving
+  convention): same mean rate, coefficient of variation 1/√b; b = 1 is Poisson,
+  b < 1 is burstier.
+* Lognormal lengths with a given mean: ln L ~ N(ln mean − σ²/2, σ²).
+* Multi-turn chat: a session's turn k prompt = turn k−1's prompt + its output + a new
+  message; turn k arrives a think time after turn k−1 finishes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from planner.errors import ScenarioError
+from planner.scenario import Scenario
+from planner.simulate.options import SimOptions
+
+__all__ = [
+    "Request",
+    "arrival_times",
+    "generate_requests",
+    "length_samples",
+    "load_trace",
+    "parse_trace_csv",
+]
+
+SYSTEM_PREFIX_KEY = "system"
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request. ``parent`` ≥ 0: it arrives ``think_s`` after that request finishes."""
+
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    prefix_key: str | None = None  # requests with the same key share their first prefix_tokens
+    prefix_tokens: int = 0
+    parent: int = -1
+    think_s: float = 0.0
+    cache_on_finish: bool = False  # keep this conversation's KV cached for the next turn
+
+
+def arrival_times(*, rate_req_s: float, count: int, process: str, burstiness: float,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Cumulative arrival times (s) of ``count`` requests, the first at its first gap."""
+    if not rate_req_s > 0 or not math.isfinite(rate_req_s):
+        raise ScenarioError(f"rate_req_s: must be > 0, got {rate_req_s}")
+    if process == "poisson":
+        gaps = rng.exponential(1.0 / rate_req_s, size=count)
+    elif process == "gamma":
+        if not burstiness > 0:
+            raise ScenarioError(f"burstiness: must be > 0, got {burstiness}")
+        gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate_req_s * burstiness), size=count)
+    else:
+        raise ScenarioError(f"arrival: expected poisson or gamma, got {process!r}")
+    return np.cumsum(gaps)
+
+
+def length_samples(*, mean_tokens: float, count: int, distribution: str, sigma: float,
+                   rng: np.random.Generator, max_tokens: int | None = None) -> np.ndarray:
+    """Integer lengths ≥ 1 with the given mean: fixed, or lognormal(ln mean − σ²/2, σ)."""
+    if distribution == "fixed" or sigma == 0:
+        out = np.full(count, float(mean_tokens))
+    else:
+        out = rng.lognormal(mean=math.log(mean_tokens) - sigma * sigma / 2.0, sigma=sigma, size=count)
+    out = np.maximum(np.rint(out), 1.0)
+    if max_tokens is not None:
+        out = np.minimum(out, max_tokens)
+    return out.astype(np.int64)
+
+
+def generate_requests(scenario: Scenario, options: SimOptions) -> tuple[Request, ...]:
+    """The request stream a scenario's workload and the options describe (seeded)."""
+    rng = np.random.default_rng(options.seed)
+    w = scenario.workload
+    rate = options.rate_req_s if options.rate_req_s is not None else w.requests_per_s
+    n = options.requests
+    prompts = length_samples(mean_tokens=w.prompt_tokens, count=n, distribution=options.lengths,
+                             sigma=options.length_sigma, rng=rng)
+    outputs = length_samples(mean_tokens=w.output_tokens, count=n, distribution=options.lengths,
+                             sigma=options.length_sigma, rng=rng)
+    turns = options.multi_turn
+    if turns <= 1:
+        times = arrival_times(rate_req_s=rate, count=n, process=options.arrival, burstiness=options.burstiness,
+                              rng=rng)
+        shared = rng.random(n) < w.prefix_hit_rate if w.prefix_tokens > 0 else np.zeros(n, bool)
+        out = []
+        for i in range(n):
+            if shared[i]:
+                p = max(int(prompts[i]), w.prefix_tokens + 1)
+                out.append(Request(float(times[i]), p, int(outputs[i]), SYSTEM_PREFIX_KEY, w.prefix_tokens))
+            else:
+                out.append(Request(float(times[i]), int(prompts[i]), int(outputs[i])))
+        return tuple(out)
+    # Multi-turn: sessions start at rate / turns so requests arrive at about ``rate``.
+    sessions = math.ceil(n / turns)
+    starts = arrival_times(rate_req_s=rate / turns, count=sessions, process=options.arrival,
+                           burstiness=options.burstiness, rng=rng)
+    thinks = rng.exponential(options.think_s, size=n) if options.think_s > 0 else np.zeros(n)
+    out = []
+    i = 0
+    for sess in range(sessions):
+        prev_context = 0
+        for turn in range(turns):
+            if i >= n:
+                break
+            message, output = int(prompts[i]), int(outputs[i])
+            prompt = prev_context + message
+            last = turn == turns - 1 or i == n - 1
+            out.append(Request(
+                arrival_s=float(starts[sess]) if turn == 0 else 0.0,
+                prompt_tokens=prompt, output_tokens=output, prefix_key=f"session-{sess}",
+                prefix_tokens=prev_context, parent=-1 if turn == 0 else i - 1,
+                think_s=0.0 if turn == 0 else float(thinks[i]), cache_on_finish=not last,
+            ))
+            prev_context = prompt + output
+            i += 1
+    return tuple(out)
+
+
+_TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+
+
+def parse_trace_csv(text: str) -> tuple[Request, ...]:
+    """Requests from CSV text with columns arrival_s, prompt_tokens, output_tokens
+    (optional prefix_key, prefix_tokens). Arrivals must be sorted; lengths ≥ 1."""
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in _TRACE_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ScenarioError(f"trace: missing column(s) {', '.join(missing)}; expected {', '.join(_TRACE_COLUMNS)}")
+    out: list[Request] = []
+    last = -math.inf
+    for row_no, row in enumerate(reader, start=2):
+        def num(col: str, kind: type, row: dict[str, str] = row, row_no: int = row_no) -> float:
+            raw = (row.get(col) or "").strip()
+            try:
+                value = kind(raw)
+            except ValueError:
+                raise ScenarioError(f"trace.{col}: not a number at line {row_no}: {raw!r}") from None
+            if not math.isfinite(value):
+                raise ScenarioError(f"trace.{col}: not finite at line {row_no}")
+            return value
+
+        t = num("arrival_s", float)
+        if t < 0:
+            raise ScenarioError(f"trace.arrival_s: negative at line {row_no}")
+        if t < last:
+            raise ScenarioError(f"trace.arrival_s: arrivals must be sorted; line {row_no} ({t}) is before "
+                                f"the previous one ({last})")
+        last = t
+        p, o = int(num("prompt_tokens", int)), int(num("output_tokens", int))
+        if p < 1:
+            raise ScenarioError(f"trace.prompt_tokens: must be >= 1 at line {row_no}")
+        if o < 1:
+            raise ScenarioError(f"trace.output_tokens: must be >= 1 at line {row_no}")
+        key = (row.get("prefix_key") or "").strip() or None
+        ptok = int(num("prefix_tokens", int)) if key and (row.get("prefix_tokens") or "").strip() else 0
+        if not 0 <= ptok <= p:
+            raise ScenarioError(f"trace.prefix_tokens: must be between 0 and prompt_tokens at line {row_no}")
+        out.append(Request(t, p, o, key, ptok))
+    if not out:
+        raise ScenarioError("trace: empty; it needs a header and at least one request row")
+    return tuple(out)
+
+
+def load_trace(path: str | Path) -> tuple[Request, ...]:
+    """Read and validate a trace CSV file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"trace: cannot read {p}: {exc.strerror}") from None
+    return parse_trace_csv(text)

@@ -1,0 +1,88 @@
+"""Summaries of simulated runs: percentiles, goodput, and the knee of a rate sweep.
+
+* goodput = requests meeting both SLOs (TTFT ≤ slo.ttft_s and mean ITL ≤ slo.itl_s) / duration
+* attainment = share of requests meeting both SLOs
+* knee = the highest offered rate whose attainment still reaches the target (default 99%)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from planner.errors import ScenarioError
+from planner.scenario import Scenario
+from planner.simulate.engine import SimRun, simulate
+from planner.simulate.options import SimOptions
+
+__all__ = ["find_knee", "latency_stats", "rate_sweep", "summarize"]
+
+
+def latency_stats(values: np.ndarray) -> dict[str, float]:
+    """{mean, p50, p90, p99} of a sample (zeros when empty)."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return {"mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0}
+    p50, p90, p99 = np.percentile(v, [50, 90, 99])
+    return {"mean": float(v.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
+
+
+def summarize(run: SimRun, *, slo_ttft_s: float, slo_itl_s: float, offered_rate_req_s: float | None = None,
+              timeline: bool = False) -> dict[str, Any]:
+    """The JSON summary of one run (SI units)."""
+    ok = (run.ttft_s <= slo_ttft_s) & (run.tpot_s <= slo_itl_s)
+    n = run.requests
+    d = run.duration_s
+    prompt = float(run.prompt_tokens.sum())
+    out: dict[str, Any] = {
+        "requests": n,
+        "duration_s": d,
+        "throughput_req_s": n / d if d > 0 else 0.0,
+        "output_tok_s": float(run.output_tokens.sum()) / d if d > 0 else 0.0,
+        "mean_in_flight": run.mean_in_flight,
+        "ttft_s": latency_stats(run.ttft_s),
+        "itl_s": latency_stats(run.itl_s),
+        "tpot_s": latency_stats(run.tpot_s),
+        "e2e_s": latency_stats(run.e2e_s),
+        "goodput_req_s": float(ok.sum()) / d if d > 0 else 0.0,
+        "slo_attainment": float(ok.mean()),
+        "preemptions": run.preemptions,
+        "prefix_hit_rate": float(run.hit_tokens.sum()) / prompt if prompt > 0 else 0.0,
+        "iterations": run.iterations,
+        "kv_capacity_tokens": run.kv_capacity_tokens,
+        "peak_kv_utilization": max((max(tl["kv_utilization"], default=0.0) for tl in run.timeline), default=0.0),
+    }
+    if offered_rate_req_s is not None:
+        out = {"offered_rate_req_s": offered_rate_req_s, **out}
+    if timeline:
+        out["timeline"] = list(run.timeline)
+    return out
+
+
+def find_knee(*, rates: Sequence[float], attainments: Sequence[float], target: float) -> float | None:
+    """Highest rate whose attainment ≥ target with every lower rate also meeting it (None: none does)."""
+    knee = None
+    for rate, att in sorted(zip(rates, attainments, strict=True)):
+        if att + 1e-12 < target:
+            break
+        knee = rate
+    return knee
+
+
+def rate_sweep(scenario: Scenario, options: SimOptions, rates: Sequence[float]) -> dict[str, Any]:
+    """One run per offered rate (same seed), their summaries as ``levels`` and the knee."""
+    if not rates:
+        raise ScenarioError("rates: give at least one rate")
+    for r in rates:
+        if not r > 0:
+            raise ScenarioError(f"rates: every rate must be > 0, got {r}")
+    levels = []
+    for r in sorted(rates):
+        run = simulate(scenario, options.model_copy(update={"rate_req_s": float(r)}))
+        levels.append(summarize(run, slo_ttft_s=scenario.slo.ttft_s, slo_itl_s=scenario.slo.itl_s,
+                                offered_rate_req_s=float(r)))
+    knee = find_knee(rates=[lv["offered_rate_req_s"] for lv in levels],
+                     attainments=[lv["slo_attainment"] for lv in levels], target=options.slo_attainment)
+    return {"levels": levels, "knee_rate_req_s": knee, "slo_attainment_target": options.slo_attainment}
