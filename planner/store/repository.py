@@ -352,8 +352,9 @@ def update_scenario(*, engine: Engine, ref: Ref, expected_version: int, scenario
         if getattr(result, "rowcount", 0) != 1:
             raise _conflict(row.slug, expected_version, None)
         _add_revision(session, scenario_id=row.id, version=expected_version + 1, values=values, note=note, when=when)
-        scenario_id = row.id
-    return get_scenario(engine=engine, ref=scenario_id)
+        session.flush()
+        session.expire(row)  # reread inside this transaction: exactly what was written
+        return _stored(row)
 
 
 def _conflict(slug: str, loaded: int, now: int | None) -> ConflictError:
