@@ -12,6 +12,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 import zlib
 
 from planner.errors import ScenarioError
@@ -23,6 +24,7 @@ _MAGIC = b"R1"
 _DIGEST_BYTES = 8
 MAX_TOKEN_CHARS = 16_000  # well under common URL limits; a scenario is ~1 kB of JSON
 _MAX_JSON_BYTES = 1_000_000  # refuse to inflate more than this (zip bombs)
+_ALPHABET = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 def _canonical(scenario: Scenario) -> bytes:
@@ -43,12 +45,14 @@ def scenario_from_token(token: str) -> Scenario:
         raise ScenarioError("share link: the token is empty")
     if len(text) > MAX_TOKEN_CHARS:
         raise ScenarioError(f"share link: the token is longer than {MAX_TOKEN_CHARS} characters")
+    if not _ALPHABET.match(text):
+        raise ScenarioError("share link: the token has characters outside URL-safe base64 (was it edited?)")
     try:
         blob = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
         raise ScenarioError("share link: the token is not URL-safe base64 (was it cut or edited?)") from None
     if base64.urlsafe_b64encode(blob).rstrip(b"=").decode("ascii") != text:
-        raise ScenarioError("share link: the token has characters outside URL-safe base64 (was it edited?)")
+        raise ScenarioError("share link: the token is not canonical URL-safe base64 (was it cut or edited?)")
     if not blob.startswith(_MAGIC) or len(blob) <= len(_MAGIC) + _DIGEST_BYTES:
         raise ScenarioError("share link: not a Ridgeline scenario token (or it was truncated)")
     digest = blob[len(_MAGIC):len(_MAGIC) + _DIGEST_BYTES]
