@@ -73,10 +73,10 @@ def test_cli_csv_uses_the_same_writer(capsys: pytest.CaptureFixture[str]) -> Non
                                   "\t=1", "\r=1"])
 def test_formula_injection_neutralized(name: str) -> None:
     text = csv_text([_row(Scenario(name=name))])
-    (row,) = list(csv.DictReader(io.StringIO(text, newline="")))
+    (row,) = list(csv.DictReader(io.StringIO(text, newline="")))  # one row: nothing split it
     for col in ("scenario.name", "scenario_name"):
         cell = row[col]
-        assert cell == "'" + name
+        assert cell == "'" + name.replace("\r", "\n")  # a bare CR would split the row; it becomes a quoted LF
         assert not cell.startswith(("=", "+", "-", "@", "\t", "\r"))
 
 
@@ -105,3 +105,10 @@ def test_reads_back_with_pandas_to_the_same_numbers() -> None:
     assert df["ttft_s"][1] == p["ttft_s"]
     assert df["decode.itl_s"][1] == p["decode"]["itl_s"]
     assert df["scenario.parallel.tp"][1] == 4
+
+
+def test_carriage_return_cannot_start_a_new_row() -> None:
+    # Before the fix: the csv module leaves a bare CR unquoted when rows end in LF,
+    # and "=SUM(1)" became the first cell of a new row, not neutralized.
+    text = csv_text([{"name": "ok\r=SUM(1)", "n": 1}])
+    assert list(csv.DictReader(io.StringIO(text, newline=""))) == [{"name": "ok\n=SUM(1)", "n": "1"}]
