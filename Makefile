@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 PORT ?= 8501
 RUFF_FLAGS := --line-length 120 --select E,F,W,I,B,UP --ignore E501,B008 --target-version py311
 
-.PHONY: setup run test lint typecheck pytest clean
+.PHONY: setup run migrate test lint typecheck pytest clean
 
 $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,12 @@ $(STAMP): requirements.txt
 
 setup: $(STAMP)
 
-run: setup
+# Upgrade the store to the newest Alembic revision: DATABASE_URL, else the
+# SQLite file RIDGELINE_DB (default ridgeline.db here).
+migrate: setup
+	$(PY) -m planner.store.migrate upgrade
+
+run: setup migrate
 	$(VENV)/bin/streamlit run app.py --server.headless=true --server.port=$(PORT) \
 		--browser.gatherUsageStats=false --client.toolbarMode=minimal
 

@@ -35,6 +35,7 @@ from planner.roofline import (
     ridge_flop_per_byte,
 )
 from planner.scenario import Scenario, apply_overrides, scenario_from_dict
+from planner.share import scenario_from_token, share_token
 from planner.simulate import SimOptions, SimRun, rate_sweep
 from planner.specs import DenseFlops, GpuSpec, ModelSpec
 from planner.step import DecodeStep, PrefillStep, decode_step, prefill_flops, prefill_step
@@ -103,6 +104,8 @@ __all__ = [
     "resolve",
     "ridge_flop_per_byte",
     "scenario_from_dict",
+    "scenario_from_token",
+    "share_token",
     "speculative_speedup",
     "speculative_tokens_per_pass",
     "static_batch_utilization",

@@ -27,6 +27,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "planner.cli_sweep",
     "planner.cli_validate",
     "planner.cli_simulate",
+    "planner.cli_scenarios",
 )
 
 

@@ -47,6 +47,15 @@ def unit_column(key: str) -> str:
     return key
 
 
+def _one_line_break(value: Any) -> Any:
+    """A bare CR inside a cell is not quoted by the csv module when rows end in
+    LF, so it would split the row (and start an un-neutralized cell); make it LF,
+    which the writer quotes."""
+    if isinstance(value, str) and "\r" in value:
+        return value.replace("\r\n", "\n").replace("\r", "\n")
+    return value
+
+
 def csv_text(rows: Iterable[Mapping[str, Any]], *, columns: list[str] | None = None) -> str:
     """CSV of flat rows with a stable column order (first row's order, then new
     keys as they appear, unless ``columns`` is given); every cell neutralized."""
@@ -63,5 +72,5 @@ def csv_text(rows: Iterable[Mapping[str, Any]], *, columns: list[str] | None = N
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow([unit_column(c) for c in columns])
     for row in rows:
-        writer.writerow([neutralize_cell("" if row.get(c) is None else row.get(c)) for c in columns])
+        writer.writerow([_one_line_break(neutralize_cell("" if row.get(c) is None else row.get(c))) for c in columns])
     return buf.getvalue()

@@ -1,0 +1,58 @@
+"""Saved scenarios and probe runs: SQLAlchemy rows, Alembic-owned schema, a
+keyword-only repository.  SQLite by default, ``DATABASE_URL`` for PostgreSQL."""
+
+from planner.store.db import database_url, make_engine
+from planner.store.frozen import FrozenCatalog, catalog_drift, freeze_catalog, frozen_scenario
+from planner.store.repository import (
+    ProbeRun,
+    ProbeSample,
+    Revision,
+    ScenarioSummary,
+    StoredScenario,
+    delete_scenario,
+    duplicate_scenario,
+    export_scenario,
+    get_probe_run,
+    get_revision,
+    get_scenario,
+    import_scenario,
+    list_probe_runs,
+    list_revisions,
+    list_scenarios,
+    parse_export,
+    rename_scenario,
+    restore_revision,
+    save_probe_run,
+    save_scenario,
+    update_scenario,
+)
+
+__all__ = [
+    "FrozenCatalog",
+    "ProbeRun",
+    "ProbeSample",
+    "Revision",
+    "ScenarioSummary",
+    "StoredScenario",
+    "catalog_drift",
+    "database_url",
+    "delete_scenario",
+    "duplicate_scenario",
+    "export_scenario",
+    "freeze_catalog",
+    "frozen_scenario",
+    "get_probe_run",
+    "get_revision",
+    "get_scenario",
+    "import_scenario",
+    "list_probe_runs",
+    "list_revisions",
+    "list_scenarios",
+    "make_engine",
+    "parse_export",
+    "rename_scenario",
+    "restore_revision",
+    "save_probe_run",
+    "save_scenario",
+    "update_scenario",
+]

@@ -1,0 +1,580 @@
+"""Saved-scenario operations, keyword-only, over an Engine.
+
+Every write is one transaction.  ``update_scenario`` takes the version the
+caller loaded: a stale version raises :class:`ConflictError` and writes nothing
+(the UPDATE is conditional on the version, so two writers cannot both win).
+Every successful write appends a row to ``scenario_revisions``, so the history
+holds every saved payload and any of them can be restored.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Engine, delete, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from planner.errors import ConflictError, ProbeError, ScenarioError
+from planner.scenario import SCHEMA_VERSION, Scenario, scenario_from_dict
+from planner.store.db import writer
+from planner.store.frozen import FrozenCatalog, catalog_drift, freeze_catalog, frozen_from_json, frozen_scenario
+from planner.store.models import ProbeRunRow, ProbeSampleRow, ScenarioRevisionRow, ScenarioRow
+
+__all__ = [
+    "EXPORT_KIND",
+    "ProbeRun",
+    "ProbeSample",
+    "Revision",
+    "StoredScenario",
+    "ScenarioSummary",
+    "delete_scenario",
+    "drift",
+    "duplicate_scenario",
+    "export_scenario",
+    "get_probe_run",
+    "get_revision",
+    "get_scenario",
+    "import_scenario",
+    "list_probe_runs",
+    "list_revisions",
+    "list_scenarios",
+    "parse_export",
+    "rename_scenario",
+    "restore_revision",
+    "save_probe_run",
+    "save_scenario",
+    "slugify",
+    "update_scenario",
+]
+
+log = logging.getLogger(__name__)
+
+EXPORT_KIND = "ridgeline.scenario"
+_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,118}[a-z0-9])?$")
+_SECRET = re.compile(r"(api[_-]?key|authorization|token|secret|password|bearer)", re.I)
+_FROZEN = ConfigDict(frozen=True)
+
+Ref = int | str
+
+
+class ScenarioSummary(BaseModel):
+    """A row of the scenario list (no payload)."""
+
+    model_config = _FROZEN
+    id: int
+    slug: str
+    name: str
+    description: str
+    tags: tuple[str, ...]
+    version: int
+    updated_at: datetime
+
+
+class StoredScenario(ScenarioSummary):
+    """A saved scenario: inputs, frozen catalog entries, bookkeeping."""
+
+    scenario: Scenario
+    payload: dict[str, Any]
+    schema_version: int
+    frozen_catalog: FrozenCatalog | None
+    created_at: datetime
+
+    def catalog_drift(self) -> tuple[str, ...]:
+        """What changed in the catalog since this was saved (empty: nothing)."""
+        return catalog_drift(scenario=self.scenario, frozen=self.frozen_catalog)
+
+    def frozen_scenario(self) -> Scenario:
+        """The scenario with its saved specs and price inline (plans as saved)."""
+        if self.frozen_catalog is None:
+            return self.scenario
+        return frozen_scenario(payload=self.payload, frozen=self.frozen_catalog)
+
+
+class Revision(BaseModel):
+    """One saved version of a scenario."""
+
+    model_config = _FROZEN
+    scenario_id: int
+    version: int
+    name: str
+    description: str
+    tags: tuple[str, ...]
+    payload: dict[str, Any]
+    frozen_catalog: FrozenCatalog | None
+    note: str
+    created_at: datetime
+
+
+class ProbeSample(BaseModel):
+    """One request of a probe run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    seq: int
+    started_at: datetime
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    error: str | None = None
+    data: dict[str, Any] = {}
+
+
+class ProbeRun(BaseModel):
+    """A stored probe run with its samples."""
+
+    model_config = _FROZEN
+    id: int
+    scenario_id: int | None
+    endpoint_url: str
+    settings: dict[str, Any]
+    summary: dict[str, Any]
+    started_at: datetime
+    finished_at: datetime | None
+    samples: tuple[ProbeSample, ...] = ()
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def slugify(text: str) -> str:
+    """``"Llama 70B / H200!"`` → ``"llama-70b-h200"`` (never all digits, never empty)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:80].strip("-")
+    if not slug or slug.isdigit():
+        slug = f"scenario-{slug}".strip("-")
+    return slug
+
+
+def _check_slug(slug: str) -> str:
+    if not _SLUG.match(slug) or slug.isdigit():
+        raise ScenarioError(
+            f"slug: {slug!r} must be 1-120 lowercase letters, digits and inner dashes, not only digits"
+        )
+    return slug
+
+
+def _check_name(name: str) -> str:
+    name = name.strip()
+    if not name or len(name) > 200:
+        raise ScenarioError("name: must be 1-200 characters")
+    return name
+
+
+def _check_tags(tags: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for tag in tags:
+        tag = str(tag).strip().lower()
+        if not tag or len(tag) > 50 or "," in tag:
+            raise ScenarioError(f"tags: {tag!r} must be 1-50 characters without commas")
+        if tag not in out:
+            out.append(tag)
+    return out
+
+
+def _where_ref(ref: Ref) -> Any:
+    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+        return ScenarioRow.id == int(ref)
+    return ScenarioRow.slug == ref
+
+
+def _row(session: Session, ref: Ref) -> ScenarioRow:
+    row = session.scalars(select(ScenarioRow).where(_where_ref(ref))).first()
+    if row is None:
+        raise ScenarioError(f"no saved scenario {ref!r}: `python -m planner scenarios list` shows the saved ones")
+    return row
+
+
+def _payload_scenario(payload: dict[str, Any], frozen: FrozenCatalog | None, label: str) -> Scenario:
+    try:
+        return scenario_from_dict(payload)
+    except ScenarioError as exc:
+        if frozen is None:
+            raise ScenarioError(f"saved scenario {label}: {exc}") from None
+        # An id that left the catalog: the frozen entries still plan it.
+        return frozen_scenario(payload=payload, frozen=frozen)
+
+
+def _stored(row: ScenarioRow) -> StoredScenario:
+    frozen = frozen_from_json(row.frozen_catalog)
+    return StoredScenario(
+        id=row.id, slug=row.slug, name=row.name, description=row.description, tags=tuple(row.tags or ()),
+        version=row.version, updated_at=_utc(row.updated_at), created_at=_utc(row.created_at),
+        scenario=_payload_scenario(row.payload, frozen, repr(row.slug)), payload=row.payload,
+        schema_version=row.schema_version, frozen_catalog=frozen,
+    )
+
+
+def _summary(row: ScenarioRow) -> ScenarioSummary:
+    return ScenarioSummary(
+        id=row.id, slug=row.slug, name=row.name, description=row.description, tags=tuple(row.tags or ()),
+        version=row.version, updated_at=_utc(row.updated_at),
+    )
+
+
+def _revision(row: ScenarioRevisionRow) -> Revision:
+    return Revision(
+        scenario_id=row.scenario_id, version=row.version, name=row.name, description=row.description,
+        tags=tuple(row.tags or ()), payload=row.payload, frozen_catalog=frozen_from_json(row.frozen_catalog),
+        note=row.note, created_at=_utc(row.created_at),
+    )
+
+
+def _add_revision(session: Session, *, scenario_id: int, version: int, values: dict[str, Any], note: str,
+                  when: datetime) -> None:
+    session.add(ScenarioRevisionRow(
+        scenario_id=scenario_id, version=version, name=values["name"], description=values["description"],
+        tags=values["tags"], payload=values["payload"], schema_version=values["schema_version"],
+        frozen_catalog=values["frozen_catalog"], note=note[:200], created_at=when,
+    ))
+
+
+def _free_slug(session: Session, base: str) -> str:
+    taken = set(session.scalars(select(ScenarioRow.slug).where(ScenarioRow.slug.startswith(base, autoescape=True))))
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
+
+
+def _insert(engine: Engine, *, values: dict[str, Any], slug: str | None, note: str) -> StoredScenario:
+    explicit = _check_slug(slug) if slug is not None else None
+    base = slugify(values["name"])
+    for _attempt in range(8):
+        when = _now()
+        try:
+            with Session(writer(engine)) as session, session.begin():
+                if explicit is not None:
+                    if session.scalars(select(ScenarioRow.id).where(ScenarioRow.slug == explicit)).first():
+                        raise ConflictError(f"slug: {explicit!r} is taken; choose another or leave it out")
+                    chosen = explicit
+                else:
+                    chosen = _free_slug(session, base)
+                row = ScenarioRow(slug=chosen, created_at=when, updated_at=when, version=1, **values)
+                session.add(row)
+                session.flush()
+                _add_revision(session, scenario_id=row.id, version=1, values=values, note=note, when=when)
+                session.flush()
+                return _stored(row)
+        except IntegrityError:
+            if explicit is not None:
+                raise ConflictError(f"slug: {explicit!r} is taken; choose another or leave it out") from None
+            log.info("slug race on %r, retrying", base)
+    raise ConflictError(f"could not find a free slug for {base!r}; pass one explicitly")
+
+
+def _values(*, scenario: Scenario, name: str, description: str, tags: Iterable[str],
+            frozen: FrozenCatalog | None = None) -> dict[str, Any]:
+    frozen = frozen if frozen is not None else freeze_catalog(scenario)
+    return {
+        "name": _check_name(name), "description": description, "tags": _check_tags(tags),
+        "payload": scenario.model_dump(mode="json"), "schema_version": SCHEMA_VERSION,
+        "frozen_catalog": frozen.model_dump(mode="json"),
+    }
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+def save_scenario(*, engine: Engine, scenario: Scenario, name: str | None = None, slug: str | None = None,
+                  description: str = "", tags: Sequence[str] = ()) -> StoredScenario:
+    """Save a new scenario (version 1), freezing the catalog entries it uses.
+    The slug defaults to one made from the name (``-2``, ``-3`` ... when taken)."""
+    values = _values(scenario=scenario, name=name or scenario.name, description=description, tags=tags)
+    return _insert(engine, values=values, slug=slug, note="created")
+
+
+def get_scenario(*, engine: Engine, ref: Ref) -> StoredScenario:
+    """A saved scenario by id or slug (ScenarioError when there is none)."""
+    with Session(engine) as session:
+        return _stored(_row(session, ref))
+
+
+def list_scenarios(*, engine: Engine, query: str | None = None, tag: str | None = None,
+                   limit: int = 500) -> list[ScenarioSummary]:
+    """Saved scenarios, newest first; ``query`` matches name or slug (any case),
+    ``tag`` one of the tags."""
+    stmt = select(ScenarioRow).order_by(ScenarioRow.updated_at.desc(), ScenarioRow.id.desc())
+    if query:
+        q = query.strip().lower()
+        stmt = stmt.where(or_(func.lower(ScenarioRow.name).contains(q, autoescape=True),
+                              ScenarioRow.slug.contains(q, autoescape=True)))
+    with Session(engine) as session:
+        rows = list(session.scalars(stmt))
+    wanted = tag.strip().lower() if tag else None
+    out = [_summary(r) for r in rows if wanted is None or wanted in (r.tags or ())]
+    return out[:limit]
+
+
+def update_scenario(*, engine: Engine, ref: Ref, expected_version: int, scenario: Scenario | None = None,
+                    name: str | None = None, description: str | None = None, tags: Sequence[str] | None = None,
+                    note: str = "update", _frozen: FrozenCatalog | None = None) -> StoredScenario:
+    """Save a new version.  ``expected_version`` is the version the caller loaded;
+    if the store has moved on, ConflictError and nothing is written.  A changed
+    scenario re-freezes the catalog entries it uses."""
+    with Session(writer(engine)) as session, session.begin():
+        row = _row(session, ref)
+        if row.version != expected_version:
+            raise _conflict(row.slug, expected_version, row.version)
+        current = _stored(row)
+        new_scenario = scenario if scenario is not None else current.scenario
+        frozen = _frozen
+        if frozen is None and scenario is None and current.frozen_catalog is not None:
+            frozen = current.frozen_catalog
+        values = _values(
+            scenario=new_scenario, name=name if name is not None else row.name,
+            description=description if description is not None else row.description,
+            tags=tags if tags is not None else row.tags, frozen=frozen,
+        )
+        if scenario is None:
+            values["payload"] = row.payload
+        when = _now()
+        result = session.execute(
+            update(ScenarioRow)
+            .where(ScenarioRow.id == row.id, ScenarioRow.version == expected_version)
+            .values(version=expected_version + 1, updated_at=when, **values)
+            .execution_options(synchronize_session=False)
+        )
+        if getattr(result, "rowcount", 0) != 1:
+            raise _conflict(row.slug, expected_version, None)
+        _add_revision(session, scenario_id=row.id, version=expected_version + 1, values=values, note=note, when=when)
+        session.flush()
+        session.expire(row)  # reread inside this transaction: exactly what was written
+        return _stored(row)
+
+
+def _conflict(slug: str, loaded: int, now: int | None) -> ConflictError:
+    have = f"the store has version {now}" if now is not None else "another save got there first"
+    return ConflictError(
+        f"scenario {slug!r} changed since you loaded it (you had version {loaded}; {have}): "
+        "reload it and apply your change again; nothing was saved"
+    )
+
+
+def rename_scenario(*, engine: Engine, ref: Ref, name: str, expected_version: int) -> StoredScenario:
+    """Change the display name (the slug, and so share links, stay)."""
+    return update_scenario(engine=engine, ref=ref, expected_version=expected_version, name=name, note="rename")
+
+
+def duplicate_scenario(*, engine: Engine, ref: Ref, name: str | None = None,
+                       slug: str | None = None) -> StoredScenario:
+    """A new scenario with the same inputs and frozen catalog entries."""
+    src = get_scenario(engine=engine, ref=ref)
+    values = _values(scenario=src.scenario, name=name or f"{src.name} (copy)", description=src.description,
+                     tags=src.tags, frozen=src.frozen_catalog)
+    values["payload"] = src.payload
+    return _insert(engine, values=values, slug=slug, note=f"duplicate of {src.slug} v{src.version}")
+
+
+def delete_scenario(*, engine: Engine, ref: Ref, expected_version: int | None = None) -> None:
+    """Delete a scenario and its history (only at ``expected_version`` if given)."""
+    with Session(writer(engine)) as session, session.begin():
+        row = _row(session, ref)
+        if expected_version is not None and row.version != expected_version:
+            raise _conflict(row.slug, expected_version, row.version)
+        stmt = delete(ScenarioRow).where(ScenarioRow.id == row.id)
+        if expected_version is not None:
+            stmt = stmt.where(ScenarioRow.version == expected_version)
+        session.execute(delete(ScenarioRevisionRow).where(ScenarioRevisionRow.scenario_id == row.id))
+        result = session.execute(stmt.execution_options(synchronize_session=False))
+        if getattr(result, "rowcount", 0) != 1:
+            raise _conflict(row.slug, expected_version or row.version, None)
+
+
+def list_revisions(*, engine: Engine, ref: Ref) -> list[Revision]:
+    """Every saved version, newest first."""
+    with Session(engine) as session:
+        row = _row(session, ref)
+        revs = session.scalars(select(ScenarioRevisionRow).where(ScenarioRevisionRow.scenario_id == row.id)
+                               .order_by(ScenarioRevisionRow.version.desc()))
+        return [_revision(r) for r in revs]
+
+
+def get_revision(*, engine: Engine, ref: Ref, version: int) -> Revision:
+    """One saved version (ScenarioError when there is none)."""
+    with Session(engine) as session:
+        row = _row(session, ref)
+        rev = session.scalars(select(ScenarioRevisionRow).where(
+            ScenarioRevisionRow.scenario_id == row.id, ScenarioRevisionRow.version == version)).first()
+        if rev is None:
+            raise ScenarioError(f"scenario {row.slug!r} has no version {version} (it is at version {row.version})")
+        return _revision(rev)
+
+
+def restore_revision(*, engine: Engine, ref: Ref, version: int, expected_version: int) -> StoredScenario:
+    """Save an old version's inputs (and frozen catalog) as a new version."""
+    rev = get_revision(engine=engine, ref=ref, version=version)
+    scenario = _payload_scenario(rev.payload, rev.frozen_catalog, f"{ref!r} version {version}")
+    frozen = rev.frozen_catalog if rev.frozen_catalog is not None else freeze_catalog(scenario)
+    return update_scenario(engine=engine, ref=ref, expected_version=expected_version, scenario=scenario,
+                           name=rev.name, description=rev.description, tags=rev.tags,
+                           note=f"restore of version {version}", _frozen=frozen)
+
+
+def drift(*, engine: Engine, ref: Ref) -> tuple[str, ...]:
+    """What changed in the catalog since the scenario was saved (empty: nothing)."""
+    return get_scenario(engine=engine, ref=ref).catalog_drift()
+
+
+# ---------------------------------------------------------------- export / import
+
+
+def export_scenario(*, engine: Engine, ref: Ref) -> dict[str, Any]:
+    """A JSON-ready document that :func:`import_scenario` reads back."""
+    s = get_scenario(engine=engine, ref=ref)
+    return {
+        "kind": EXPORT_KIND, "schema_version": SCHEMA_VERSION, "slug": s.slug, "name": s.name,
+        "description": s.description, "tags": list(s.tags), "version": s.version,
+        "exported_at": _now().isoformat(), "scenario": s.payload,
+        "frozen_catalog": s.frozen_catalog.model_dump(mode="json") if s.frozen_catalog else None,
+    }
+
+
+def _upgrade_v0(doc: dict[str, Any]) -> dict[str, Any]:
+    """Version 0: a bare scenario object (a file as ``plan`` reads it, written
+    before export documents existed) becomes a version-1 document."""
+    return {"kind": EXPORT_KIND, "schema_version": 1, "name": doc.get("name") or "untitled",
+            "description": "", "tags": [], "scenario": doc, "frozen_catalog": None}
+
+
+class _ExportDoc(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    kind: str
+    schema_version: int
+    slug: str | None = None
+    name: str
+    description: str = ""
+    tags: list[str] = []
+    scenario: dict[str, Any]
+    frozen_catalog: dict[str, Any] | None = None
+
+
+def parse_export(document: Any) -> tuple[Scenario, dict[str, Any]]:
+    """Validate (and upgrade) an export document without touching a database.
+    Returns the scenario and the save arguments; raises ScenarioError."""
+    if not isinstance(document, dict):
+        raise ScenarioError("import: expected a JSON object")
+    doc = dict(document)
+    if "kind" not in doc:
+        doc = _upgrade_v0(doc)
+    if doc.get("kind") != EXPORT_KIND:
+        raise ScenarioError(f"import: kind {doc.get('kind')!r} is not a Ridgeline scenario export ({EXPORT_KIND!r})")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ScenarioError(f"import: schema_version must be an integer, got {version!r}")
+    if version != SCHEMA_VERSION:
+        raise ScenarioError(
+            f"import: schema_version {version} is not supported (this planner reads {SCHEMA_VERSION}, "
+            "or a bare scenario object)")
+    try:
+        parsed = _ExportDoc.model_validate(doc)
+    except Exception as exc:
+        errors = getattr(exc, "errors", None)
+        first = errors()[0] if callable(errors) else {"loc": (), "msg": str(exc)}
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ScenarioError(f"import: {loc}: {first['msg']}") from None
+    try:
+        scenario = scenario_from_dict(parsed.scenario)
+        frozen = frozen_from_json(parsed.frozen_catalog)
+    except ScenarioError as exc:
+        raise ScenarioError(f"import: {exc}") from None
+    _check_tags(parsed.tags)
+    _check_name(parsed.name)
+    if parsed.slug is not None:
+        _check_slug(parsed.slug)
+    return scenario, {"name": parsed.name, "description": parsed.description, "tags": parsed.tags,
+                      "slug": parsed.slug, "frozen": frozen}
+
+
+def import_scenario(*, engine: Engine, document: Any, slug: str | None = None) -> StoredScenario:
+    """Validate an export document and save it as a new scenario.  Nothing is
+    written unless the whole document is valid.  The slug is ``slug``, else the
+    document's when free, else one made from the name."""
+    scenario, args = parse_export(document)
+    values = _values(scenario=scenario, name=args["name"], description=args["description"], tags=args["tags"],
+                     frozen=args["frozen"])
+    chosen = slug
+    if chosen is None and args["slug"]:
+        with Session(engine) as session:
+            if session.scalars(select(ScenarioRow.id).where(ScenarioRow.slug == args["slug"])).first() is None:
+                chosen = args["slug"]
+    return _insert(engine, values=values, slug=chosen, note="import")
+
+
+# ---------------------------------------------------------------- probe runs
+
+
+def _reject_secrets(data: Any, where: str) -> None:
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if _SECRET.search(str(key)):
+                raise ProbeError(f"{where}.{key}: credentials are never stored; drop this key before saving")
+            _reject_secrets(value, f"{where}.{key}")
+    elif isinstance(data, (list, tuple)):
+        for item in data:
+            _reject_secrets(item, where)
+
+
+def save_probe_run(*, engine: Engine, endpoint_url: str, settings: dict[str, Any], summary: dict[str, Any],
+                   started_at: datetime, finished_at: datetime | None = None,
+                   samples: Sequence[ProbeSample] = (), scenario_ref: Ref | None = None) -> int:
+    """Store a probe run and its samples; returns the run id.  Settings with a
+    credential-like key, or a URL with a user:password part, are refused."""
+    if "@" in endpoint_url.split("//", 1)[-1].split("/", 1)[0]:
+        raise ProbeError("endpoint_url: remove the user:password@ part; credentials are never stored")
+    _reject_secrets(settings, "settings")
+    _reject_secrets(summary, "summary")
+    with Session(writer(engine)) as session, session.begin():
+        scenario_id = _row(session, scenario_ref).id if scenario_ref is not None else None
+        run = ProbeRunRow(scenario_id=scenario_id, endpoint_url=endpoint_url, settings=settings, summary=summary,
+                          started_at=started_at, finished_at=finished_at)
+        session.add(run)
+        session.flush()
+        for s in samples:
+            session.add(ProbeSampleRow(run_id=run.id, **s.model_dump()))
+        return run.id
+
+
+def _probe(run: ProbeRunRow, samples: Iterable[ProbeSampleRow]) -> ProbeRun:
+    return ProbeRun(
+        id=run.id, scenario_id=run.scenario_id, endpoint_url=run.endpoint_url, settings=run.settings,
+        summary=run.summary, started_at=_utc(run.started_at),
+        finished_at=_utc(run.finished_at) if run.finished_at else None,
+        samples=tuple(ProbeSample(seq=s.seq, started_at=_utc(s.started_at), ttft_s=s.ttft_s, e2e_s=s.e2e_s,
+                                  prompt_tokens=s.prompt_tokens, output_tokens=s.output_tokens, error=s.error,
+                                  data=s.data or {}) for s in samples),
+    )
+
+
+def get_probe_run(*, engine: Engine, run_id: int) -> ProbeRun:
+    """A stored probe run with its samples in order."""
+    with Session(engine) as session:
+        run = session.get(ProbeRunRow, run_id)
+        if run is None:
+            raise ProbeError(f"no probe run {run_id}")
+        samples = session.scalars(select(ProbeSampleRow).where(ProbeSampleRow.run_id == run_id)
+                                  .order_by(ProbeSampleRow.seq))
+        return _probe(run, samples)
+
+
+def list_probe_runs(*, engine: Engine, scenario_ref: Ref | None = None, limit: int = 100) -> list[ProbeRun]:
+    """Probe runs, newest first (without samples)."""
+    with Session(engine) as session:
+        stmt = select(ProbeRunRow).order_by(ProbeRunRow.started_at.desc(), ProbeRunRow.id.desc()).limit(limit)
+        if scenario_ref is not None:
+            stmt = stmt.where(ProbeRunRow.scenario_id == _row(session, scenario_ref).id)
+        return [_probe(r, ()) for r in session.scalars(stmt)]
