@@ -49,7 +49,12 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 
 def plan_row(scenario: Scenario, plan_json: dict[str, Any]) -> dict[str, Any]:
     """One flat CSV row: every input (``scenario.*``) then every output."""
-    row = flatten({"scenario": scenario.model_dump(mode="json")})
+    data = scenario.model_dump(mode="json")
+    # Inline specs export as their id so the column set never depends on them.
+    for key in ("gpu", "model"):
+        if isinstance(data[key], dict):
+            data[key] = f"inline:{data[key]['id']}"
+    row = flatten({"scenario": data})
     row.update(flatten(plan_json))
     return row
 

@@ -50,9 +50,9 @@ def scenario_from_token(token: str) -> Scenario:
     try:
         blob = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
-        raise ScenarioError("share link: the token is not URL-safe base64 (was it cut or edited?)") from None
+        raise ScenarioError("share link: the token is not URL-safe base64 (truncated or edited?)") from None
     if base64.urlsafe_b64encode(blob).rstrip(b"=").decode("ascii") != text:
-        raise ScenarioError("share link: the token is not canonical URL-safe base64 (was it cut or edited?)")
+        raise ScenarioError("share link: the token is not canonical URL-safe base64 (truncated or edited?)")
     if not blob.startswith(_MAGIC) or len(blob) <= len(_MAGIC) + _DIGEST_BYTES:
         raise ScenarioError("share link: not a Ridgeline scenario token (or it was truncated)")
     digest = blob[len(_MAGIC):len(_MAGIC) + _DIGEST_BYTES]
