@@ -43,6 +43,8 @@ def _options(args: argparse.Namespace) -> Any:
         "kv_capacity_tokens": args.kv_capacity_tokens, "max_batch": args.max_batch,
         "slo_attainment": args.attainment,
     }
+    if args.length_sigma is not None and args.lengths is None:
+        fields["lengths"] = "lognormal"  # a sigma only means something for lognormal lengths
     return sim_options(**{k: v for k, v in fields.items() if v is not None})
 
 
@@ -95,8 +97,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--decode-replicas", type=int, help="serving.mode=disaggregated: decode pool size")
     p.add_argument("--arrival", choices=("poisson", "gamma"))
     p.add_argument("--burstiness", type=float, help="gamma shape: 1 = Poisson, < 1 burstier")
-    p.add_argument("--lengths", choices=("lognormal", "fixed"),
-                   help="length distribution around workload.prompt_tokens/output_tokens")
+    p.add_argument("--lengths", choices=("scenario", "lognormal", "fixed"),
+                   help="length distribution: the scenario's workload.distribution (default), or lognormal/fixed "
+                        "around workload.prompt_tokens/output_tokens")
     p.add_argument("--length-sigma", type=float, help="lognormal sigma (default 0.5)")
     p.add_argument("--multi-turn", type=int, metavar="TURNS", help="chat sessions of TURNS turns")
     p.add_argument("--think-s", type=float, help="mean think time between turns (default 5 s)")

@@ -67,13 +67,14 @@ def resolve(scenario: Scenario) -> Resolved:
     origins: dict[str, Origin] = {}
 
     def pick(name: str, value: float | None, default: float) -> float:
-        origins[name] = given if value is not None else DEFAULT_EFFICIENCY_ORIGIN  # type: ignore[assignment]
+        origins[name] = given if value is not None else DEFAULT_EFFICIENCY_ORIGIN
         return default if value is None else value
 
     bw = pick("efficiency.bandwidth", eff.bandwidth, DEFAULT_BANDWIDTH_EFFICIENCY)
     comp = pick("efficiency.compute", eff.compute, DEFAULT_COMPUTE_EFFICIENCY)
     ovh = pick("efficiency.step_overhead_s", eff.step_overhead_s, DEFAULT_STEP_OVERHEAD_S)
     origins["efficiency.collective_latency_s"] = given if eff.collective_latency_s is not None else "default"
+    origins["efficiency"] = given if eff.calibrated_from else DEFAULT_EFFICIENCY_ORIGIN
     gpu = resolve_gpu(scenario)
     model = resolve_model(scenario)
     price = scenario.cost.usd_per_gpu_hour

@@ -14,15 +14,19 @@ __all__ = [
     "DEFAULT_STEP_OVERHEAD_S",
 ]
 
-# Sustained fraction of datasheet HBM bandwidth in decode. Seeds 001: "aggregate
-# MBU 60-80%" is a healthy decode.
-DEFAULT_BANDWIDTH_EFFICIENCY = 0.8
-# Sustained fraction of dense peak in prefill. Seeds 001: "~66 ms at a realistic
-# 50% of peak ... 40-60% is a strong prefill".
-DEFAULT_COMPUTE_EFFICIENCY = 0.5
-# Fixed per-iteration cost (scheduling, sampling, kernel launches not hidden by
-# CUDA graphs). Seeds 002: "kernel launch and host scheduling are decode taxes".
-DEFAULT_STEP_OVERHEAD_S = 1.0e-3
-DEFAULT_EFFICIENCY_ORIGIN = "default"
+from typing import Final, Literal
+
+from planner.fitted import FITTED_EFFICIENCY
+
+# Sustained fraction of datasheet HBM bandwidth in decode, fitted on published
+# measurements (bench/fit_defaults.py; seeds 001: "aggregate MBU 60-80%").
+DEFAULT_BANDWIDTH_EFFICIENCY = FITTED_EFFICIENCY["generic"]["bandwidth"]
+# Sustained fraction of dense peak in prefill, fitted likewise (seeds 001: "40-60%
+# is a strong prefill").
+DEFAULT_COMPUTE_EFFICIENCY = FITTED_EFFICIENCY["generic"]["compute"]
+# Fixed per-iteration cost (scheduling, sampling, launches not hidden by CUDA
+# graphs), fitted likewise.
+DEFAULT_STEP_OVERHEAD_S = FITTED_EFFICIENCY["generic"]["step_overhead_s"]
+DEFAULT_EFFICIENCY_ORIGIN: Final[Literal["default (fitted on published data)"]] = "default (fitted on published data)"
 # Engines cap the running batch (vLLM max_num_seqs, TRT-LLM max_batch_size).
 DEFAULT_MAX_BATCH = 1024

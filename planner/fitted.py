@@ -8,7 +8,7 @@ engines whose family has too few rows of its own.
 
 from __future__ import annotations
 
-__all__ = ["FITTED_EFFICIENCY", "FITTED_ON"]
+__all__ = ["FITTED_EFFICIENCY", "FITTED_GPU_ROWS", "FITTED_ON", "MIN_ROWS_COVERED"]
 
 FITTED_ON = "shared/data/published_calibration.json"
 
@@ -18,3 +18,9 @@ FITTED_EFFICIENCY: dict[str, dict[str, float]] = {
     "trtllm": {"bandwidth": 0.8730, "compute": 0.5038, "step_overhead_s": 5.530e-03},
     "vllm": {"bandwidth": 0.8119, "compute": 0.5050, "step_overhead_s": 4.536e-03},
 }
+
+# Predictable rows per catalog GPU in the fitted data (python -m planner validate
+# on the same file); a GPU with fewer than MIN_ROWS_COVERED rows is outside what
+# the fit has seen, and a plan on it says so.
+FITTED_GPU_ROWS: dict[str, int] = {"h100-sxm": 69, "h200-sxm": 46, "a100-sxm-80gb": 8, "b200": 1}
+MIN_ROWS_COVERED = 5

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from planner.context import Resolved, resolve
 from planner.derivation import Derivation, Origin, fmt_num
+from planner.fitted import FITTED_GPU_ROWS, MIN_ROWS_COVERED
 from planner.fleet_plan import (
     CostResult,
     FleetResult,
@@ -93,6 +94,10 @@ def _warnings(r: Resolved, mem: MemoryResult, batch: int) -> list[str]:
                    "but compute runs at the bf16 rate")
     if s.kv_dtype == "fp8" and gpu.flops_per_s.fp8 is None:
         out.append(f"{gpu.id} has no FP8 units: an FP8 KV cache is dequantized in the attention kernel")
+    eff = s.efficiency
+    if (eff.bandwidth is None or eff.compute is None) and FITTED_GPU_ROWS.get(gpu.id, 0) < MIN_ROWS_COVERED:
+        out.append(f"default efficiencies were fitted on published data with {FITTED_GPU_ROWS.get(gpu.id, 0)} rows "
+                   f"for {gpu.id}: an extrapolation; calibrate with a live probe")
     if batch > 1 and s.parallel.pp > 1 and batch < s.parallel.pp:
         out.append(f"pipeline bubble: batch {batch} is smaller than parallel.pp={s.parallel.pp}")
     return out

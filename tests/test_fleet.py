@@ -37,18 +37,18 @@ def test_operating_point_holds_the_slo_and_next_batch_breaks_it() -> None:
 
 
 def test_cost_arithmetic_by_hand() -> None:
-    # 4 replicas forced by min_replicas (10 req/s needs fewer) × TP 2 = 8 GPUs at $2/GPU-hour = $16/h.
-    p = plan(_scenario(fleet={"min_replicas": 4}, cost={"usd_per_gpu_hour": 2.0}))
-    assert p.fleet.gpus_total == 8
-    assert p.cost.usd_per_hour == pytest.approx(16.0)
-    # 10 req/s × 250 output tokens × 3600 s = 9.0 Mtok/h -> 16 / 9 $/Mtok.
-    assert p.cost.usd_per_mtok_output == pytest.approx(16 / 9)
-    assert p.cost.usd_per_mtok_input == pytest.approx(16 / 72)  # 10 × 2000 × 3600 / 1e6 = 72
-    assert p.cost.usd_per_mtok_blended == pytest.approx(16 / 81)
-    assert p.cost.usd_per_1k_requests == pytest.approx(16 / 36)  # 36,000 requests/h
-    # Power: 8 GPUs × 700 W × PUE 1.3 × $0.10/kWh = $0.728/h on top.
-    pw = plan(_scenario(fleet={"min_replicas": 4}, cost={"usd_per_gpu_hour": 2.0, "usd_per_kwh": 0.1}))
-    assert pw.cost.usd_per_hour == pytest.approx(16.728)
+    # 8 replicas forced by min_replicas (10 req/s needs fewer) × TP 2 = 16 GPUs at $2/GPU-hour = $32/h.
+    p = plan(_scenario(fleet={"min_replicas": 8}, cost={"usd_per_gpu_hour": 2.0}))
+    assert p.fleet.replicas == 8 and p.fleet.gpus_total == 16
+    assert p.cost.usd_per_hour == pytest.approx(32.0)
+    # 10 req/s × 250 output tokens × 3600 s = 9.0 Mtok/h -> 32 / 9 $/Mtok.
+    assert p.cost.usd_per_mtok_output == pytest.approx(32 / 9)
+    assert p.cost.usd_per_mtok_input == pytest.approx(32 / 72)  # 10 × 2000 × 3600 / 1e6 = 72
+    assert p.cost.usd_per_mtok_blended == pytest.approx(32 / 81)
+    assert p.cost.usd_per_1k_requests == pytest.approx(32 / 36)  # 36,000 requests/h
+    # Power: 16 GPUs × 700 W × PUE 1.3 × $0.10/kWh = $1.456/h on top.
+    pw = plan(_scenario(fleet={"min_replicas": 8}, cost={"usd_per_gpu_hour": 2.0, "usd_per_kwh": 0.1}))
+    assert pw.cost.usd_per_hour == pytest.approx(33.456)
     # Idle capacity is paid for: the traffic-weighted figure exceeds the full-load one.
     assert p.cost.usd_per_mtok_output > p.cost.usd_per_mtok_output_full_load
 

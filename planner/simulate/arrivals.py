@@ -84,10 +84,20 @@ def generate_requests(scenario: Scenario, options: SimOptions) -> tuple[Request,
     w = scenario.workload
     rate = options.rate_req_s if options.rate_req_s is not None else w.requests_per_s
     n = options.requests
-    prompts = length_samples(mean_tokens=w.prompt_tokens, count=n, distribution=options.lengths,
-                             sigma=options.length_sigma, rng=rng)
-    outputs = length_samples(mean_tokens=w.output_tokens, count=n, distribution=options.lengths,
-                             sigma=options.length_sigma, rng=rng)
+    if options.lengths == "scenario" and w.distribution == "trace" and w.trace:
+        rows = np.asarray(w.trace, dtype=np.int64)[rng.integers(0, len(w.trace), size=n)]
+        prompts, outputs = rows[:, 0], rows[:, 1]
+    elif options.lengths == "scenario":
+        dist = "lognormal" if w.distribution == "lognormal" else "fixed"
+        prompts = length_samples(mean_tokens=w.prompt_tokens, count=n, distribution=dist, sigma=w.prompt_sigma,
+                                 rng=rng)
+        outputs = length_samples(mean_tokens=w.output_tokens, count=n, distribution=dist, sigma=w.output_sigma,
+                                 rng=rng)
+    else:
+        prompts = length_samples(mean_tokens=w.prompt_tokens, count=n, distribution=options.lengths,
+                                 sigma=options.length_sigma, rng=rng)
+        outputs = length_samples(mean_tokens=w.output_tokens, count=n, distribution=options.lengths,
+                                 sigma=options.length_sigma, rng=rng)
     turns = options.multi_turn
     if turns <= 1:
         times = arrival_times(rate_req_s=rate, count=n, process=options.arrival, burstiness=options.burstiness,

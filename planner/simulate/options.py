@@ -46,7 +46,8 @@ class SimOptions(BaseModel):
     requests: Annotated[int, Field(ge=1, le=10_000_000)] = 1000
     arrival: Literal["poisson", "gamma"] = "poisson"
     burstiness: PosFloat = 1.0  # gamma shape (vLLM benchmark convention): 1 = Poisson, < 1 burstier
-    lengths: Literal["lognormal", "fixed"] = "lognormal"
+    # "scenario": the workload's own distribution (fixed, lognormal σ, or trace rows).
+    lengths: Literal["scenario", "lognormal", "fixed"] = "scenario"
     length_sigma: NonNegFloat = DEFAULT_LENGTH_SIGMA
     multi_turn: Annotated[int, Field(ge=1, le=1000)] = 1  # turns per chat session (1: single-turn)
     think_s: NonNegFloat = 5.0  # mean user think time between turns (exponential)
