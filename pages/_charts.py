@@ -1,0 +1,26 @@
+"""Chart helpers: show an Altair chart with PNG and SVG downloads (vl-convert)."""
+
+from __future__ import annotations
+
+import altair as alt
+import streamlit as st
+import vl_convert as vlc
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def chart_bytes(spec_json: str, fmt: str) -> bytes:
+    """Render a Vega-Lite spec to PNG or SVG bytes, offline."""
+    if fmt == "png":
+        return bytes(vlc.vegalite_to_png(spec_json, scale=2))
+    return vlc.vegalite_to_svg(spec_json).encode()
+
+
+def show_chart(chart: alt.TopLevelMixin, name: str) -> None:
+    """Draw ``chart`` and offer it as ``name``.png / ``name``.svg."""
+    st.altair_chart(chart, width="stretch")
+    spec = chart.to_json(indent=None)
+    c1, c2, _ = st.columns([1, 1, 6])
+    c1.download_button("PNG", data=lambda: chart_bytes(spec, "png"), file_name=f"{name}.png",
+                       mime="image/png", key=f"dl-{name}-png", on_click="ignore")
+    c2.download_button("SVG", data=lambda: chart_bytes(spec, "svg"), file_name=f"{name}.svg",
+                       mime="image/svg+xml", key=f"dl-{name}-svg", on_click="ignore")
