@@ -2,6 +2,8 @@
 
 import streamlit as st
 
+from pages._sidebar import SCENARIO_KEY, sidebar_scenario
+
 st.set_page_config(page_title="Ridgeline", layout="wide")
 
 pages = {
@@ -16,4 +18,7 @@ pages = {
         st.Page("pages/catalog.py", title="Catalog", url_path="catalog"),
     ],
 }
+# The shared scenario is drawn here, before the page, so every page shows the
+# same sidebar widgets and a page switch keeps them.
+st.session_state[SCENARIO_KEY] = sidebar_scenario()
 st.navigation(pages).run()

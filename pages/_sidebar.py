@@ -18,6 +18,7 @@ from planner import curves as _curves
 DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
 KV_DTYPES = ["bf16", "fp16", "fp8"]
 IMPORTED = "imported_models"
+SCENARIO_KEY = "_scenario"
 
 # Scenario field named in an error message -> the widget that sets it (most specific first).
 FIELD_WIDGET = {
@@ -59,13 +60,15 @@ def imported_models() -> dict[str, dict[str, Any]]:
 
 def _num(label: str, key: str, value: float | int | None, step: float | int, holes: dict[str, Any],
          help: str | None = None, **kw: Any) -> Any:
-    out = st.number_input(label, value=value, step=step, key=key, bind="query-params", help=help, **kw)
+    out = st.number_input(label, value=value, step=step, key=key, bind="query-params", persist_state="session",
+                          help=help, **kw)
     holes[key] = st.empty()
     return out
 
 
 def _select(label: str, options: list[Any], default: Any, key: str, holes: dict[str, Any]) -> Any:
-    out = st.selectbox(label, options, index=options.index(default), key=key, bind="query-params")
+    out = st.selectbox(label, options, index=options.index(default), key=key, bind="query-params",
+                       persist_state="session")
     holes[key] = st.empty()
     return out
 
@@ -134,8 +137,9 @@ def sidebar_scenario() -> Scenario | None:
 
 
 def page_scenario() -> Scenario:
-    """The sidebar's scenario, or stop the page after the message is shown."""
-    scenario = sidebar_scenario()
+    """The scenario ``app.py`` built from the sidebar before this page ran, or stop
+    the page (the sidebar has shown the message)."""
+    scenario = st.session_state.get(SCENARIO_KEY)
     if scenario is None:
         st.stop()
     return scenario

@@ -135,7 +135,7 @@ def memory_breakdown(scenario: Scenario) -> list[Row]:
     cap, _ = derive_context(r)
     mem = memory_section(r, {}, context_tokens=cap)
     util = scenario.serving.memory_utilization
-    rows = [{"part": "weights", "bytes": mem.weight_bytes_per_gpu}]
+    rows: list[Row] = [{"part": "weights", "bytes": mem.weight_bytes_per_gpu}]
     if util is None:
         rows.append({"part": "reserved", "bytes": mem.reserved_bytes})
     else:

@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from planner import get_gpu
+from tests.apptest_v2 import new_app_test
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "catalog"]
@@ -21,7 +22,7 @@ PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "catalog"]
 
 @pytest.fixture()
 def app() -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = new_app_test()
     at.run()
     assert not at.exception, at.exception
     return at
@@ -144,7 +145,7 @@ def test_invalid_input_shows_a_message_next_to_the_widget(app: AppTest, key: str
 
 
 def test_query_params_reproduce_the_view() -> None:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = new_app_test()
     at.query_params.update({"gpu": "h200-sxm", "model": "llama-3.1-70b", "wd": "fp8", "tp": "2"})
     at.run()
     assert not at.exception
@@ -170,6 +171,10 @@ def test_catalog_import_makes_the_model_current(app: AppTest) -> None:
     assert app.selectbox(key="model").value == "my-llama-1b"
     app.run()
     assert app.caption[0].value.startswith("Sidebar scenario: my-llama-1b on h100-sxm")
+    _goto(app, "memory")
+    # 2 × 16 layers × 8 KV heads × 64 head dim × 2 bytes = 32,768 bytes per token
+    assert _metric(app, "KV per token") == "32.8 KB"
+    _goto(app, "catalog")
     models = app.dataframe[1].value  # the Models tab lists it with its counted parameters
     row = models[models["id"] == "my-llama-1b"].iloc[0]
     assert row["source"] == "imported" and row["KV heads"] == 8
