@@ -46,7 +46,7 @@ with c1:
                                                                           8192, 16384, 32768]))
     tc["ttft_ms"] = tc["ttft_s"] * 1e3
     ttft = alt.Chart(tc).mark_line(point=True).encode(
-        x=alt.X("prompt_tokens:Q", scale=alt.Scale(type="log", base=2)), y=alt.Y("ttft_ms:Q", title="TTFT (ms)"),
+        x=alt.X("prompt_tokens:Q", scale=alt.Scale(type="log", base=2), title="prompt tokens"), y=alt.Y("ttft_ms:Q", title="TTFT (ms)"),
         tooltip=["prompt_tokens:Q", alt.Tooltip("ttft_ms:Q", format=",.1f"), "bound:N"])
     rule = alt.Chart(pd.DataFrame([{"ttft_ms": scenario.slo.ttft_s * 1e3}])).mark_rule(
         color="red", strokeDash=[6, 4]).encode(y="ttft_ms:Q")
@@ -56,11 +56,13 @@ with c2:
     cc = pd.DataFrame(cached_curve("chunk_curve", scenario, chunk_sizes=[64, 128, 256, 512, 1024, 2048, 4096, 8192]))
     long = cc.melt(id_vars=["chunk_tokens"], value_vars=["ttft_s", "iteration_s"], var_name="metric")
     long["ms"] = long["value"] * 1e3
-    long["metric"] = long["metric"].map({"ttft_s": "TTFT", "iteration_s": "worst ITL (decode step + chunk)"})
+    long["metric"] = long["metric"].map({"ttft_s": "TTFT", "iteration_s": "worst ITL"})
     show_chart(alt.Chart(long).mark_line(point=True).encode(
-        x=alt.X("chunk_tokens:Q", scale=alt.Scale(type="log", base=2)),
-        y=alt.Y("ms:Q", scale=alt.Scale(type="log"), title="ms"), color="metric:N",
+        x=alt.X("chunk_tokens:Q", scale=alt.Scale(type="log", base=2), title="chunk tokens"),
+        y=alt.Y("ms:Q", scale=alt.Scale(type="log"), title="time (ms)"),
+        color=alt.Color("metric:N", legend=alt.Legend(orient="bottom", title=None)),
         tooltip=["chunk_tokens:Q", "metric:N", alt.Tooltip("ms:Q", format=",.2f")]), "chunk-tradeoff")
+    st.caption("Worst ITL while a prompt is admitted = decode step + one chunk.")
 
 st.subheader("Speculative decoding: speedup vs acceptance")
 sc = pd.DataFrame(cached_curve("speculative_curve", scenario, acceptances=[i / 20 for i in range(21)],

@@ -29,26 +29,34 @@ cols[3].metric("Fits", "yes" if m.fits else "no")
 st.subheader("One GPU's HBM")
 parts = pd.DataFrame(cached_curve("memory_breakdown", scenario))
 parts["GB"] = [human(b, "bytes") for b in parts["bytes"]]
-bar = alt.Chart(parts).mark_bar().encode(
+parts["order"] = range(len(parts))
+parts["gpu"] = result.gpu
+bar = alt.Chart(parts).mark_bar(size=36).encode(
     x=alt.X("bytes:Q", stack="zero", title="bytes", axis=alt.Axis(format="~s")),
-    color=alt.Color("part:N", sort=list(parts["part"])), order=alt.Order("order:Q"),
-    tooltip=["part:N", alt.Tooltip("GB:N", title="size")],
-).transform_calculate(order="indexof(" + str(list(parts["part"])) + ", datum.part)").properties(height=90)
+    y=alt.Y("gpu:N", title=None),
+    color=alt.Color("part:N", sort=list(parts["part"]), legend=alt.Legend(title=None)),
+    order=alt.Order("order:Q"), tooltip=["part:N", alt.Tooltip("GB:N", title="size")],
+).properties(height=130)
 show_chart(bar, "memory-breakdown")
 
 st.subheader("Max sequences vs context length")
 ctx_grid = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 curve = pd.DataFrame(cached_curve("max_sequences_curve", scenario, contexts=ctx_grid,
                                   kv_dtypes=sorted({scenario.kv_dtype, *KV_DTYPES[::2]})))
+curve = curve[curve["max_sequences"] > 0]  # log scale: a zero KV budget has no curve
+if curve.empty:
+    st.error("The KV budget is zero: no sequence fits at any context. Raise TP/PP or lower the weights precision.")
 line = alt.Chart(curve).mark_line(point=True).encode(
     x=alt.X("context_tokens:Q", scale=alt.Scale(type="log", base=2), title="context tokens"),
     y=alt.Y("max_sequences:Q", scale=alt.Scale(type="log"), title="max concurrent sequences"),
     color=alt.Color("kv_dtype:N", title="KV dtype"),
-    tooltip=["kv_dtype:N", "context_tokens:Q", alt.Tooltip("max_sequences:Q", format=",.1f")])
-now = alt.Chart(pd.DataFrame([{"context_tokens": m.context_tokens, "max_sequences": max(m.max_sequences, 1e-3)}]))
+    tooltip=["kv_dtype:N", "context_tokens:Q", alt.Tooltip("max_sequences:Q", format=",.1f")]).properties(height=320)
+now = alt.Chart(pd.DataFrame([{"context_tokens": m.context_tokens, "max_sequences": m.max_sequences}]
+                             if m.max_sequences > 0 else []))
 show_chart(line + now.mark_point(size=140, color="red", shape="cross").encode(x="context_tokens:Q",
                                                                               y="max_sequences:Q"),
            "max-sequences")
+st.caption("Red cross: the scenario's context and max sequences.")
 
 c1, c2 = st.columns(2)
 with c1:

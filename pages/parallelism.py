@@ -20,6 +20,9 @@ if opts.empty:
 if bool(opts.loc[opts["current"], "tp_over_pcie"].any()):
     st.warning(f"TP over PCIe: TP {scenario.parallel.tp} exceeds {result.gpu}'s NVLink domain; every layer's "
                "two all-reduces per token run at PCIe latency.")
+if not bool(opts.loc[opts["current"], "fits"].any()):
+    st.info(f"The sidebar's layout (TP {scenario.parallel.tp} · PP {scenario.parallel.pp} · EP "
+            f"{scenario.parallel.ep}) does not fit; the layouts below do.")
 fits_only = st.toggle("Only layouts that fit", value=True, key="par_fits")
 shown = opts[opts["fits"]] if fits_only else opts
 if shown.empty:
@@ -41,7 +44,7 @@ plot = shown.assign(layout=table["layout"].values, itl_ms=shown["itl_s"] * 1e3)
 show_chart(alt.Chart(plot).mark_point(filled=True, size=120).encode(
     x=alt.X("itl_ms:Q", title="ITL at each layout's batch (ms)"),
     y=alt.Y("tok_s_per_gpu:Q", title="tok/s per GPU"),
-    color=alt.Color("gpus:O", title="GPUs"), shape=alt.Shape("tp_over_pcie:N", title="TP over PCIe"),
+    color=alt.Color("gpus:N", title="GPUs", scale=alt.Scale(scheme="category10")), shape=alt.Shape("tp_over_pcie:N", title="TP over PCIe"),
     tooltip=["layout:N", "gpus:Q", alt.Tooltip("itl_ms:Q", format=".2f"),
              alt.Tooltip("tok_s_per_gpu:Q", format=",.0f"), "max_sequences:Q"]).properties(height=360),
     "parallelism")

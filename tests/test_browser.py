@@ -105,15 +105,17 @@ def test_model_change_survives_reload_and_every_page_renders(server: str, browse
     before = _metric(page, "tok/s per replica")
     _choose(page, "Model", "llama-3.1-70b")
     _choose(page, "Weights", "fp8")
+    _choose(page, "TP", "2")
     expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h100-sxm")
     after = {k: _metric(page, k) for k in ("Max sequences", "ITL", "tok/s per replica", "TTFT")}
     assert after["tok/s per replica"] != before
-    assert "model=llama-3.1-70b" in page.url and "wd=fp8" in page.url
+    assert "model=llama-3.1-70b" in page.url and "wd=fp8" in page.url and "tp=2" in page.url
     page.screenshot(path=str(ARTIFACTS / "plan.png"), full_page=True)
     shared = page.url
     ctx.close()
 
-    fresh = browser.new_context(viewport={"width": 1400, "height": 1000})
+    # A tall window: Streamlit scrolls inside its own container, so full_page stops at the viewport.
+    fresh = browser.new_context(viewport={"width": 1400, "height": 2200})
     page = fresh.new_page()
     page.goto(shared)
     _settled(page)
