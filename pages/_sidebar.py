@@ -1,46 +1,154 @@
 """The shared scenario sidebar: every page reads the same widgets.
 
 Widgets are bound to the URL's query params, so the address bar always
-reproduces the view and a page switch or reload loses nothing.
+reproduces the view and a page switch or reload loses nothing.  A model
+imported on the Catalog page lives in ``st.session_state["imported_models"]``
+and is offered here beside the catalog's.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
-from planner import PlannerError, Scenario, load_catalog, scenario_from_dict
+from planner import Plan, PlannerError, Scenario, load_catalog, plan, scenario_from_dict
+from planner import curves as _curves
 
 DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
+KV_DTYPES = ["bf16", "fp16", "fp8"]
+IMPORTED = "imported_models"
+SCENARIO_KEY = "_scenario"
+
+# Scenario field named in an error message -> the widget that sets it (most specific first).
+FIELD_WIDGET = {
+    "workload.prefix_hit_rate": "hit", "prefix_hit_rate": "hit", "workload.prefix_tokens": "prefix",
+    "prefix_tokens": "prefix", "workload.prompt_tokens": "prompt", "workload.output_tokens": "output",
+    "workload.requests_per_s": "rps", "slo.ttft_s": "ttft_ms", "slo.itl_s": "itl_ms",
+    "serving.batch_size": "batch", "serving.context_tokens": "ctx", "serving.chunk_tokens": "chunk",
+    "serving.memory_utilization": "util", "cost.usd_per_gpu_hour": "price", "parallel.tp": "tp",
+    "parallel.pp": "pp", "parallel.ep": "ep", "weights_dtype": "wd", "kv_dtype": "kd", "gpu": "gpu",
+    "model": "model",
+}
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _plan(scenario_json: str) -> Plan:
+    return plan(Scenario.model_validate_json(scenario_json))
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _curve(name: str, scenario_json: str, kwargs: tuple[tuple[str, Any], ...]) -> Any:
+    return getattr(_curves, name)(Scenario.model_validate_json(scenario_json), **dict(kwargs))
+
+
+def cached_plan(scenario: Scenario) -> Plan:
+    """``planner.plan``, cached on the scenario's JSON."""
+    return _plan(scenario.model_dump_json())
+
+
+def cached_curve(name: str, scenario: Scenario, **kwargs: Any) -> Any:
+    """A ``planner.curves`` function, cached on (name, scenario JSON, arguments)."""
+    frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items()))
+    return _curve(name, scenario.model_dump_json(), frozen)
+
+
+def imported_models() -> dict[str, dict[str, Any]]:
+    """Models imported this session (id -> ModelSpec JSON)."""
+    return st.session_state.setdefault(IMPORTED, {})
+
+
+def _num(label: str, key: str, value: float | int | None, step: float | int, holes: dict[str, Any],
+         help: str | None = None, **kw: Any) -> Any:
+    out = st.number_input(label, value=value, step=step, key=key, bind="query-params", persist_state="session",
+                          help=help, **kw)
+    holes[key] = st.empty()
+    return out
+
+
+def _select(label: str, options: list[Any], default: Any, key: str, holes: dict[str, Any]) -> Any:
+    out = st.selectbox(label, options, index=options.index(default), key=key, bind="query-params",
+                       persist_state="session")
+    holes[key] = st.empty()
+    return out
 
 
 def sidebar_scenario() -> Scenario | None:
-    """Build the Scenario from the sidebar; show a message and return None if invalid."""
+    """Build the Scenario from the sidebar; show a message next to the offending
+    widget (and on the page) and return None if it is invalid."""
     cat = load_catalog()
+    holes: dict[str, Any] = {}
+    extra = imported_models()
+    if "model_pending" in st.session_state:  # a model just imported on the Catalog page
+        st.session_state["model"] = st.session_state.pop("model_pending")
     with st.sidebar:
         st.header("Scenario")
-        gpu = st.selectbox("GPU", sorted(cat.gpus), index=sorted(cat.gpus).index("h100-sxm"), key="gpu",
-                           bind="query-params")
-        model = st.selectbox("Model", sorted(cat.models), index=sorted(cat.models).index("llama-3.1-8b"),
-                             key="model", bind="query-params")
-        wd = st.selectbox("Weights dtype", DTYPES, key="wd", bind="query-params")
-        kd = st.selectbox("KV dtype", ["bf16", "fp16", "fp8"], key="kd", bind="query-params")
-        tp = st.selectbox("Tensor parallel (TP)", [1, 2, 4, 8], key="tp", bind="query-params")
-        batch = st.number_input("Batch size (0 = largest that fits)", min_value=0, max_value=65536, value=0,
-                                step=1, key="batch", bind="query-params")
-        ctx = st.number_input("Context tokens (0 = prompt + output)", min_value=0, max_value=10_000_000, value=0,
-                              step=256, key="ctx", bind="query-params")
-        prompt = st.number_input("Prompt tokens", min_value=1, value=2000, step=100, key="prompt",
-                                 bind="query-params")
-        output = st.number_input("Output tokens", min_value=1, value=250, step=50, key="output",
-                                 bind="query-params")
+        gpu = _select("GPU", sorted(cat.gpus), "h100-sxm", "gpu", holes)
+        model = _select("Model", sorted(cat.models) + sorted(k for k in extra if k not in cat.models),
+                        "llama-3.1-8b", "model", holes)
+        c1, c2 = st.columns(2)
+        with c1:
+            wd = _select("Weights", DTYPES, "bf16", "wd", holes)
+        with c2:
+            kd = _select("KV cache", KV_DTYPES, "bf16", "kd", holes)
+        c1, c2, c3 = st.columns(3)
+        with c1:
+            tp = _select("TP", [1, 2, 4, 8, 16], 1, "tp", holes)
+        with c2:
+            pp = _select("PP", [1, 2, 4, 8], 1, "pp", holes)
+        with c3:
+            ep = _select("EP", [1, 2, 4, 8, 16, 32, 64], 1, "ep", holes)
+        st.subheader("Workload")
+        prompt = _num("Prompt tokens", "prompt", 2000, 100, holes)
+        output = _num("Output tokens", "output", 250, 50, holes)
+        rps = _num("Requests/s", "rps", 10.0, 1.0, holes)
+        prefix = _num("Shared prefix tokens", "prefix", 0, 100, holes)
+        hit = _num("Prefix hit rate", "hit", 0.0, 0.1, holes, help="0 to 1")
+        st.subheader("Targets")
+        ttft_ms = _num("TTFT target (ms)", "ttft_ms", 1000.0, 50.0, holes)
+        itl_ms = _num("ITL target (ms)", "itl_ms", 50.0, 5.0, holes)
+        st.subheader("Serving")
+        batch = _num("Batch (0 = largest that fits)", "batch", 0, 1, holes, min_value=0)
+        ctx = _num("Context tokens (0 = prompt + output)", "ctx", 0, 256, holes, min_value=0)
+        chunk = _num("Prefill chunk tokens", "chunk", 512, 128, holes)
+        util = _num("Memory utilization (0 = HBM − weights − 4 GB)", "util", 0.9, 0.05, holes)
+        price = _num("Price override ($/GPU-hour, empty = catalog)", "price", None, 0.1, holes)
+    model_value: Any = extra[model] if model in extra and model not in cat.models else model
     data = {
-        "gpu": gpu, "model": model, "weights_dtype": wd, "kv_dtype": kd, "parallel": {"tp": int(tp)},
-        "workload": {"prompt_tokens": int(prompt), "output_tokens": int(output)},
-        "serving": {"batch_size": int(batch) or None, "context_tokens": int(ctx) or None},
+        "gpu": gpu, "model": model_value, "weights_dtype": wd, "kv_dtype": kd,
+        "parallel": {"tp": int(tp), "pp": int(pp), "ep": int(ep)},
+        "workload": {"prompt_tokens": prompt, "output_tokens": output, "requests_per_s": rps,
+                     "prefix_tokens": prefix, "prefix_hit_rate": hit},
+        "slo": {"ttft_s": ttft_ms / 1e3 if ttft_ms is not None else None,
+                "itl_s": itl_ms / 1e3 if itl_ms is not None else None},
+        "serving": {"batch_size": int(batch) or None if batch is not None else None,
+                    "context_tokens": int(ctx) or None if ctx is not None else None,
+                    "chunk_tokens": chunk, "memory_utilization": util or None},
+        "cost": {"usd_per_gpu_hour": price},
     }
     try:
         return scenario_from_dict(data)
     except PlannerError as exc:
-        st.sidebar.error(str(exc))
-        st.error(f"The scenario is not valid: {exc}")
+        msg = str(exc)
+        key = next((w for field, w in FIELD_WIDGET.items() if field in msg), None)
+        (holes[key] if key else st.sidebar).error(msg)
+        st.error(f"The scenario is not valid: {msg}")
         return None
+
+
+def page_scenario() -> Scenario:
+    """The scenario ``app.py`` built from the sidebar before this page ran, or stop
+    the page (the sidebar has shown the message)."""
+    scenario = st.session_state.get(SCENARIO_KEY)
+    if scenario is None:
+        st.stop()
+    return scenario
+
+
+def page_plan(scenario: Scenario) -> Plan:
+    """The cached plan, or an error message and stop."""
+    try:
+        return cached_plan(scenario)
+    except PlannerError as exc:
+        st.error(str(exc))
+        st.stop()

@@ -4,34 +4,43 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._sidebar import sidebar_scenario
-from planner import PlannerError, plan
+from pages._sidebar import page_plan, page_scenario
 from planner.formatting import human
 
 st.title("Plan")
-scenario = sidebar_scenario()
-if scenario is not None:
-    try:
-        result = plan(scenario)
-    except PlannerError as exc:
-        st.error(str(exc))
-        st.stop()
-    m, d = result.memory, result.decode
-    st.caption(f"{result.model} on {result.gpu} · weights {result.weights_dtype} · KV {result.kv_dtype} · "
-               f"{m.gpus_per_replica} GPU(s) per replica")
-    cols = st.columns(4)
-    cols[0].metric("Fits", "yes" if m.fits else "no")
-    cols[1].metric("Max sequences", f"{m.max_sequences:,.1f}")
-    cols[2].metric("Decode batch", f"{d.batch_size}")
-    cols[3].metric("Bound", d.bound)
-    cols = st.columns(4)
-    cols[0].metric("ITL", human(d.itl_s, "s"))
-    cols[1].metric("tok/s per sequence", f"{d.tok_s_per_sequence:,.1f}")
-    cols[2].metric("tok/s per replica", f"{d.tok_s_per_replica:,.0f}")
-    cols[3].metric("TTFT", human(result.ttft_s, "s"))
-    for w in result.warnings:
-        st.warning(w)
-    with st.expander("How these numbers were derived"):
-        for dv in result.derivations.values():
-            st.markdown(f"**{dv.name}** = `{dv.formula}`  \n= `{dv.substituted}` = **{dv.value:.6g} {dv.unit}** "
-                        f"· *{dv.origin}*")
+scenario = page_scenario()
+result = page_plan(scenario)
+m, d, p = result.memory, result.decode, result.prefill
+st.caption(f"{result.model} on {result.gpu} · weights {result.weights_dtype} · KV {result.kv_dtype} · "
+           f"TP {scenario.parallel.tp} × PP {scenario.parallel.pp} × EP {scenario.parallel.ep} = "
+           f"{m.gpus_per_replica} GPU(s) per replica")
+if m.fits:
+    st.success(f"Fits: {m.max_sequences:,.1f} sequences of {m.context_tokens:,} tokens in the KV budget")
+else:
+    st.error("Does not fit: see the warnings below")
+cols = st.columns(4)
+cols[0].metric("Fits", "yes" if m.fits else "no")
+cols[1].metric("Max sequences", f"{m.max_sequences:,.1f}")
+cols[2].metric("Decode batch", f"{d.batch_size}")
+cols[3].metric("Bound", d.bound)
+cols = st.columns(4)
+cols[0].metric("ITL", human(d.itl_s, "s"), help=f"target {human(scenario.slo.itl_s, 's')}")
+cols[1].metric("tok/s per sequence", f"{d.tok_s_per_sequence:,.1f}")
+cols[2].metric("tok/s per replica", f"{d.tok_s_per_replica:,.0f}")
+cols[3].metric("TTFT", human(result.ttft_s, "s"), help=f"target {human(scenario.slo.ttft_s, 's')}")
+cols = st.columns(4)
+cols[0].metric("Weights per GPU", human(m.weight_bytes_per_gpu, "bytes"))
+cols[1].metric("KV budget per GPU", human(m.kv_budget_bytes, "bytes"))
+cols[2].metric("MBU", human(d.mbu, "fraction"))
+cols[3].metric("Prefill MFU", human(p.mfu, "fraction"))
+for w in result.warnings:
+    st.warning(w)
+st.subheader("How these numbers were derived")
+groups = {"Memory": ("memory",), "Decode": ("decode",), "Prefill and TTFT": ("prefill", "ttft_s"),
+          "Roofline": ("roofline",)}
+for title, prefixes in groups.items():
+    with st.expander(title):
+        for key, dv in result.derivations.items():
+            if key.split(".")[0] in prefixes:
+                st.markdown(f"**{dv.name}** = `{dv.formula}`  \n= `{dv.substituted}` = "
+                            f"**{dv.value:.6g} {dv.unit}** · *{dv.origin}*")

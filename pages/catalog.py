@@ -1,0 +1,69 @@
+"""Catalog: the GPUs and models the planner knows, with their sources; import a
+model from a Hugging Face config.json and use it at once."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from pages._sidebar import imported_models, page_scenario
+from planner import PlannerError, load_catalog, param_counts
+from planner.formatting import human
+from planner.specs import ModelSpec
+
+
+def _import() -> None:
+    """Button callback: parse the pasted or uploaded config, store it, select it."""
+    upload = st.session_state.get("hf_file")
+    text = upload.getvalue().decode("utf-8", "replace") if upload is not None else st.session_state.get("hf_text", "")
+    try:
+        cfg = json.loads(text)
+        spec = ModelSpec.from_hf_config(cfg, id=st.session_state.get("hf_id") or None)
+    except json.JSONDecodeError as exc:
+        st.session_state["hf_error"] = f"config.json is not valid JSON: {exc.msg} at line {exc.lineno}"
+        return
+    except PlannerError as exc:
+        st.session_state["hf_error"] = str(exc)
+        return
+    imported_models()[spec.id] = spec.model_dump(mode="json")
+    st.session_state["model_pending"] = spec.id
+    st.session_state["hf_error"] = None
+    st.session_state["hf_done"] = spec.id
+
+
+st.title("Catalog")
+scenario = page_scenario()
+cat = load_catalog()
+current = scenario.model if isinstance(scenario.model, str) else scenario.model.id
+st.caption(f"Sidebar scenario: {current} on {scenario.gpu if isinstance(scenario.gpu, str) else scenario.gpu.id}")
+gpus, models, imp = st.tabs(["GPUs", "Models", "Import a model"])
+with gpus:
+    st.dataframe(pd.DataFrame([{
+        "id": g.id, "name": g.name, "HBM": human(g.hbm_bytes, "bytes"), "bandwidth": human(g.hbm_bytes_per_s, "bytes/s"),
+        "BF16 dense": human(g.flops_per_s.bf16, "FLOP/s"), "FP8 dense": human(g.flops_per_s.fp8, "FLOP/s"),
+        "NVLink domain": g.scaleup_domain_gpus, "$/GPU-hour": human(g.usd_per_gpu_hour, "USD"),
+        "source": g.source_url, "note": g.source_note} for g in cat.gpus.values()]),
+        hide_index=True, width="stretch", column_config={"source": st.column_config.LinkColumn()})
+with models:
+    rows = []
+    for m in [*cat.models.values(), *(ModelSpec.model_validate(v) for v in imported_models().values())]:
+        pc = param_counts(m)
+        rows.append({"id": m.id, "name": m.name, "params": human(pc.total, ""), "active": human(pc.active, ""),
+                     "layers": m.layers, "heads": m.heads, "KV heads": m.kv_heads, "head dim": m.head_dim,
+                     "attention": m.attention, "experts": m.experts or None, "max context": m.max_context_tokens,
+                     "source": m.source_url or "imported", "note": m.source_note})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 column_config={"source": st.column_config.LinkColumn()})
+with imp:
+    st.write("Paste or upload a Hugging Face `config.json` (Llama, Mistral, Qwen2/3, Mixtral, Qwen-MoE, "
+             "DeepSeek-V2/V3). The model is added to the sidebar's model list for this session and selected.")
+    st.text_area("config.json", key="hf_text", height=220)
+    st.file_uploader("or upload config.json", type=["json"], key="hf_file")
+    st.text_input("Model id (optional)", key="hf_id", placeholder="derived from the config")
+    st.button("Import and use", key="hf_import", on_click=_import, type="primary")
+    if st.session_state.get("hf_error"):
+        st.error(st.session_state["hf_error"])
+    elif st.session_state.get("hf_done"):
+        st.success(f"Imported {st.session_state['hf_done']}: it is now the sidebar's model.")

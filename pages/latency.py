@@ -1,0 +1,75 @@
+"""Latency & throughput: the batch trade-off, TTFT, chunked prefill, speculation."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages._charts import show_chart
+from pages._sidebar import cached_curve, page_plan, page_scenario
+from planner.formatting import human
+
+st.title("Latency & throughput")
+scenario = page_scenario()
+result = page_plan(scenario)
+d = result.decode
+cols = st.columns(4)
+cols[0].metric("ITL at the operating point", human(d.itl_s, "s"), help=f"batch {d.batch_size}")
+cols[1].metric("tok/s per replica", f"{d.tok_s_per_replica:,.0f}")
+cols[2].metric("TTFT", human(result.ttft_s, "s"))
+cols[3].metric("Chunked TTFT", human(result.prefill.chunked_ttft_s, "s"),
+               help=f"{result.prefill.chunks} chunks of {result.prefill.chunk_tokens} tokens")
+
+st.subheader("Throughput vs ITL as the batch grows")
+batches = sorted({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, d.batch_size})
+bc = pd.DataFrame(cached_curve("batch_curve", scenario, batches=batches))
+bc["itl_ms"] = bc["itl_s"] * 1e3
+base = alt.Chart(bc).encode(x=alt.X("itl_ms:Q", title="ITL (ms)"),
+                            y=alt.Y("tok_s_per_replica:Q", title="tok/s per replica"))
+curve = base.mark_line(point=True).encode(
+    color=alt.Color("fits:N", title="fits in KV"),
+    tooltip=["batch_size:Q", alt.Tooltip("itl_ms:Q", format=".2f"), alt.Tooltip("tok_s_per_replica:Q", format=",.0f"),
+             "bound:N", "fits:N"])
+labels = base.mark_text(dy=-10, fontSize=10).encode(text="batch_size:Q")
+target = alt.Chart(pd.DataFrame([{"itl_ms": scenario.slo.itl_s * 1e3}])).mark_rule(
+    color="red", strokeDash=[6, 4]).encode(x="itl_ms:Q")
+op = alt.Chart(pd.DataFrame([{"itl_ms": d.itl_s * 1e3, "tok_s_per_replica": d.tok_s_per_replica}])).mark_point(
+    size=220, shape="diamond", color="red", filled=True).encode(x="itl_ms:Q", y="tok_s_per_replica:Q")
+show_chart((curve + labels + target + op).properties(height=380), "throughput-vs-itl")
+st.caption("Red dashed line: ITL target; red diamond: the plan's operating point.")
+
+c1, c2 = st.columns(2)
+with c1:
+    st.subheader("TTFT vs prompt length")
+    tc = pd.DataFrame(cached_curve("ttft_curve", scenario, prompt_lengths=[128, 256, 512, 1024, 2048, 4096,
+                                                                          8192, 16384, 32768]))
+    tc["ttft_ms"] = tc["ttft_s"] * 1e3
+    ttft = alt.Chart(tc).mark_line(point=True).encode(
+        x=alt.X("prompt_tokens:Q", scale=alt.Scale(type="log", base=2), title="prompt tokens"), y=alt.Y("ttft_ms:Q", title="TTFT (ms)"),
+        tooltip=["prompt_tokens:Q", alt.Tooltip("ttft_ms:Q", format=",.1f"), "bound:N"])
+    rule = alt.Chart(pd.DataFrame([{"ttft_ms": scenario.slo.ttft_s * 1e3}])).mark_rule(
+        color="red", strokeDash=[6, 4]).encode(y="ttft_ms:Q")
+    show_chart(ttft + rule, "ttft-vs-prompt")
+with c2:
+    st.subheader("Chunked prefill: chunk size trade-off")
+    cc = pd.DataFrame(cached_curve("chunk_curve", scenario, chunk_sizes=[64, 128, 256, 512, 1024, 2048, 4096, 8192]))
+    long = cc.melt(id_vars=["chunk_tokens"], value_vars=["ttft_s", "iteration_s"], var_name="metric")
+    long["ms"] = long["value"] * 1e3
+    long["metric"] = long["metric"].map({"ttft_s": "TTFT", "iteration_s": "worst ITL"})
+    show_chart(alt.Chart(long).mark_line(point=True).encode(
+        x=alt.X("chunk_tokens:Q", scale=alt.Scale(type="log", base=2), title="chunk tokens"),
+        y=alt.Y("ms:Q", scale=alt.Scale(type="log"), title="time (ms)"),
+        color=alt.Color("metric:N", legend=alt.Legend(orient="bottom", title=None)),
+        tooltip=["chunk_tokens:Q", "metric:N", alt.Tooltip("ms:Q", format=",.2f")]), "chunk-tradeoff")
+    st.caption("Worst ITL while a prompt is admitted = decode step + one chunk.")
+
+st.subheader("Speculative decoding: speedup vs acceptance")
+sc = pd.DataFrame(cached_curve("speculative_curve", scenario, acceptances=[i / 20 for i in range(21)],
+                               draft_tokens=[1, 2, 4, 8]))
+show_chart(alt.Chart(sc).mark_line().encode(
+    x=alt.X("acceptance:Q", title="acceptance α"), y=alt.Y("speedup:Q", title="speedup over plain decode"),
+    color=alt.Color("draft_tokens:O", title="draft tokens k"),
+    tooltip=["draft_tokens:O", "acceptance:Q", alt.Tooltip("tokens_per_pass:Q", format=".2f"),
+             alt.Tooltip("speedup:Q", format=".2f")]).properties(height=300), "speculative")
+st.caption(f"At the plan's batch {d.batch_size}; draft step costs {scenario.speculative.draft_cost:g} of a target step.")

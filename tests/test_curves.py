@@ -1,0 +1,102 @@
+"""planner.curves: chart tables from the one physics, checked by hand arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner import get_gpu, scenario_from_dict
+from planner.curves import (
+    batch_curve,
+    chunk_curve,
+    max_sequences_curve,
+    memory_breakdown,
+    parallel_options,
+    roof_lines,
+    roofline_points,
+    speculative_curve,
+    ttft_curve,
+)
+
+BASE = scenario_from_dict({"gpu": "h100-sxm", "model": "llama-3.1-8b"})
+
+
+def test_roof_lines_ridge_and_flat_roof() -> None:
+    h100, h200 = get_gpu("h100-sxm"), get_gpu("h200-sxm")
+    roofs, ridges = roof_lines(gpus=[h100, h200], weights_dtypes=["bf16", "fp8"], intensities=[1.0, 1e4])
+    by = {r["series"]: r for r in ridges}
+    assert set(by) == {"h100-sxm bf16", "h100-sxm fp8", "h200-sxm bf16", "h200-sxm fp8"}
+    # 989e12 / 3.35e12 ≈ 295 FLOP/byte
+    assert by["h100-sxm bf16"]["intensity_flop_per_byte"] == pytest.approx(989e12 / 3.35e12, rel=1e-3)
+    low = [r for r in roofs if r["series"] == "h200-sxm bf16" and r["intensity_flop_per_byte"] == 1.0][0]
+    assert low["attainable_flops_per_s"] == pytest.approx(h200.hbm_bytes_per_s)  # 1 FLOP/B × 4.8e12 B/s
+    high = [r for r in roofs if r["series"] == "h100-sxm bf16" and r["intensity_flop_per_byte"] == 1e4][0]
+    assert high["attainable_flops_per_s"] == h100.flops_per_s.bf16 and high["bound"] == "compute"
+
+
+def test_roof_lines_drop_a_format_the_chip_lacks() -> None:
+    _, ridges = roof_lines(gpus=[get_gpu("a100-sxm-80gb")], weights_dtypes=["bf16", "fp8"], intensities=[1.0])
+    assert [r["series"] for r in ridges] == ["a100-sxm-80gb bf16"]  # FP8 computes at the BF16 rate
+
+
+def test_roofline_points_decode_intensity_rises_with_batch() -> None:
+    rows = roofline_points(BASE, batches=[1, 64], contexts=[1024], prompt_lengths=[2048])
+    dec = {r["batch_size"]: r for r in rows if r["kind"] == "decode"}
+    # Batch 1: ≈ 2P / (2P bytes + KV) ≈ 1 FLOP/byte for 16-bit weights.
+    assert dec[1]["intensity_flop_per_byte"] == pytest.approx(1.0, rel=0.02)
+    assert dec[64]["intensity_flop_per_byte"] > 30 * dec[1]["intensity_flop_per_byte"]
+    pre = [r for r in rows if r["kind"] == "prefill"][0]
+    assert pre["intensity_flop_per_byte"] == pytest.approx(2048, rel=1e-6)  # 2P·N / 2P bytes = N
+    assert pre["bound"] == "compute" and dec[1]["bound"] == "memory"
+
+
+def test_memory_breakdown_sums_to_hbm() -> None:
+    rows = memory_breakdown(BASE)
+    assert sum(r["bytes"] for r in rows) == pytest.approx(get_gpu("h100-sxm").hbm_bytes)
+    # Headroom with memory_utilization 0.9 is 10 % of 80 GB.
+    assert [r["bytes"] for r in rows if r["part"].startswith("headroom")] == [pytest.approx(8e9)]
+
+
+def test_max_sequences_curve_halves_with_context_and_doubles_with_fp8() -> None:
+    rows = max_sequences_curve(BASE, contexts=[2048, 4096], kv_dtypes=["bf16", "fp8"])
+    v = {(r["kv_dtype"], r["context_tokens"]): r["max_sequences"] for r in rows}
+    assert v[("bf16", 4096)] == pytest.approx(v[("bf16", 2048)] / 2)
+    assert v[("fp8", 2048)] == pytest.approx(2 * v[("bf16", 2048)])
+
+
+def test_batch_curve_throughput_rises_itl_rises() -> None:
+    rows = batch_curve(BASE, batches=[1, 8, 64])
+    assert [r["batch_size"] for r in rows] == [1, 8, 64]
+    assert rows[0]["itl_s"] < rows[1]["itl_s"] < rows[2]["itl_s"]
+    assert rows[0]["tok_s_per_replica"] < rows[1]["tok_s_per_replica"] < rows[2]["tok_s_per_replica"]
+    assert rows[2]["tok_s_per_replica"] == pytest.approx(64 / rows[2]["itl_s"])
+    # Batch-1 decode of 16 GB at 0.8 × 3.35 TB/s ≈ 6 ms, plus 1 ms overhead.
+    assert rows[0]["itl_s"] == pytest.approx(16.06e9 / (0.8 * 3.35e12) + 1e-3, rel=0.03)
+
+
+def test_ttft_curve_quadruples_past_linear() -> None:
+    rows = ttft_curve(BASE, prompt_lengths=[1000, 4000])
+    assert rows[1]["ttft_s"] > 3.9 * rows[0]["ttft_s"]  # compute-bound: linear plus n² attention
+
+
+def test_chunk_curve_trades_ttft_for_itl() -> None:
+    rows = chunk_curve(BASE, chunk_sizes=[128, 2048])
+    small, big = rows
+    assert small["chunks"] == 16 and big["chunks"] == 1  # ceil(2000 / 128), ceil(2000 / 2048)
+    assert small["iteration_s"] < big["iteration_s"] and small["ttft_s"] > big["ttft_s"]
+
+
+def test_speculative_curve_alpha_zero_and_one() -> None:
+    rows = speculative_curve(BASE, acceptances=[0.0, 1.0], draft_tokens=[4])
+    assert rows[0]["tokens_per_pass"] == 1.0 and rows[1]["tokens_per_pass"] == 5.0
+    assert rows[0]["speedup"] < 1.0 < rows[1]["speedup"]
+
+
+def test_parallel_options_respect_the_scenario_checks() -> None:
+    rows = parallel_options(scenario_from_dict({"gpu": "h100-sxm", "model": "llama-3.1-70b",
+                                                   "weights_dtype": "fp8"}))
+    layouts = {(r["tp"], r["pp"], r["ep"]) for r in rows}
+    assert (2, 1, 1) in layouts and not any(ep > 1 for _, _, ep in layouts)  # dense: no EP
+    one, two = ({(r["tp"], r["pp"]): r for r in rows}[k] for k in ((1, 1), (2, 1)))
+    assert not one["fits"] and two["fits"]  # 70.5 GB of fp8 weights leave no KV room in 0.9 × 80 GB
+    assert two["weight_bytes_per_gpu"] == pytest.approx(one["weight_bytes_per_gpu"] / 2)
+    assert [r["current"] for r in rows].count(True) == 1
