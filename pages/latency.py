@@ -17,7 +17,8 @@ d = result.decode
 cols = st.columns(4)
 cols[0].metric("ITL at the operating point", human(d.itl_s, "s"), help=f"batch {d.batch_size}")
 cols[1].metric("tok/s per replica", f"{d.tok_s_per_replica:,.0f}")
-cols[2].metric("TTFT", human(result.ttft_s, "s"))
+cols[2].metric("Prefill time", human(result.prefill.time_s, "s"),
+               help=f"p90 TTFT at the operating point, queueing included: {human(result.operating_point.ttft_p90_s, 's')}")
 cols[3].metric("Chunked TTFT", human(result.prefill.chunked_ttft_s, "s"),
                help=f"{result.prefill.chunks} chunks of {result.prefill.chunk_tokens} tokens")
 

@@ -16,6 +16,7 @@ from planner.curves import (
     speculative_curve,
     ttft_curve,
 )
+from planner.defaults import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_STEP_OVERHEAD_S
 
 BASE = scenario_from_dict({"gpu": "h100-sxm", "model": "llama-3.1-8b"})
 
@@ -69,13 +70,15 @@ def test_batch_curve_throughput_rises_itl_rises() -> None:
     assert rows[0]["itl_s"] < rows[1]["itl_s"] < rows[2]["itl_s"]
     assert rows[0]["tok_s_per_replica"] < rows[1]["tok_s_per_replica"] < rows[2]["tok_s_per_replica"]
     assert rows[2]["tok_s_per_replica"] == pytest.approx(64 / rows[2]["itl_s"])
-    # Batch-1 decode of 16 GB at 0.8 × 3.35 TB/s ≈ 6 ms, plus 1 ms overhead.
-    assert rows[0]["itl_s"] == pytest.approx(16.06e9 / (0.8 * 3.35e12) + 1e-3, rel=0.03)
+    # Batch-1 decode of 16.06 GB at η_b × 3.35 TB/s, plus the per-step overhead.
+    assert rows[0]["itl_s"] == pytest.approx(
+        16.06e9 / (DEFAULT_BANDWIDTH_EFFICIENCY * 3.35e12) + DEFAULT_STEP_OVERHEAD_S, rel=0.03)
 
 
 def test_ttft_curve_quadruples_past_linear() -> None:
     rows = ttft_curve(BASE, prompt_lengths=[1000, 4000])
-    assert rows[1]["ttft_s"] > 3.9 * rows[0]["ttft_s"]  # compute-bound: linear plus n² attention
+    # Compute-bound: linear plus n² attention, on top of the fixed per-step overhead.
+    assert rows[1]["ttft_s"] - DEFAULT_STEP_OVERHEAD_S > 3.9 * (rows[0]["ttft_s"] - DEFAULT_STEP_OVERHEAD_S)
 
 
 def test_chunk_curve_trades_ttft_for_itl() -> None:
