@@ -15,6 +15,7 @@ from planner.context import Resolved
 from planner.defaults import DEFAULT_MAX_BATCH
 from planner.derivation import Derivation, Origin, fmt_num
 from planner.memory import (
+    DEFAULT_NON_TORCH_BYTES,
     activation_peak_bytes,
     contiguous_reservation_bytes,
     kv_budget_bytes,
@@ -218,7 +219,8 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     else:
         _d(d, "memory.kv_budget_bytes",
            "memory_utilization × HBM − weights per GPU − activation peak − non-torch",
-           f"{util} × {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(act)} − 1e+09", budget, "bytes")
+           f"{util} × {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(act)} − {fmt_num(DEFAULT_NON_TORCH_BYTES)}",
+           budget, "bytes")
     _d(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × EP",
        f"{fmt_num(budget)} / ({context_tokens} × {fmt_num(kg)}) × {p.ep}", seqs, "sequences")
     unshared, shared = prefix_sharing_bytes(kv_bytes_per_token=k, prefix_tokens=s.workload.prefix_tokens,
@@ -232,7 +234,7 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
         kv_bytes_per_token_per_gpu=kg,
         context_tokens=context_tokens,
         kv_bytes_per_sequence=k * context_tokens,
-        reserved_bytes=s.serving.reserved_bytes if util is None else 1.0e9,
+        reserved_bytes=s.serving.reserved_bytes if util is None else DEFAULT_NON_TORCH_BYTES,
         activation_bytes=act,
         kv_budget_bytes=budget,
         max_sequences=seqs,

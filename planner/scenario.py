@@ -232,7 +232,8 @@ def resolve_model(scenario: Scenario) -> ModelSpec:
 def validation_message(exc: ValidationError, *, prefix: str = "") -> str:
     """One line naming the dotted field: ``parallel.tp: must be >= 1``."""
     parts = []
-    for err in exc.errors()[:3]:
+    errors = [e for e in exc.errors() if not (e["type"] == "string_type" and isinstance(e.get("input"), dict))]
+    for err in (errors or exc.errors())[:3]:
         loc = [str(p) for p in err["loc"] if not str(p).startswith(("str", "function-"))]
         # Drop union-branch names pydantic inserts (GpuSpec, ModelSpec ...).
         loc = [p for p in loc if not p[:1].isupper()]
