@@ -10,6 +10,7 @@ import argparse
 import importlib
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -71,10 +72,21 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _finite(value: Any) -> Any:
+    """NaN/inf (an infeasible candidate's cost, say) become null: strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def emit(fmt: str, payload: Any, rows: list[dict[str, Any]] | None = None) -> None:
     """Print ``payload`` as JSON, or ``rows`` (flat dicts) as CSV or a table."""
     if fmt == "json":
-        print(json.dumps(payload, indent=2, default=str))
+        print(json.dumps(_finite(payload), indent=2, default=str, allow_nan=False))
         return
     rows = rows if rows is not None else [flatten(payload)]
     print(csv_text(rows) if fmt == "csv" else _table(rows), end="" if fmt == "csv" else "\n")
