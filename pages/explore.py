@@ -17,7 +17,7 @@ from planner.review import sweep_row_scenario
 
 st.title("Explore")
 scenario = page_scenario()
-c = st.columns(5)
+c = st.columns([3, 2, 2, 2, 3])
 gpus = c[0].multiselect("GPUs", sorted(load_catalog().gpus), default=["h100-sxm", "h200-sxm", "b200"], key="ex_gpus")
 dtypes = c[1].multiselect("Weights", DTYPES, default=["bf16", "fp8"], key="ex_dtypes")
 tps = c[2].multiselect("TP", [1, 2, 4, 8, 16], default=[1, 2, 4, 8], key="ex_tps")
@@ -37,7 +37,8 @@ with st.status(f"Sweeping {len(gpus) * len(dtypes) * len(tps) * len(pps) * len(m
 df = pd.DataFrame(rows)
 df.insert(0, "candidate", [f"{r.gpu} {r.weights_dtype} TP{r.tp}·PP{r.pp} {r.mode}" for r in df.itertuples()])
 ok = df[df["feasible"]]
-st.metric("Feasible candidates", f"{len(ok)} of {len(df)}")
+st.metric("Feasible candidates", f"{len(ok)} of {len(df)}",
+          help="infeasible candidates are not plotted; the table lists them with their reason")
 if not ok.empty:
     best = ok.loc[ok["usd_per_mtok_output"].idxmin()]
     st.success(f"Cheapest: {best['candidate']} at ${best['usd_per_mtok_output']:.3f}/Mtok output, "
@@ -46,7 +47,7 @@ if not ok.empty:
     base = alt.Chart(pts).encode(
         x=alt.X("itl_ms:Q", title="ITL at the operating point (ms)"),
         y=alt.Y("usd_per_mtok_output:Q", title="$/Mtok output", scale=alt.Scale(type="log")))
-    dots = base.mark_circle(size=70).encode(
+    dots = base.mark_point(size=80, filled=True).encode(
         color=alt.Color("frontier:N", scale=alt.Scale(domain=["Pareto", "dominated"], range=["#d62728", "#bbbbbb"])),
         shape="gpu:N", tooltip=["candidate", "gpus_total", "itl_ms", "usd_per_mtok_output", "ttft_p90_s"])
     line = base.transform_filter("datum.frontier == 'Pareto'").mark_line(color="#d62728")

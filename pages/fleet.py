@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from pages._sidebar import cached_plan, page_scenario
@@ -23,7 +24,7 @@ scenario = page_scenario()
 st.caption(f"Sized for {scenario.workload.peak_rate:g} req/s at peak ({scenario.workload.requests_per_s:g} mean), "
            f"target utilization {scenario.fleet.target_utilization:g}; current mode: {scenario.serving.mode}")
 cols = st.columns(2)
-plans = {}
+plans, table = {}, {}
 for col, (mode, sc) in zip(cols, mode_scenarios(scenario).items(), strict=True):
     with col:
         st.subheader(mode.capitalize())
@@ -36,29 +37,33 @@ for col, (mode, sc) in zip(cols, mode_scenarios(scenario).items(), strict=True):
         if not op.feasible:
             st.error(f"No operating point meets the SLO: {op.reason}")
         extra = fleet_derivations(scenario=sc, plan=p)
+        pools = f"{f.replicas:,.0f}" if mode == "colocated" else f"{f.prefill_replicas:,.0f} : {f.decode_replicas:,.0f}"
         rows = [
             ("GPUs total", f"{f.gpus_total:,.0f}", p.derivations.get("fleet.gpus_total")),
-            ("Replicas" if mode == "colocated" else "Prefill : decode replicas",
-             f"{f.replicas:,.0f}" if mode == "colocated" else f"{f.prefill_replicas:,.0f} : {f.decode_replicas:,.0f}",
-             extra.get("fleet.pool_ratio")),
+            ("Replicas (prefill : decode)", pools, extra.get("fleet.pool_ratio")),
             ("$/hour", _usd(c.usd_per_hour), p.derivations.get("cost.usd_per_hour")),
             ("$/Mtok output", _usd(c.usd_per_mtok_output), p.derivations.get("cost.usd_per_mtok_output")),
             ("$/Mtok input", _usd(c.usd_per_mtok_input), extra["cost.usd_per_mtok_input"]),
             ("$/Mtok blended", _usd(c.usd_per_mtok_blended), extra["cost.usd_per_mtok_blended"]),
-            ("$/Mtok output at full load", _usd(c.usd_per_mtok_output_full_load),
+            ("$/Mtok output, full load", _usd(c.usd_per_mtok_output_full_load),
              extra["cost.usd_per_mtok_output_full_load"]),
             ("$/1k requests", _usd(c.usd_per_1k_requests), extra["cost.usd_per_1k_requests"]),
             ("Cold start", human(f.cold_start_s, "s"), extra["fleet.cold_start_s"]),
         ]
         if mode == "disaggregated":
             fits = "fits" if f.kv_transfer_fits_ttft else "does NOT fit"
-            rows.append(("KV transfer", f"{human(f.kv_transfer_s, 's')} ({fits} the TTFT budget)",
-                         extra["fleet.kv_transfer_s"]))
+            rows.append(("KV transfer", f"{human(f.kv_transfer_s, 's')} ({fits} TTFT)", extra["fleet.kv_transfer_s"]))
+        grid = st.columns(2)
+        for i, (label, value, _dv) in enumerate(rows[:4]):
+            grid[i % 2].metric(label, value)
         for label, value, dv in rows:
-            st.metric(label, value)
+            table.setdefault(label, {})[mode] = value
             if dv is not None:
-                with st.expander(f"How: {label}"):
+                with st.expander(f"{label}: {value}"):
                     _derivation(dv)
+if table:
+    st.subheader("Side by side")
+    st.table(pd.DataFrame(table).T.fillna("—"))
 if plans:
     st.subheader("Verdict")
     st.info(next(iter(plans.values())).fleet.verdict)
@@ -66,6 +71,8 @@ if plans:
     st.subheader("KV-aware routing on multi-turn chat")
     st.caption(f"{rt.context_tokens:,} tokens of context, {rt.new_tokens:,} new per turn "
                f"(the shared prefix is the prior conversation)")
+    if scenario.workload.prefix_tokens == 0:
+        st.info("Set Shared prefix tokens in the sidebar (the prior conversation) to see what warm routing saves.")
     c1, c2 = st.columns(2)
     c1.metric("TTFT, 90% of turns warm", human(rt.ttft_at_90pct_warm_s, "s"),
               help=f"prefill capacity {rt.prefill_req_s_at_90pct_warm:,.2f} req/s per replica")

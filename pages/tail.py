@@ -46,7 +46,7 @@ progress = st.progress(0.0, text="Simulating at the scenario's rate")
 one = _run(sj, opts.model_dump_json())
 st.subheader(f"Percentiles at {scenario.workload.requests_per_s:g} req/s")
 st.dataframe(pd.DataFrame({k: {p: one[f"{k}_s"][p] * 1e3 for p in ("p50", "p90", "p99")} for k in ("ttft", "itl", "e2e")})
-             .T.rename(columns=lambda p: f"{p} (ms)"), key="tl_pct")
+             .T.rename(columns=lambda p: f"{p} (ms)").round(1), key="tl_pct")
 m = st.columns(3)
 m[0].metric("SLO attainment", f"{one['slo_attainment']:.1%}")
 m[1].metric("Goodput", f"{one['goodput_req_s']:.2f} req/s")
@@ -64,7 +64,8 @@ st.metric("Knee", "none meets the target" if knee is None else f"{knee:g} req/s"
 chart = alt.Chart(curve).mark_line(point=True).encode(x="offered req/s:Q", y="goodput req/s:Q",
                                                       tooltip=list(curve.columns))
 if knee is not None:
-    chart = chart + alt.Chart(pd.DataFrame({"knee": [knee]})).mark_rule(color="#d62728", strokeDash=[4, 4]).encode(x="knee:Q")
+    chart = chart + alt.Chart(pd.DataFrame({"knee": [knee]})).mark_rule(color="#d62728", strokeDash=[4, 4]).encode(
+        x=alt.X("knee:Q", title="offered req/s"))
 show_chart(chart.properties(height=260, title="Goodput vs offered rate (knee dashed)"), "tail-goodput")
 progress.progress(0.7, text="KV occupancy and routers")
 tl = pd.concat([pd.DataFrame({"t (s)": r["t_s"], "batch": r["batch_size"], "KV used": r["kv_utilization"],
