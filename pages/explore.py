@@ -14,7 +14,6 @@ from planner.errors import PlannerError
 from planner.export import csv_text
 from planner.review import sweep_row_scenario
 
-
 st.title("Explore")
 scenario = page_scenario()
 c = st.columns([3, 2, 2, 2, 3])
