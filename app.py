@@ -13,6 +13,12 @@ pages = {
         st.Page("pages/memory.py", title="Memory & KV", url_path="memory"),
         st.Page("pages/latency.py", title="Latency & throughput", url_path="latency"),
         st.Page("pages/parallelism.py", title="Parallelism", url_path="parallelism"),
+        st.Page("pages/fleet.py", title="Fleet & cost", url_path="fleet"),
+        st.Page("pages/tail.py", title="Tail latency", url_path="tail"),
+    ],
+    "Decide": [
+        st.Page("pages/explore.py", title="Explore", url_path="explore"),
+        st.Page("pages/scenarios.py", title="Scenarios", url_path="scenarios"),
     ],
     "Reference": [
         st.Page("pages/catalog.py", title="Catalog", url_path="catalog"),

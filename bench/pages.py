@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,7 +21,7 @@ sys.path[0] = str(ROOT)
 
 from tests.apptest_v2 import new_app_test  # noqa: E402
 
-PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "catalog"]
+PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "explore", "scenarios", "catalog"]
 GOAL_S = 0.300
 
 
@@ -28,6 +30,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     logging.disable(logging.WARNING)
+    if not os.environ.get("DATABASE_URL"):  # the Scenarios page needs a migrated store: a scratch SQLite file
+        from planner.store.migrate import upgrade
+
+        os.environ["RIDGELINE_DB"] = os.path.join(tempfile.mkdtemp(prefix="ridgeline-bench-"), "bench.db")
+        upgrade()
     at = new_app_test(timeout=120)
     at.run()
     worst = 0.0

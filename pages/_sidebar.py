@@ -19,9 +19,14 @@ DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
 KV_DTYPES = ["bf16", "fp16", "fp8"]
 IMPORTED = "imported_models"
 SCENARIO_KEY = "_scenario"
+MODES = ["colocated", "disaggregated"]
+PENDING = "_load_pending"  # (scenario, label, drift, pinned) to apply before the widgets exist
+LOADED = "_loaded"  # {"label", "drift"} of the scenario last loaded (for the drift banner)
+PINNED = "_pinned"  # saved catalog entries (gpu/model spec, price) a drifted scenario plans with
 
 # Scenario field named in an error message -> the widget that sets it (most specific first).
 FIELD_WIDGET = {
+    "serving.mode": "mode",
     "workload.prefix_hit_rate": "hit", "prefix_hit_rate": "hit", "workload.prefix_tokens": "prefix",
     "prefix_tokens": "prefix", "workload.prompt_tokens": "prompt", "workload.output_tokens": "output",
     "workload.requests_per_s": "rps", "slo.ttft_s": "ttft_ms", "slo.itl_s": "itl_ms",
@@ -53,6 +58,18 @@ def cached_curve(name: str, scenario: Scenario, **kwargs: Any) -> Any:
     return _curve(name, scenario.model_dump_json(), frozen)
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def _sweep(scenario_json: str, axes: tuple[tuple[str, tuple[Any, ...]], ...]) -> list[dict[str, Any]]:
+    from planner.sweep import sweep
+
+    return list(sweep(Scenario.model_validate_json(scenario_json), **dict(axes))["rows"])
+
+
+def cached_sweep(scenario: Scenario, **axes: Any) -> list[dict[str, Any]]:
+    """``planner.sweep.sweep(...)["rows"]``, cached on the scenario and the axes."""
+    return _sweep(scenario.model_dump_json(), tuple(sorted((k, tuple(v)) for k, v in axes.items())))
+
+
 def imported_models() -> dict[str, dict[str, Any]]:
     """Models imported this session (id -> ModelSpec JSON)."""
     return st.session_state.setdefault(IMPORTED, {})
@@ -73,9 +90,111 @@ def _select(label: str, options: list[Any], default: Any, key: str, holes: dict[
     return out
 
 
+def widget_values(scenario: Scenario) -> dict[str, Any]:
+    """The sidebar widget values (by key) that reproduce ``scenario``'s inputs."""
+    w, sv = scenario.workload, scenario.serving
+    return {
+        "gpu": scenario.gpu if isinstance(scenario.gpu, str) else scenario.gpu.id,
+        "model": scenario.model if isinstance(scenario.model, str) else scenario.model.id,
+        "wd": scenario.weights_dtype, "kd": scenario.kv_dtype, "tp": scenario.parallel.tp,
+        "pp": scenario.parallel.pp, "ep": scenario.parallel.ep, "mode": sv.mode,
+        "prompt": w.prompt_tokens, "output": w.output_tokens, "rps": float(w.requests_per_s),
+        "prefix": w.prefix_tokens, "hit": float(w.prefix_hit_rate), "ttft_ms": scenario.slo.ttft_s * 1e3,
+        "itl_ms": scenario.slo.itl_s * 1e3, "batch": sv.batch_size or 0, "ctx": sv.context_tokens or 0,
+        "chunk": sv.chunk_tokens, "util": float(sv.memory_utilization or 0.0),
+        "price": scenario.cost.usd_per_gpu_hour,
+    }
+
+
+def request_load(scenario: Scenario, *, label: str, drift: tuple[str, ...] = (),
+                 pinned: dict[str, Any] | None = None) -> None:
+    """Make ``scenario`` the sidebar's scenario on the next run (call st.rerun after)."""
+    st.session_state[PENDING] = (scenario.model_dump(mode="json"), label, drift, pinned)
+
+
+def request_stored(stored: Any) -> None:
+    """Queue a StoredScenario; when the catalog drifted since it was saved it plans
+    with the saved entries until "Re-plan on the current catalog" is pressed."""
+    drift = stored.catalog_drift()
+    pinned = None
+    if drift and stored.frozen_catalog is not None:
+        fc = stored.frozen_catalog
+        pinned = {"gpu": fc.gpu.model_dump(mode="json"), "model": fc.model.model_dump(mode="json"),
+                  "usd_per_gpu_hour": fc.usd_per_gpu_hour}
+    request_load(stored.scenario, label=f"saved scenario {stored.slug!r} (version {stored.version})",
+                 drift=drift, pinned=pinned)
+
+
+def _from_url() -> None:
+    """``?scenario=<slug>`` or ``?s=<token>``: queue that scenario (once) or show why not."""
+    qp = st.query_params
+    if "scenario" in qp:
+        from pages._store import store_engine
+        from planner.store import get_scenario
+
+        slug = qp["scenario"]
+        del qp["scenario"]
+        engine = store_engine()
+        if engine is None:
+            return
+        try:
+            stored = get_scenario(engine=engine, ref=slug)
+        except PlannerError as exc:
+            st.error(f"share link: {exc}")
+            return
+        request_stored(stored)
+    elif "s" in qp:
+        from planner.share import scenario_from_token
+
+        token = qp["s"]
+        del qp["s"]
+        try:
+            request_load(scenario_from_token(token), label="shared link")
+        except PlannerError as exc:
+            st.error(str(exc))
+
+
+def _apply_pending() -> None:
+    pending = st.session_state.pop(PENDING, None)
+    if pending is None:
+        return
+    data, label, drift, pinned = pending
+    scenario = scenario_from_dict(data)
+    if not isinstance(scenario.model, str):  # an inline model: offer it like an imported one
+        imported_models()[scenario.model.id] = scenario.model.model_dump(mode="json")
+    for key, value in widget_values(scenario).items():
+        st.session_state[key] = value
+    st.session_state[LOADED] = {"label": label, "drift": list(drift)}
+    st.session_state[PINNED] = pinned
+    st.session_state["_base"] = data
+
+
+def _banner(gpu: str, model: str) -> None:
+    loaded = st.session_state.get(LOADED)
+    pinned = st.session_state.get(PINNED)
+    if not loaded or not loaded["drift"] or not pinned:
+        return
+    if pinned["gpu"]["id"] != gpu or pinned["model"]["id"] != model:
+        return
+    st.warning(f"The catalog changed since {loaded['label']} was saved; it plans with the entries as saved:  \n"
+                     + "  \n".join(f"`{line}`" for line in loaded["drift"]))
+    if st.button("Re-plan on the current catalog", key="replan_current"):
+        st.session_state[PINNED] = None
+        st.rerun()
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def sidebar_scenario() -> Scenario | None:
     """Build the Scenario from the sidebar; show a message next to the offending
     widget (and on the page) and return None if it is invalid."""
+    _from_url()
+    _apply_pending()
     cat = load_catalog()
     holes: dict[str, Any] = {}
     extra = imported_models()
@@ -98,6 +217,7 @@ def sidebar_scenario() -> Scenario | None:
             pp = _select("PP", [1, 2, 4, 8], 1, "pp", holes)
         with c3:
             ep = _select("EP", [1, 2, 4, 8, 16, 32, 64], 1, "ep", holes)
+        mode = _select("Serving mode", MODES, "colocated", "mode", holes)
         st.subheader("Workload")
         prompt = _num("Prompt tokens", "prompt", 2000, 100, holes)
         output = _num("Output tokens", "output", 250, 50, holes)
@@ -126,6 +246,16 @@ def sidebar_scenario() -> Scenario | None:
                     "chunk_tokens": chunk, "memory_utilization": util or None},
         "cost": {"usd_per_gpu_hour": price},
     }
+    data["serving"]["mode"] = mode
+    base = st.session_state.get("_base")
+    if base:  # inputs the sidebar has no widget for (speculative, fleet, efficiency ...) come from the loaded one
+        data = _merge({k: v for k, v in base.items() if k not in ("gpu", "model")}, data)
+    pinned = st.session_state.get(PINNED)
+    if pinned and pinned["gpu"]["id"] == gpu and pinned["model"]["id"] == model:
+        data["gpu"], data["model"] = pinned["gpu"], pinned["model"]
+        if price is None:
+            data["cost"]["usd_per_gpu_hour"] = pinned["usd_per_gpu_hour"]
+    _banner(gpu, model)
     try:
         return scenario_from_dict(data)
     except PlannerError as exc:

@@ -13,12 +13,25 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from planner import get_gpu
+from planner import Scenario, get_gpu
 from planner.defaults import DEFAULT_STEP_OVERHEAD_S
+from planner.share import share_token
+from planner.store import get_scenario, list_scenarios, make_engine, save_scenario
+from planner.store.migrate import upgrade
 from tests.apptest_v2 import new_app_test
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "catalog"]
+PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "explore", "scenarios", "catalog"]
+
+
+@pytest.fixture(autouse=True)
+def store_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every AppTest gets its own migrated SQLite store."""
+    db = tmp_path / "ridgeline.db"
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("RIDGELINE_DB", str(db))
+    upgrade(f"sqlite:///{db}")
+    return db
 
 
 @pytest.fixture()
@@ -192,3 +205,133 @@ def test_catalog_import_bad_config_is_a_message(app: AppTest) -> None:
     app.text_area(key="hf_text").set_value("{not json")
     app.button(key="hf_import").click().run()
     assert any("not valid JSON" in e.value for e in app.error)
+
+
+def test_fleet_page_more_traffic_needs_more_gpus(app: AppTest) -> None:
+    _goto(app, "fleet")
+    before = _num(_metric(app, "GPUs total"))  # the colocated column comes first
+    app.number_input(key="rps").set_value(40.0).run()
+    assert not app.exception
+    after = _num(_metric(app, "GPUs total"))
+    assert after > before
+    # $/hour is GPUs × the catalog's $/GPU-hour on both sides of the change.
+    price = get_gpu("h100-sxm").usd_per_gpu_hour
+    assert _num(_metric(app, "$/hour").lstrip("$")) == pytest.approx(after * price)
+    assert any("disaggregated" in i.value or "colocated" in i.value for i in app.info)  # the verdict
+
+
+def test_explore_page_loads_a_candidate_as_the_current_scenario(app: AppTest) -> None:
+    _goto(app, "explore")
+    assert not app.error, [e.value for e in app.error]
+    options = app.selectbox(key="ex_pick").options
+    pick = next(o for o in options if o.startswith("h200-sxm fp8 TP2") and o.endswith("disaggregated"))
+    app.selectbox(key="ex_pick").set_value(pick).run()
+    app.button(key="ex_load").click().run()
+    assert not app.exception
+    assert app.selectbox(key="gpu").value == "h200-sxm"
+    assert app.selectbox(key="wd").value == "fp8"
+    assert app.selectbox(key="tp").value == 2
+    assert app.selectbox(key="mode").value == "disaggregated"
+    _goto(app, "plan")
+    assert "on h200-sxm · weights fp8" in app.caption[0].value and "TP 2" in app.caption[0].value
+
+
+def test_scenarios_page_save_then_list_and_open_by_slug(app: AppTest, store_db: Path) -> None:
+    app.selectbox(key="gpu").set_value("h200-sxm").run()
+    _goto(app, "scenarios")
+    app.text_input(key="sc_name").set_value("Review H200")
+    app.text_input(key="sc_tags").set_value("review, h200")
+    app.button(key="FormSubmitter:sc_save-Save").click().run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    assert any("Saved" in s.value for s in app.success)
+    listed = app.dataframe[0].value
+    assert listed["slug"].tolist() == ["review-h200"]
+    engine = make_engine(f"sqlite:///{store_db}")
+    assert [s.slug for s in list_scenarios(engine=engine)] == ["review-h200"]
+    assert get_scenario(engine=engine, ref="review-h200").scenario.gpu == "h200-sxm"
+    fresh = new_app_test()
+    fresh.query_params["scenario"] = "review-h200"
+    fresh.run()
+    assert not fresh.exception
+    assert fresh.selectbox(key="gpu").value == "h200-sxm"
+    assert "on h200-sxm" in fresh.caption[0].value
+
+
+def test_scenarios_page_history_restore_duplicate_compare(app: AppTest, store_db: Path) -> None:
+    engine = make_engine(f"sqlite:///{store_db}")
+    save_scenario(engine=engine, scenario=Scenario(), name="base")
+    save_scenario(engine=engine, scenario=Scenario(gpu="h200-sxm", workload={"requests_per_s": 20}), name="big")
+    _goto(app, "scenarios")
+    app.selectbox(key="sc_pick").set_value("base").run()
+    app.text_input(key="sc_rename_to").set_value("base renamed")
+    app.button(key="sc_rename").click().run()
+    assert get_scenario(engine=engine, ref="base").name == "base renamed"
+    app.selectbox(key="sc_rev").set_value(1).run()
+    app.button(key="sc_restore").click().run()
+    stored = get_scenario(engine=engine, ref="base")
+    assert (stored.version, stored.name) == (3, "base")
+    app.button(key="sc_dup").click().run()
+    assert {s.slug for s in list_scenarios(engine=engine)} == {"base", "big", "base-copy"}
+    app.multiselect(key="sc_compare").set_value(["base", "big"]).run()
+    assert not app.exception
+    diff = app.dataframe[-1].value
+    differing = set(diff.loc[diff["differs"], "input"])
+    assert {"gpu", "workload.requests_per_s", "→ GPUs total"} <= differing
+    assert "model" not in differing
+
+
+def test_stale_catalog_banner_and_replan(app: AppTest, store_db: Path) -> None:
+    engine = make_engine(f"sqlite:///{store_db}")
+    saved = save_scenario(engine=engine, scenario=Scenario(), name="old price")
+    import sqlalchemy as sa
+
+    frozen = dict(saved.frozen_catalog.model_dump(mode="json"))  # type: ignore[union-attr]
+    frozen["usd_per_gpu_hour"] = 1.0  # as if the catalog price was $1 when it was saved
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE scenarios SET frozen_catalog = :f WHERE slug = 'old-price'"),
+                     {"f": json.dumps(frozen)})
+    at = new_app_test()
+    at.query_params["scenario"] = "old-price"
+    at.run()
+    assert any("catalog changed" in w.value and "usd_per_gpu_hour" in w.value for w in at.warning)
+    at.switch_page("pages/fleet.py").run()
+    colocated_gpus = _num(_metric(at, "GPUs total"))
+    assert _num(_metric(at, "$/hour").lstrip("$")) == pytest.approx(colocated_gpus * 1.0)
+    at.button(key="replan_current").click().run()
+    assert not any("catalog changed" in w.value for w in at.warning)
+    assert _num(_metric(at, "$/hour").lstrip("$")) == pytest.approx(colocated_gpus * get_gpu("h100-sxm").usd_per_gpu_hour)
+
+
+def test_unmigrated_database_is_a_clear_message(app: AppTest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RIDGELINE_DB", str(tmp_path / "empty.db"))
+    _goto(app, "scenarios")
+    assert any("make migrate" in e.value for e in app.error), [e.value for e in app.error]
+
+
+def test_share_token_link_loads_the_scenario_and_a_bad_one_is_a_message() -> None:
+    sc = Scenario(gpu="b200", model="llama-3.1-70b", weights_dtype="fp8", parallel={"tp": 2},
+                  workload={"requests_per_s": 7.0})
+    at = new_app_test()
+    at.query_params["s"] = share_token(sc)
+    at.run()
+    assert not at.exception
+    assert at.number_input(key="rps").value == 7.0
+    assert "llama-3.1-70b on b200 · weights fp8" in at.caption[0].value
+    bad = new_app_test()
+    bad.query_params["s"] = share_token(sc)[:-6]
+    bad.run()
+    assert not bad.exception
+    assert any("share link" in e.value for e in bad.error)
+
+
+def test_tail_page_more_traffic_on_one_replica_raises_ttft_p99(app: AppTest) -> None:
+    app.number_input(key="rps").set_value(2.0).run()
+    _goto(app, "tail")
+    app.number_input(key="tl_replicas").set_value(1).run()
+    p99 = app.dataframe[0].value.loc["ttft", "p99 (ms)"]
+    app.number_input(key="rps").set_value(12.0).run()
+    assert not app.exception
+    assert app.dataframe[0].value.loc["ttft", "p99 (ms)"] > p99
+    routers = app.dataframe[1].value.set_index("router")
+    # prefix-affinity routing keeps each chat on the replica that holds it: more prefix hits than round robin.
+    assert routers.loc["prefix_affinity", "prefix hit rate"] > routers.loc["round_robin", "prefix hit rate"]

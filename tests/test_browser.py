@@ -22,14 +22,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
-PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "catalog"]
+PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "explore", "scenarios", "catalog"]
+NAV = {"memory": "Memory", "latency": "Latency", "roofline": "Roofline", "parallelism": "Parallelism",
+       "fleet": "Fleet", "tail": "Tail latency", "explore": "Explore", "scenarios": "Scenarios", "catalog": "Catalog"}
+CHARTS = {"roofline", "memory", "latency", "parallelism", "tail", "explore"}
 
 if not CHROMIUM.exists():
     if os.environ.get("RIDGELINE_REQUIRE_BROWSER") == "1":
         pytest.fail(f"{CHROMIUM} is missing and RIDGELINE_REQUIRE_BROWSER=1", pytrace=False)
     pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)", allow_module_level=True)
 
+import pandas as pd  # noqa: E402
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+
+from planner.store.migrate import upgrade  # noqa: E402
 
 
 def _free_port() -> int:
@@ -39,14 +45,17 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    db = tmp_path_factory.mktemp("store") / "ridgeline.db"
+    upgrade(f"sqlite:///{db}")
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | {"RIDGELINE_DB": str(db)}
     port = _free_port()
     streamlit = shutil.which("streamlit", path=str(Path(sys.executable).parent)) or "streamlit"
     proc = subprocess.Popen(
         [streamlit, "run", "app.py", "--server.headless=true", "--server.address=127.0.0.1",
          f"--server.port={port}", "--browser.gatherUsageStats=false", "--server.fileWatcherType=none",
          "--client.toolbarMode=minimal"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -90,6 +99,14 @@ def _metric(page: Page, label: str) -> str:
     return box.locator("[data-testid='stMetricValue']").first.inner_text().strip()
 
 
+def _goto(page: Page, name: str) -> None:
+    page.locator("[data-testid='stSidebarNav'] a", has_text=re.compile(NAV[name])).first.click()
+    _settled(page)
+    if name in CHARTS:
+        expect(page.locator("[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg")
+               .first).to_be_visible(timeout=60_000)
+
+
 def _choose(page: Page, label: str, option: str) -> None:
     page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").filter(has_text=label).first.click()
     page.get_by_role("option", name=option, exact=True).click()
@@ -121,15 +138,56 @@ def test_model_change_survives_reload_and_every_page_renders(server: str, browse
     _settled(page)
     assert {k: _metric(page, k) for k in after} == after
     for name in PAGES[1:]:
-        page.locator("[data-testid='stSidebarNav'] a", has_text=re.compile(
-            {"memory": "Memory", "latency": "Latency", "roofline": "Roofline", "parallelism": "Parallelism",
-             "catalog": "Catalog"}[name])).first.click()
-        _settled(page)
-        if name in {"roofline", "memory", "latency", "parallelism"}:
-            expect(page.locator("[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg")
-                   .first).to_be_visible(timeout=30_000)
+        _goto(page, name)
         assert page.locator("[data-testid='stException']").count() == 0, name
         page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
         # The scenario travels with the page switch.
         expect(page).to_have_url(re.compile(r"model=llama-3\.1-70b"), timeout=10_000)
     fresh.close()
+
+
+HEADLINES = ("Max sequences", "ITL", "tok/s per replica", "TTFT")
+
+
+def test_save_share_links_and_plan_csv(server: str, browser: Browser, tmp_path: Path) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1600}, accept_downloads=True)
+    page = ctx.new_page()
+    page.goto(server)
+    _settled(page)
+    _choose(page, "GPU", "h200-sxm")
+    _choose(page, "Model", "llama-3.1-70b")
+    _choose(page, "Weights", "fp8")
+    expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h200-sxm")
+    shown = {k: _metric(page, k) for k in HEADLINES}
+    _goto(page, "scenarios")
+    page.get_by_label("Name", exact=True).fill("Browser review")
+    page.get_by_label("Tags (comma-separated)").fill("browser")
+    page.get_by_role("button", name="Save").click()
+    _settled(page)
+    expect(page.get_by_text("Saved 'Browser review'")).to_be_visible()
+    expect(page.locator("[data-testid='stDataFrame']").first).to_be_visible()
+    token_href = page.get_by_role("link", name="stateless link", exact=True).get_attribute("href") or ""
+    assert token_href.startswith("./?s=") and len(token_href) > 40
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Plan CSV").click()
+    csv_path = tmp_path / "plan.csv"
+    dl.value.save_as(csv_path)
+    df = pd.read_csv(csv_path)
+    assert len(df) == 1
+    row = df.iloc[0]
+    assert (row["scenario.gpu"], row["scenario.model"], row["scenario.weights_dtype"]) == (
+        "h200-sxm", "llama-3.1-70b", "fp8")
+    assert f"{row['decode.tok_s_per_replica']:,.0f}" == shown["tok/s per replica"]
+    page.screenshot(path=str(ARTIFACTS / "scenarios-saved.png"), full_page=True)
+    ctx.close()
+
+    for link in (f"{server}/?scenario=browser-review", f"{server}/{token_href.removeprefix('./')}"):
+        fresh = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = fresh.new_page()
+        page.goto(link)
+        _settled(page)
+        expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h200-sxm")
+        assert {k: _metric(page, k) for k in HEADLINES} == shown, link
+        assert page.locator("[data-testid='stException']").count() == 0
+        fresh.close()
