@@ -20,6 +20,7 @@ KV_DTYPES = ["bf16", "fp16", "fp8"]
 IMPORTED = "imported_models"
 SCENARIO_KEY = "_scenario"
 MODES = ["colocated", "disaggregated"]
+DEFAULT = Scenario()  # widget defaults are the Scenario's own defaults
 PENDING = "_load_pending"  # (scenario, label, drift, pinned) to apply before the widgets exist
 LOADED = "_loaded"  # {"label", "drift"} of the scenario last loaded (for the drift banner)
 PINNED = "_pinned"  # saved catalog entries (gpu/model spec, price) a drifted scenario plans with
@@ -202,14 +203,14 @@ def sidebar_scenario() -> Scenario | None:
         st.session_state["model"] = st.session_state.pop("model_pending")
     with st.sidebar:
         st.header("Scenario")
-        gpu = _select("GPU", sorted(cat.gpus), "h100-sxm", "gpu", holes)
+        gpu = _select("GPU", sorted(cat.gpus), DEFAULT.gpu, "gpu", holes)
         model = _select("Model", sorted(cat.models) + sorted(k for k in extra if k not in cat.models),
-                        "llama-3.1-8b", "model", holes)
+                        DEFAULT.model, "model", holes)
         c1, c2 = st.columns(2)
         with c1:
-            wd = _select("Weights", DTYPES, "bf16", "wd", holes)
+            wd = _select("Weights", DTYPES, DEFAULT.weights_dtype, "wd", holes)
         with c2:
-            kd = _select("KV cache", KV_DTYPES, "bf16", "kd", holes)
+            kd = _select("KV cache", KV_DTYPES, DEFAULT.kv_dtype, "kd", holes)
         c1, c2, c3 = st.columns(3)
         with c1:
             tp = _select("TP", [1, 2, 4, 8, 16], 1, "tp", holes)
@@ -217,21 +218,21 @@ def sidebar_scenario() -> Scenario | None:
             pp = _select("PP", [1, 2, 4, 8], 1, "pp", holes)
         with c3:
             ep = _select("EP", [1, 2, 4, 8, 16, 32, 64], 1, "ep", holes)
-        mode = _select("Serving mode", MODES, "colocated", "mode", holes)
+        mode = _select("Serving mode", MODES, DEFAULT.serving.mode, "mode", holes)
         st.subheader("Workload")
-        prompt = _num("Prompt tokens", "prompt", 2000, 100, holes)
-        output = _num("Output tokens", "output", 250, 50, holes)
-        rps = _num("Requests/s", "rps", 10.0, 1.0, holes)
+        prompt = _num("Prompt tokens", "prompt", DEFAULT.workload.prompt_tokens, 100, holes)
+        output = _num("Output tokens", "output", DEFAULT.workload.output_tokens, 50, holes)
+        rps = _num("Requests/s", "rps", DEFAULT.workload.requests_per_s, 1.0, holes)
         prefix = _num("Shared prefix tokens", "prefix", 0, 100, holes)
         hit = _num("Prefix hit rate", "hit", 0.0, 0.1, holes, help="0 to 1")
         st.subheader("Targets")
-        ttft_ms = _num("TTFT target (ms)", "ttft_ms", 1000.0, 50.0, holes)
-        itl_ms = _num("ITL target (ms)", "itl_ms", 50.0, 5.0, holes)
+        ttft_ms = _num("TTFT target (ms)", "ttft_ms", DEFAULT.slo.ttft_s * 1e3, 50.0, holes)
+        itl_ms = _num("ITL target (ms)", "itl_ms", DEFAULT.slo.itl_s * 1e3, 5.0, holes)
         st.subheader("Serving")
         batch = _num("Batch (0 = largest that fits)", "batch", 0, 1, holes, min_value=0)
         ctx = _num("Context tokens (0 = prompt + output)", "ctx", 0, 256, holes, min_value=0)
-        chunk = _num("Prefill chunk tokens", "chunk", 512, 128, holes)
-        util = _num("Memory utilization (0 = HBM − weights − 4 GB)", "util", 0.9, 0.05, holes)
+        chunk = _num("Prefill chunk tokens", "chunk", DEFAULT.serving.chunk_tokens, 128, holes)
+        util = _num("Memory utilization (0 = HBM − weights − reserved)", "util", DEFAULT.serving.memory_utilization, 0.05, holes)
         price = _num("Price override ($/GPU-hour, empty = catalog)", "price", None, 0.1, holes)
     model_value: Any = extra[model] if model in extra and model not in cat.models else model
     data = {
