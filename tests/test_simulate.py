@@ -191,7 +191,11 @@ def test_goodput_falls_past_the_knee() -> None:
     assert levels[-1]["slo_attainment"] < 0.5  # 12 req/s of 2,000-token prompts saturates one H100
     assert result["knee_rate_req_s"] in (2.0, 5.0)
     for lv in levels:
-        assert lv["goodput_req_s"] <= lv["throughput_req_s"] + 1e-12
+        assert lv["goodput_req_s"] <= lv["offered_rate_req_s"] * 1.25  # Poisson sample of 300 arrivals
+    # Below the knee nearly every request meets the SLO: goodput ≈ the offered rate
+    # (not the completions over a run that includes its final drain).
+    assert levels[0]["goodput_req_s"] == pytest.approx(2.0, rel=0.15)
+    assert levels[-1]["goodput_req_s"] < levels[-1]["offered_rate_req_s"] / 2
 
 
 @pytest.mark.parametrize("router", ["round_robin", "prefix_affinity"])
