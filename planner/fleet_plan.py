@@ -96,7 +96,10 @@ def _verdict(col: float, dis: float, col_reason: str, dis_reason: str) -> str:
         return f"colocated with chunked prefill: {col:.0f} GPUs; disaggregated misses ({dis_reason})"
     if col != col:
         return f"disaggregated: {dis:.0f} GPUs; colocated misses ({col_reason})"
-    if col <= dis:
+    if col == dis:
+        return (f"a tie at {col:.0f} GPUs: colocated with chunked prefill is the simpler choice (one pool, "
+                "no KV transfer)")
+    if col < dis:
         return (f"colocated with chunked prefill needs fewer GPUs ({col:.0f} vs {dis:.0f}): one pool keeps "
                 "every GPU busy with both phases and pays no KV transfer")
     return (f"disaggregated needs fewer GPUs ({dis:.0f} vs {col:.0f}): decode batches run without prefill "
