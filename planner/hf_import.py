@@ -7,12 +7,12 @@ Every error names the config key that is missing or contradicts another.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from planner.errors import CatalogError
+from planner.jsonfile import read_json
 
 __all__ = ["SUPPORTED_MODEL_TYPES", "load_hf_config", "spec_kwargs_from_hf_config"]
 
@@ -134,13 +134,5 @@ def spec_kwargs_from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def load_hf_config(path: str | Path) -> dict[str, Any]:
     """Read a config.json file; a JSON error names the file."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except OSError as exc:
-        raise CatalogError(f"cannot read {p}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise CatalogError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise CatalogError(f"{p}: expected a JSON object")
+    data: dict[str, Any] = read_json(path, error=CatalogError)
     return data

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from planner.catalog import get_gpu, get_model
 from planner.errors import PlannerError, ScenarioError
+from planner.jsonfile import read_json
 from planner.precision import KvDtype, WeightsDtype
 from planner.specs import GpuSpec, ModelSpec
 
@@ -298,13 +299,5 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 def load_scenario_file(path: str | Path) -> dict[str, Any]:
     """Read a scenario JSON file into a dict (validated later)."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except OSError as exc:
-        raise ScenarioError(f"cannot read {p}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{p}: expected a JSON object")
+    data: dict[str, Any] = read_json(path)
     return data

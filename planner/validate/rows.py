@@ -9,13 +9,13 @@ and the field.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from planner.errors import ScenarioError
+from planner.jsonfile import read_json
 
 __all__ = ["METRICS", "MeasurementRow", "load_measurements", "parse_measurements"]
 
@@ -97,11 +97,4 @@ def parse_measurements(data: Any) -> tuple[MeasurementRow, ...]:
 
 def load_measurements(path: str | Path) -> tuple[MeasurementRow, ...]:
     """Read and validate a measurement file (JSON)."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except OSError as exc:
-        raise ScenarioError(f"cannot read {p}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    return parse_measurements(data)
+    return parse_measurements(read_json(path, want_object=False))
