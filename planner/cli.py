@@ -22,7 +22,7 @@ from planner.scenario import Scenario, apply_overrides, load_scenario_file, scen
 __all__ = ["main", "scenario_from_args", "add_scenario_args", "emit", "plan_row"]
 
 # Subcommand modules; each defines register(subparsers) -> None.
-SUBCOMMAND_MODULES: tuple[str, ...] = ("planner.cli",)
+SUBCOMMAND_MODULES: tuple[str, ...] = ("planner.cli", "planner.cli_probe")
 
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
