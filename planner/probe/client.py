@@ -37,7 +37,7 @@ class RequestRecord:
     index: int
     warmup: bool
     scheduled_ns: int
-    sent_ns: int = 0
+    sent_ns: int = 0  # request written to the socket (set before the call, refined by the trace hooks)
     done_ns: int = 0
     chunk_ns: list[int] = field(default_factory=list)  # every SSE data chunk
     chunk_tokens: list[int] = field(default_factory=list)  # tokens per chunk (text-bearing: 1)
@@ -78,6 +78,20 @@ class RequestRecord:
         return [t for t, n in zip(self.chunk_ns, self.chunk_tokens, strict=True) if n > 0]
 
 
+async def _on_sent(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -> None:
+    rec = getattr(ctx, "trace_request_ctx", None)
+    if isinstance(rec, RequestRecord):
+        rec.sent_ns = time.perf_counter_ns()
+
+
+def _trace() -> aiohttp.TraceConfig:
+    """``sent`` = when the request's headers, then its body, were written to the socket."""
+    tc = aiohttp.TraceConfig()
+    tc.on_request_headers_sent.append(_on_sent)
+    tc.on_request_chunk_sent.append(_on_sent)
+    return tc
+
+
 def make_client(*, max_connections: int, connect_timeout_s: float, read_timeout_s: float) -> aiohttp.ClientSession:
     """The one shared connection pool: explicit limits and timeouts.
 
@@ -91,6 +105,7 @@ def make_client(*, max_connections: int, connect_timeout_s: float, read_timeout_
         timeout=aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=read_timeout_s),
         trust_env=False,
         auto_decompress=False,
+        trace_configs=[_trace()],
     )
 
 
@@ -153,7 +168,8 @@ async def stream_request(
     try:
         async with asyncio.timeout(request_timeout_s):
             rec.sent_ns = time.perf_counter_ns()
-            async with client.post(url, json=body, headers=headers, allow_redirects=False) as resp:
+            async with client.post(url, json=body, headers=headers, allow_redirects=False,
+                                   trace_request_ctx=rec) as resp:
                 rec.status = resp.status
                 if resp.status != 200:
                     rec.error = f"http_{resp.status}"

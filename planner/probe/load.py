@@ -1,7 +1,8 @@
 """Load patterns and the run that drives them.
 
 - Closed loop (a concurrency sweep 1, 2, 4 … N): N workers each send the next
-  request as soon as their previous one finishes.
+  request as soon as their previous one finishes; ``ramp_up_s`` staggers their
+  first requests evenly (0: all start together and stay in step).
 - Open loop at a rate: constant gaps, Poisson (exponential gaps) or gamma gaps
   with shape ``burstiness`` (1 = Poisson, < 1 burstier, as vLLM's benchmark).
   Scheduled times are fixed in advance, so client-side queueing (the pool is
@@ -133,15 +134,18 @@ async def _closed_loop(lv: _Level, concurrency: int, progress: Progress | None, 
     deadline = time.perf_counter() + s.duration_s
     issued = 0
 
-    async def worker() -> None:
+    async def worker(k: int) -> None:
         nonlocal issued
+        if s.ramp_up_s > 0 and k:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lv.cancel.wait(), timeout=k * s.ramp_up_s / concurrency)
         while issued < s.requests and time.perf_counter() < deadline and not lv.cancel.is_set():
             issued += 1
             await lv.one(warmup=False)
             if progress:
                 progress(label, sum(1 for r in lv.records if not r.warmup and r.done_ns), s.requests)
 
-    await _gather_cancellable([asyncio.create_task(worker()) for _ in range(concurrency)], lv.cancel)
+    await _gather_cancellable([asyncio.create_task(worker(k)) for k in range(concurrency)], lv.cancel)
 
 
 async def _open_loop(lv: _Level, progress: Progress | None, label: str) -> None:

@@ -49,6 +49,7 @@ class ProbeSettings(BaseModel):
     max_concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] = 256  # open-loop pool size
     requests: Annotated[int, Field(ge=1, le=MAX_REQUESTS)] = 32
     duration_s: Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)] = 120.0
+    ramp_up_s: Annotated[float, Field(ge=0, le=MAX_DURATION_S)] = 0.0  # closed loop: stagger the streams' starts
     warmup_requests: Annotated[int, Field(ge=0, le=MAX_CONCURRENCY)] | None = None  # None: one per stream
     prompt_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = 128
     output_tokens: Annotated[int, Field(ge=1, le=100_000)] = 64

@@ -7,7 +7,10 @@ Prints ``PORT <n>`` once listening.  The first token is written ``ttft_s`` after
 the request arrives and token i at ``ttft_s + i × tpot_s`` (an absolute
 schedule, so sleep jitter does not accumulate); ``--tpot-s 0`` writes the whole
 stream at once (for the client's ingest rate).  Chat streams start with an
-empty role-only chunk.  ``/metrics`` is vLLM-style, from the server's own state.
+empty role-only chunk.  ``--log PATH`` appends each request's server-side
+clock readings (``time.perf_counter_ns``, CLOCK_MONOTONIC, shared by every
+process on the machine): receive time and each token's write time, the truth
+the probe's figures are checked against.  ``/metrics`` is vLLM-style, from the server's own state.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 
 from aiohttp import web
 
@@ -38,6 +42,7 @@ def _token(chat: bool, i: int, finish: str | None = None) -> dict:
 async def completions(request: web.Request) -> web.StreamResponse:
     cfg = request.app["cfg"]
     t_recv = asyncio.get_running_loop().time()
+    recv_ns = time.perf_counter_ns()
     if cfg.api_key and request.headers.get("Authorization") != f"Bearer {cfg.api_key}":
         return web.json_response({"error": "bad key"}, status=401)
     body = await request.json()
@@ -49,6 +54,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
+    token_ns: list[int] = []
     STATE["running"] += 1
     STATE["requests"] += 1
     STATE["prompt_tokens"] += prompt_tokens
@@ -58,6 +64,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         if cfg.tpot_s == 0:
             await asyncio.sleep(cfg.ttft_s)
             blob = b"".join(_chunk(_token(chat, i, "length" if i == n - 1 else None)) for i in range(n))
+            token_ns.append(time.perf_counter_ns())
             await resp.write(blob)
         else:
             loop = asyncio.get_running_loop()
@@ -68,6 +75,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
                 tok = _token(chat, i, "length" if i == n - 1 else None)
                 if i == n - 1 and include_usage and not chat:
                     tok["usage"] = usage
+                token_ns.append(time.perf_counter_ns())
                 await resp.write(_chunk(tok))
                 STATE["generation_tokens"] += 1
         if chat and include_usage:
@@ -76,6 +84,10 @@ async def completions(request: web.Request) -> web.StreamResponse:
             STATE["generation_tokens"] += n
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
+        if cfg.log:
+            with open(cfg.log, "a") as fh:
+                fh.write(json.dumps({"prompt_head": prompt.split(" ", 1)[0], "recv_ns": recv_ns,
+                                     "token_ns": token_ns}) + "\n")
     finally:
         STATE["running"] -= 1
     return resp
@@ -105,6 +117,7 @@ async def main() -> None:
     ap.add_argument("--ttft-s", type=float, default=0.05)
     ap.add_argument("--tpot-s", type=float, default=0.01)
     ap.add_argument("--api-key", default=None)
+    ap.add_argument("--log", default=None, help="append each request's server-side times (JSON lines)")
     cfg = ap.parse_args()
     app = web.Application()
     app["cfg"] = cfg
