@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import hashlib
 import logging
 import secrets
 import time
@@ -58,7 +59,9 @@ def make_prompt(*, index: int, prompt_tokens: int, nonce: str, shared_prefix: bo
     n = max(prompt_tokens - 3, 1)
     words = " ".join(_WORDS[(index * 7 + k) % len(_WORDS)] if not shared_prefix else _WORDS[k % len(_WORDS)]
                      for k in range(n))
-    return f"{words} {nonce}-{index}" if shared_prefix else f"{nonce}-{index} {words}"
+    # a per-request digest first, so even the first token differs from the last request's
+    head = hashlib.sha256(f"{nonce}-{index}".encode()).hexdigest()[:8]
+    return f"{words} {head}-{index}" if shared_prefix else f"{head}-{index} {words}"
 
 
 def request_body(settings: ProbeSettings, prompt: str) -> dict[str, Any]:
