@@ -29,8 +29,10 @@ tar -xzf "$WORK"/llama_cpp_python-"${VERSION}".tar.gz -C "$WORK"
 SRC="$WORK/llama_cpp_python-${VERSION}/vendor/llama.cpp"
 cmake -S "$SRC" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release \
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_USE_PREBUILT_UI=OFF \
-    -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF > "$WORK/cmake.log"
-cmake --build "$WORK/build" --target llama-server -j"$JOBS" > "$WORK/build.log"
+    -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF > "$WORK/cmake.log" 2>&1 \
+    || { tail -40 "$WORK/cmake.log"; exit 1; }
+cmake --build "$WORK/build" --target llama-server -j"$JOBS" > "$WORK/build.log" 2>&1 \
+    || { tail -40 "$WORK/build.log"; exit 1; }
 install -m 0755 "$WORK/build/bin/llama-server" "$BIN.tmp"
 mv "$BIN.tmp" "$BIN"
 echo "llama-server ${VERSION}: built $BIN"
