@@ -42,6 +42,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         api_key_from,
         calibrate,
         calibrated_scenario,
+        kv_capacity_check,
         probe_settings,
         run_probe_sync,
         with_prediction,
@@ -57,6 +58,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         "request_timeout_s": args.timeout_s, "warmup_requests": args.warmup,
         "shared_prefix": args.shared_prefix, "ignore_eos": args.ignore_eos,
         "metrics_url": "" if args.no_metrics else args.metrics_url,
+        "stop_when_kv_full": args.kv_capacity,
     }
     if args.rate is not None:
         kwargs.update(rate_req_s=args.rate, arrival=args.arrival, burstiness=args.burstiness)
@@ -69,6 +71,9 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     run = run_probe_sync(settings, api_key=api_key)
     if scenario is not None:
         run = with_prediction(run, scenario)
+        if run.pattern == "concurrency":
+            run = run.model_copy(update={"metrics": {
+                **run.metrics, "kv_capacity": kv_capacity_check(run, scenario).model_dump(mode="json")}})
     if args.calibrate and scenario is not None:
         cal = calibrate(run, scenario)
         run = run.model_copy(update={"calibration": {
@@ -113,6 +118,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--no-metrics", action="store_true", help="do not scrape /metrics")
     p.add_argument("--shared-prefix", action="store_true", help="same prompt prefix for every request")
     p.add_argument("--ignore-eos", action="store_true", help="ask the engine to run to --output-tokens")
+    p.add_argument("--kv-capacity", action="store_true",
+                   help="stop the sweep once the engine reports KV usage >= 95%% or preemptions")
     p.add_argument("--calibrate", action="store_true", help="fit the scenario's efficiencies to the sweep")
     p.add_argument("--samples", action="store_true", help="include every request's sample in the JSON")
     add_scenario_args(p)

@@ -23,6 +23,7 @@ from planner.probe import (
     calibrate,
     calibrated_scenario,
     check_url_allowed,
+    kv_capacity_check,
     engine_delta,
     make_prompt,
     parse_metrics,
@@ -360,3 +361,23 @@ def test_exports_listed():
     for name in probe.__all__:
         assert hasattr(probe, name), name
     assert os.path.basename(probe.__file__) == "__init__.py"
+
+
+def test_kv_capacity_ramp_stops_where_the_engine_fills():
+    """The pacing server reports KV usage = running / 8: the ramp stops at 8 streams."""
+    srv = start_script("pacing_server", "--ttft-s", "0.01", "--tpot-s", "0.01", "--kv-slots", "8")
+    try:
+        s = probe_settings(url=srv.url, model="m", concurrency=(2, 4, 8, 16, 32), requests=16, output_tokens=20,
+                           metrics_interval_s=0.03, stop_when_kv_full=True)
+        run = run_probe_sync(s)
+    finally:
+        srv.stop()
+    assert [lv.concurrency for lv in run.levels] == [2, 4, 8]
+    assert run.levels[-1].engine.kv_usage_max == 1.0 and run.levels[0].engine.kv_usage_max <= 0.25
+    sc = Scenario(gpu=CPU, model=SMALL, weights_dtype="fp32", kv_dtype="fp32")
+    chk = kv_capacity_check(run, sc)
+    assert chk.observed_full_concurrency == 8 and chk.reason == "kv_usage"
+    assert chk.highest_concurrency_tried == 8
+    # planner side, by hand: 64e9 × 0.9 − 4e9 reserved − weights 363,679,744 B − activations, over
+    # (context × 16,384 B/token); only its order is checked here, the formula is memory.py's own test
+    assert chk.planner_max_sequences > 1000

@@ -5,11 +5,14 @@ No Streamlit here; the CLI (``python -m planner probe``) and the page adapt it.
 """
 
 from planner.probe.calibrate import (
+    KV_FULL_USAGE,
     Calibration,
     CalibrationResidual,
+    KvCapacityCheck,
     LevelPrediction,
     calibrate,
     calibrated_scenario,
+    kv_capacity_check,
     predict_level,
     with_prediction,
 )
@@ -22,11 +25,13 @@ from planner.probe.summary import LevelSummary, ProbeRun, RequestSample, Stats, 
 
 __all__ = [
     "ALLOWED_HOSTS_ENV",
+    "KV_FULL_USAGE",
     "METRIC_NAMES",
     "Calibration",
     "CalibrationResidual",
     "EngineDelta",
     "EngineSnapshot",
+    "KvCapacityCheck",
     "LevelPrediction",
     "LevelSummary",
     "ProbeRun",
@@ -41,6 +46,7 @@ __all__ = [
     "calibrated_scenario",
     "check_url_allowed",
     "engine_delta",
+    "kv_capacity_check",
     "make_client",
     "make_prompt",
     "new_run_id",

@@ -33,6 +33,7 @@ from scipy.optimize import least_squares
 from planner.context import Resolved, resolve
 from planner.errors import ProbeError
 from planner.probe.summary import LevelSummary, ProbeRun
+from planner.replica import memory_section
 from planner.roofline import peak_flops_per_s
 from planner.scenario import Scenario, scenario_from_dict
 from planner.step import decode_step, prefill_step
@@ -44,6 +45,9 @@ __all__ = [
     "LevelPrediction",
     "calibrate",
     "calibrated_scenario",
+    "KV_FULL_USAGE",
+    "KvCapacityCheck",
+    "kv_capacity_check",
     "predict_level",
     "with_prediction",
 ]
@@ -235,3 +239,47 @@ def calibrated_scenario(scenario: Scenario, calibration: Calibration) -> Scenari
         "calibrated_from": calibration.run_id,
     }
     return scenario_from_dict(data)
+
+
+# KV usage at which an engine is treated as full (vLLM starts preempting near 100%).
+KV_FULL_USAGE = 0.95
+
+
+class KvCapacityCheck(BaseModel):
+    """The concurrency where the engine's KV filled (or preemption began),
+    beside the planner's ``memory.max_sequences`` for the same context."""
+
+    model_config = _FROZEN
+    context_tokens: int
+    planner_max_sequences: float
+    observed_full_concurrency: int | None  # None: not reached in this sweep
+    highest_concurrency_tried: int | None
+    reason: str  # "kv_usage", "preemptions", "not_reached" or "unavailable"
+
+
+def level_is_kv_full(lv: LevelSummary) -> str | None:
+    """Why this level counts as KV-full, or None."""
+    if lv.engine.preemptions is not None and lv.engine.preemptions > 0:
+        return "preemptions"
+    if lv.engine.kv_usage_max is not None and lv.engine.kv_usage_max >= KV_FULL_USAGE:
+        return "kv_usage"
+    return None
+
+
+def kv_capacity_check(run: ProbeRun, scenario: Scenario) -> KvCapacityCheck:
+    """Walk the sweep's levels in order of concurrency to the first KV-full one."""
+    r = resolve(scenario)
+    levels = sorted((lv for lv in run.levels if lv.concurrency is not None), key=lambda lv: lv.concurrency or 0)
+    ctx = int(round(max((_level_prompt(run, lv) for lv in levels), default=float(run.prompt_tokens))
+                    + max((_level_output(run, lv) for lv in levels), default=float(run.output_tokens))))
+    seqs = memory_section(r, {}, context_tokens=ctx).max_sequences
+    observed, reason = None, "not_reached"
+    if levels and all(lv.engine.kv_usage_max is None and lv.engine.preemptions is None for lv in levels):
+        reason = "unavailable"
+    for lv in levels:
+        why = level_is_kv_full(lv)
+        if why:
+            observed, reason = lv.concurrency, why
+            break
+    return KvCapacityCheck(context_tokens=ctx, planner_max_sequences=seqs, observed_full_concurrency=observed,
+                           highest_concurrency_tried=levels[-1].concurrency if levels else None, reason=reason)

@@ -264,6 +264,10 @@ async def run_probe(
                 slo_ttft_s=settings.slo_ttft_s, slo_tpot_s=settings.slo_tpot_s,
                 engine=engine_delta(snaps) if snaps else None, keep_samples=settings.keep_samples,
             ))
+            eng = levels[-1].engine
+            if settings.stop_when_kv_full and ((eng.preemptions or 0) > 0 or (eng.kv_usage_max or 0) >= 0.95):
+                log.info("KV full at %s; sweep stopped", label)
+                break
     engine = next((s.engine for s in all_snaps if s.engine), None)
     return ProbeRun(
         run_id=run_id, url=base_url_for_record(settings.url), model=settings.model, endpoint=settings.endpoint,

@@ -62,6 +62,7 @@ class ProbeSettings(BaseModel):
     metrics_interval_s: Annotated[float, Field(gt=0, le=60)] = 0.5
     slo_ttft_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
     slo_tpot_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 0.05
+    stop_when_kv_full: bool = False  # end the sweep at the first level with KV usage ≥ 95% or preemptions
     seed: int = 0
     keep_samples: bool = True
 

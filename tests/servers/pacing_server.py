@@ -24,7 +24,7 @@ import time
 from aiohttp import web
 
 STATE = {"running": 0, "prompt_tokens": 0, "generation_tokens": 0, "requests": 0}
-KV_SLOTS = 256
+KV_SLOTS = [256]  # --kv-slots: the running requests that make vllm:kv_cache_usage_perc 1.0
 
 
 def _chunk(obj: dict) -> bytes:
@@ -101,7 +101,7 @@ async def metrics(request: web.Request) -> web.Response:
         "# HELP vllm:num_requests_waiting Waiting requests.\n# TYPE vllm:num_requests_waiting gauge\n"
         f"vllm:num_requests_waiting{lbl} 0\n"
         "# HELP vllm:kv_cache_usage_perc KV usage.\n# TYPE vllm:kv_cache_usage_perc gauge\n"
-        f"vllm:kv_cache_usage_perc{lbl} {STATE['running'] / KV_SLOTS}\n"
+        f"vllm:kv_cache_usage_perc{lbl} {STATE['running'] / KV_SLOTS[0]}\n"
         "# HELP vllm:prompt_tokens Prompt tokens.\n# TYPE vllm:prompt_tokens counter\n"
         f"vllm:prompt_tokens_total{lbl} {STATE['prompt_tokens']}\n"
         "# HELP vllm:generation_tokens Generated tokens.\n# TYPE vllm:generation_tokens counter\n"
@@ -118,7 +118,9 @@ async def main() -> None:
     ap.add_argument("--tpot-s", type=float, default=0.01)
     ap.add_argument("--api-key", default=None)
     ap.add_argument("--log", default=None, help="append each request's server-side times (JSON lines)")
+    ap.add_argument("--kv-slots", type=int, default=256)
     cfg = ap.parse_args()
+    KV_SLOTS[0] = cfg.kv_slots
     app = web.Application()
     app["cfg"] = cfg
     app.router.add_post("/v1/completions", completions)
