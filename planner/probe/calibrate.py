@@ -48,6 +48,7 @@ __all__ = [
     "KV_FULL_USAGE",
     "KvCapacityCheck",
     "kv_capacity_check",
+    "level_is_kv_full",
     "predict_level",
     "with_prediction",
 ]

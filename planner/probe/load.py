@@ -274,6 +274,8 @@ async def run_probe(
         pattern="concurrency" if settings.rate_req_s is None else "rate",
         prompt_tokens=settings.prompt_tokens, output_tokens=settings.output_tokens, started_at=started,
         levels=tuple(levels),
+        settings={**settings.model_dump(mode="json"), "url": base_url_for_record(settings.url),
+                  "metrics_url": base_url_for_record(settings.metrics_url or "") or None},
         metrics={"url": murl, "engine": engine, "available": bool(all_snaps),
                  "samples": [s.model_dump(mode="json") for s in all_snaps]},
     )

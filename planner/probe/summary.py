@@ -188,6 +188,7 @@ class ProbeRun(BaseModel):
     output_tokens: int
     started_at: str
     levels: tuple[LevelSummary, ...]
+    settings: dict[str, Any] = {}  # the ProbeSettings (they never hold the API key)
     metrics: dict[str, Any] = {}
     predicted: tuple[dict[str, Any], ...] | None = None
     calibration: dict[str, Any] | None = None
