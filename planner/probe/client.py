@@ -24,6 +24,8 @@ import aiohttp
 __all__ = ["Endpoint", "RequestRecord", "endpoint_path", "make_client", "stream_request"]
 
 Endpoint = Literal["completions", "chat"]
+KEEPALIVE_S = 3.0
+STALE_RETRIES = 2
 
 
 def endpoint_path(endpoint: Endpoint) -> str:
@@ -46,6 +48,8 @@ class RequestRecord:
     usage: dict[str, Any] | None = None
     finish_reason: str | None = None
     status: int | None = None
+    reused_connection: bool = False
+    retries: int = 0  # resends after a pooled keep-alive connection turned out closed
     error: str | None = None
     error_detail: str = ""
 
@@ -84,9 +88,16 @@ async def _on_sent(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -> N
         rec.sent_ns = time.perf_counter_ns()
 
 
+async def _on_reuse(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -> None:
+    rec = getattr(ctx, "trace_request_ctx", None)
+    if isinstance(rec, RequestRecord):
+        rec.reused_connection = True
+
+
 def _trace() -> aiohttp.TraceConfig:
     """``sent`` = when the request's headers, then its body, were written to the socket."""
     tc = aiohttp.TraceConfig()
+    tc.on_connection_reuseconn.append(_on_reuse)
     tc.on_request_headers_sent.append(_on_sent)
     tc.on_request_chunk_sent.append(_on_sent)
     return tc
@@ -100,8 +111,10 @@ def make_client(*, max_connections: int, connect_timeout_s: float, read_timeout_
     against a 50 ms server) where aiohttp kept up (see bench/probe_client.py).
     """
     return aiohttp.ClientSession(
+        # Idle pooled connections are dropped after 3 s, before the 5 s keep-alive
+        # timeout of uvicorn (vLLM, SGLang) and cpp-httplib (llama.cpp) closes them.
         connector=aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections,
-                                       enable_cleanup_closed=False),
+                                       keepalive_timeout=KEEPALIVE_S),
         timeout=aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=read_timeout_s),
         trust_env=False,
         auto_decompress=False,
@@ -163,7 +176,32 @@ async def stream_request(
     request_timeout_s: float,
 ) -> RequestRecord:
     """Send one streaming request and fill ``rec``; never raises for the
-    endpoint's failures (cancellation is recorded and re-raised)."""
+    endpoint's failures (cancellation is recorded and re-raised).
+
+    A pooled keep-alive connection the server has already closed (llama.cpp's
+    HTTP server closes them after a few requests) fails before any response:
+    that one case (nothing was answered) is resent, at most twice, still timed
+    from the original scheduled time.
+    """
+    while True:
+        rec.reused_connection = False
+        await _attempt(client, url=url, body=body, headers=headers, rec=rec, request_timeout_s=request_timeout_s)
+        stale = rec.error == "connection" and rec.reused_connection and rec.status is None and not rec.chunk_ns
+        if not stale or rec.retries >= STALE_RETRIES:
+            return rec
+        rec.retries += 1
+        rec.error, rec.error_detail, rec.done_ns = None, "", 0
+
+
+async def _attempt(
+    client: aiohttp.ClientSession,
+    *,
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    rec: RequestRecord,
+    request_timeout_s: float,
+) -> RequestRecord:
     done = False
     try:
         async with asyncio.timeout(request_timeout_s):

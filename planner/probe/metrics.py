@@ -33,6 +33,8 @@ METRIC_NAMES: dict[str, tuple[str, ...]] = {
     "prefix_hit_rate": ("sglang:cache_hit_rate",),
     "prompt_tokens_total": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total",
                             "llamacpp:prompt_tokens_total"),
+    # prompt tokens served from the engine's cache instead (llama.cpp counts them apart)
+    "prompt_cached_tokens_total": ("llamacpp:prompt_tokens_cached_total",),
     "generation_tokens_total": ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
                                 "llamacpp:tokens_predicted_total"),
 }
@@ -53,6 +55,7 @@ class EngineSnapshot(BaseModel):
     prefix_hits_total: float | None = None
     prefix_hit_rate: float | None = None
     prompt_tokens_total: float | None = None
+    prompt_cached_tokens_total: float | None = None
     generation_tokens_total: float | None = None
 
 
@@ -84,6 +87,7 @@ class EngineDelta(BaseModel):
     preemptions: float | None = None
     prefix_hit_rate: float | None = None
     prompt_tokens: float | None = None
+    prompt_cached_tokens: float | None = None
     generation_tokens: float | None = None
 
 
@@ -117,5 +121,6 @@ def engine_delta(samples: Sequence[EngineSnapshot]) -> EngineDelta:
         preemptions=_delta(first, last, "preemptions_total"),
         prefix_hit_rate=hit_rate,
         prompt_tokens=_delta(first, last, "prompt_tokens_total"),
+        prompt_cached_tokens=_delta(first, last, "prompt_cached_tokens_total"),
         generation_tokens=_delta(first, last, "generation_tokens_total"),
     )
