@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from servers.procs import start_script  # noqa: E402
+from servers.procs import log_lines, start_script  # noqa: E402
 
 from planner.probe import probe_settings, run_probe_sync  # noqa: E402
 
@@ -38,9 +37,9 @@ def _pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def tpot_added_s(url: str, log: Path, concurrency: int) -> tuple[float, float]:
+def tpot_added_s(url: str, concurrency: int) -> tuple[float, float]:
     """(median |probe TPOT − server TPOT|, client CPU seconds per wall second)."""
-    n0 = len(log.read_text().splitlines()) if log.exists() else 0
+    n0 = len(log_lines(url))
     e2e = TOKENS * TPOT_S
     s = probe_settings(url=url, model="pacer", concurrency=(concurrency,), requests=2 * concurrency,
                        output_tokens=TOKENS, prompt_tokens=8, metrics_url="", ramp_up_s=e2e, keep_samples=True,
@@ -49,7 +48,7 @@ def tpot_added_s(url: str, log: Path, concurrency: int) -> tuple[float, float]:
     lv = run_probe_sync(s).levels[0]
     cpu = (time.process_time() - c0) / (time.perf_counter() - w0)
     truth = {}
-    for line in log.read_text().splitlines()[n0:]:
+    for line in log_lines(url)[n0:]:
         e = json.loads(line)
         t = e["token_ns"]
         truth[int(e["prompt_head"].rsplit("-", 1)[1])] = (t[-1] - t[0]) / 1e9 / (len(t) - 1)
@@ -76,13 +75,12 @@ def main() -> int:
     ap.add_argument("--max-concurrency", type=int, default=1024)
     args = ap.parse_args()
     _pin(0)
-    log = Path(tempfile.mkdtemp()) / "pacer.jsonl"
-    srv = start_script("pacing_server", "--ttft-s", "0.02", "--tpot-s", str(TPOT_S), "--log", str(log), cpu=1)
+    srv = start_script("pacing_server", "--ttft-s", "0.02", "--tpot-s", str(TPOT_S), cpu=1)
     best = 0
     try:
         c = 1
         while c <= args.max_concurrency:
-            added, cpu = tpot_added_s(srv.url, log, c)
+            added, cpu = tpot_added_s(srv.url, c)
             print(f"concurrency {c:5d}: probe adds {added * 1e3:7.3f} ms to TPOT (median); client CPU {cpu:.0%}")
             if added < 1e-3:
                 best = c

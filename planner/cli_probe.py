@@ -59,6 +59,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         "shared_prefix": args.shared_prefix, "ignore_eos": args.ignore_eos,
         "metrics_url": "" if args.no_metrics else args.metrics_url,
         "stop_when_kv_full": args.kv_capacity,
+        "ramp_up_s": args.ramp_up_s,
     }
     if args.rate is not None:
         kwargs.update(rate_req_s=args.rate, arrival=args.arrival, burstiness=args.burstiness)
@@ -112,6 +113,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--duration-s", type=float, default=120.0, help="wall-clock limit per level")
     p.add_argument("--prompt-tokens", type=int, default=128)
     p.add_argument("--output-tokens", type=int, default=64)
+    p.add_argument("--ramp-up-s", type=float, default=0.0,
+                   help="closed loop: stagger the streams' first requests over this many seconds")
     p.add_argument("--warmup", type=int, default=None, help="warm-up requests per level (default: one per stream)")
     p.add_argument("--timeout-s", type=float, default=120.0, help="per-request limit")
     p.add_argument("--metrics-url", default=None, help="Prometheus page (default: <server>/metrics)")

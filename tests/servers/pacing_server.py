@@ -7,7 +7,7 @@ Prints ``PORT <n>`` once listening.  The first token is written ``ttft_s`` after
 the request arrives and token i at ``ttft_s + i × tpot_s`` (an absolute
 schedule, so sleep jitter does not accumulate); ``--tpot-s 0`` writes the whole
 stream at once (for the client's ingest rate).  Chat streams start with an
-empty role-only chunk.  ``--log PATH`` appends each request's server-side
+empty role-only chunk.  ``GET /log`` returns each request's server-side
 clock readings (``time.perf_counter_ns``, CLOCK_MONOTONIC, shared by every
 process on the machine): receive time and each token's write time, the truth
 the probe's figures are checked against.  ``/metrics`` is vLLM-style, from the server's own state.
@@ -24,6 +24,7 @@ import time
 from aiohttp import web
 
 STATE = {"running": 0, "prompt_tokens": 0, "generation_tokens": 0, "requests": 0}
+LOG: list[dict] = []
 KV_SLOTS = [256]  # --kv-slots: the running requests that make vllm:kv_cache_usage_perc 1.0
 
 
@@ -84,13 +85,16 @@ async def completions(request: web.Request) -> web.StreamResponse:
             STATE["generation_tokens"] += n
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
-        if cfg.log:
-            with open(cfg.log, "a") as fh:
-                fh.write(json.dumps({"prompt_head": prompt.split(" ", 1)[0], "recv_ns": recv_ns,
-                                     "token_ns": token_ns}) + "\n")
+        # kept in memory (GET /log): a file write here would delay the next request
+        # on this keep-alive connection and show up as the probe's error
+        LOG.append({"prompt_head": prompt.split(" ", 1)[0], "recv_ns": recv_ns, "token_ns": token_ns})
     finally:
         STATE["running"] -= 1
     return resp
+
+
+async def log(request: web.Request) -> web.Response:
+    return web.Response(text="".join(json.dumps(e) + "\n" for e in LOG), content_type="application/x-ndjson")
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -117,7 +121,6 @@ async def main() -> None:
     ap.add_argument("--ttft-s", type=float, default=0.05)
     ap.add_argument("--tpot-s", type=float, default=0.01)
     ap.add_argument("--api-key", default=None)
-    ap.add_argument("--log", default=None, help="append each request's server-side times (JSON lines)")
     ap.add_argument("--kv-slots", type=int, default=256)
     cfg = ap.parse_args()
     KV_SLOTS[0] = cfg.kv_slots
@@ -126,6 +129,7 @@ async def main() -> None:
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", completions)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/log", log)
     runner = web.AppRunner(app, access_log=None, handle_signals=True)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, backlog=1024)

@@ -61,3 +61,11 @@ def start_script(name: str, *args: str, cpu: int | None = None, timeout_s: float
             break
     proc.kill()
     raise RuntimeError(f"{name} did not start")
+
+
+def log_lines(url: str) -> list[str]:
+    """The pacing server's per-request clock log (GET /log, JSON lines)."""
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/log", timeout=30) as resp:
+        return resp.read().decode().splitlines()
