@@ -29,6 +29,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "planner.cli_validate",
     "planner.cli_simulate",
     "planner.cli_scenarios",
+    "planner.cli_probe",
 )
 
 

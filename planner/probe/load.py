@@ -1,0 +1,291 @@
+"""Load patterns and the run that drives them.
+
+- Closed loop (a concurrency sweep 1, 2, 4 … N): N workers each send the next
+  request as soon as their previous one finishes; ``ramp_up_s`` staggers their
+  first requests evenly (0: all start together and stay in step).
+- Open loop at a rate: constant gaps, Poisson (exponential gaps) or gamma gaps
+  with shape ``burstiness`` (1 = Poisson, < 1 burstier, as vLLM's benchmark).
+  Scheduled times are fixed in advance, so client-side queueing (the pool is
+  capped at ``max_concurrency``) shows up in TTFT.
+
+Each level is bounded by ``requests`` and ``duration_s`` (no new request after
+the deadline), preceded by warm-up requests that are excluded, and can be
+cancelled through an ``asyncio.Event``.  Prompts are made unique per request
+(an index up front) unless ``shared_prefix`` is asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import hashlib
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from planner.errors import PlannerError
+from planner.probe.client import RequestRecord, make_client, stream_request
+from planner.probe.metrics import EngineSnapshot, engine_delta, parse_metrics
+from planner.probe.safety import check_url_allowed
+from planner.probe.settings import ProbeSettings
+from planner.probe.summary import LevelSummary, ProbeRun, summarize_level
+
+__all__ = ["arrival_offsets_s", "make_prompt", "new_run_id", "request_body", "run_probe", "run_probe_sync"]
+
+log = logging.getLogger(__name__)
+
+_WORDS = (
+    "the quick brown fox jumps over a lazy dog while seven tall ships sail past an old harbor "
+    "under grey clouds and bright stars as small birds sing near green fields of wheat corn rice"
+).split()
+
+Progress = Callable[[str, int, int], None]
+
+
+def new_run_id() -> str:
+    return "probe-" + dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def make_prompt(*, index: int, prompt_tokens: int, nonce: str, shared_prefix: bool = False) -> str:
+    """About ``prompt_tokens`` tokens of common words (≈ one token each in BPE
+    vocabularies; the server's usage reports the real count).  Unique per
+    request through a leading nonce and index, unless ``shared_prefix``."""
+    n = max(prompt_tokens - 3, 1)
+    words = " ".join(_WORDS[(index * 7 + k) % len(_WORDS)] if not shared_prefix else _WORDS[k % len(_WORDS)]
+                     for k in range(n))
+    # a per-request digest first, so even the first token differs from the last request's
+    head = hashlib.sha256(f"{nonce}-{index}".encode()).hexdigest()[:8]
+    return f"{words} {head}-{index}" if shared_prefix else f"{head}-{index} {words}"
+
+
+def request_body(settings: ProbeSettings, prompt: str) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": settings.model,
+        "max_tokens": settings.output_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0,
+    }
+    if settings.ignore_eos:
+        body["ignore_eos"] = True
+    if settings.endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    return body
+
+
+def arrival_offsets_s(*, rate_req_s: float, n: int, arrival: str, burstiness: float = 1.0, seed: int = 0) -> np.ndarray:
+    """Scheduled send times (s from level start) of ``n`` open-loop requests."""
+    rng = np.random.default_rng(seed)
+    if arrival == "constant":
+        gaps = np.full(n, 1.0 / rate_req_s)
+    elif arrival == "poisson":
+        gaps = rng.exponential(1.0 / rate_req_s, size=n)
+    else:  # gamma: mean 1/rate, shape = burstiness
+        gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate_req_s * burstiness), size=n)
+    offsets = np.cumsum(gaps)
+    return offsets - offsets[0]
+
+
+class _Level:
+    """State shared by one level's requests."""
+
+    def __init__(self, settings: ProbeSettings, client: aiohttp.ClientSession, headers: dict[str, str],
+                 nonce: str, cancel: asyncio.Event) -> None:
+        self.s, self.client, self.headers, self.nonce, self.cancel = settings, client, headers, nonce, cancel
+        self.records: list[RequestRecord] = []
+        self.next_index = 0
+
+    async def one(self, *, warmup: bool, scheduled_ns: int | None = None) -> RequestRecord:
+        idx = self.next_index
+        self.next_index += 1
+        rec = RequestRecord(index=idx, warmup=warmup, scheduled_ns=scheduled_ns or time.perf_counter_ns())
+        self.records.append(rec)
+        prompt = make_prompt(index=idx, prompt_tokens=self.s.prompt_tokens, nonce=self.nonce,
+                             shared_prefix=self.s.shared_prefix)
+        return await stream_request(self.client, url=self.s.request_url, body=request_body(self.s, prompt),
+                                    headers=self.headers, rec=rec, request_timeout_s=self.s.request_timeout_s)
+
+
+async def _gather_cancellable(tasks: list[asyncio.Task[Any]], cancel: asyncio.Event) -> None:
+    if not tasks:
+        return
+    watcher = asyncio.create_task(cancel.wait())
+    pending = set(tasks)
+    while pending:
+        done, pending = await asyncio.wait(pending | {watcher}, return_when=asyncio.FIRST_COMPLETED)
+        pending.discard(watcher)
+        if watcher in done:
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            break
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
+
+
+async def _closed_loop(lv: _Level, concurrency: int, progress: Progress | None, label: str) -> None:
+    s = lv.s
+    deadline = time.perf_counter() + s.duration_s
+    issued = 0
+
+    async def worker(k: int) -> None:
+        nonlocal issued
+        if s.ramp_up_s > 0 and k:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lv.cancel.wait(), timeout=k * s.ramp_up_s / concurrency)
+        while issued < s.requests and time.perf_counter() < deadline and not lv.cancel.is_set():
+            issued += 1
+            await lv.one(warmup=False)
+            if progress:
+                progress(label, sum(1 for r in lv.records if not r.warmup and r.done_ns), s.requests)
+
+    await _gather_cancellable([asyncio.create_task(worker(k)) for k in range(concurrency)], lv.cancel)
+
+
+async def _open_loop(lv: _Level, progress: Progress | None, label: str) -> None:
+    s = lv.s
+    offsets = arrival_offsets_s(rate_req_s=s.rate_req_s or 1.0, n=s.requests, arrival=s.arrival,
+                                burstiness=s.burstiness, seed=s.seed)
+    t0 = time.perf_counter_ns()
+    deadline = t0 + int(s.duration_s * 1e9)
+    tasks: list[asyncio.Task[Any]] = []
+    for off in offsets:
+        at = t0 + int(off * 1e9)
+        if at > deadline or lv.cancel.is_set():
+            break
+        delay = (at - time.perf_counter_ns()) / 1e9
+        if delay > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lv.cancel.wait(), timeout=delay)
+            if lv.cancel.is_set():
+                break
+        tasks.append(asyncio.create_task(lv.one(warmup=False, scheduled_ns=at)))
+        if progress:
+            progress(label, len(tasks), s.requests)
+    await _gather_cancellable(tasks, lv.cancel)
+
+
+async def _scrape(client: aiohttp.ClientSession, url: str, t0_ns: int) -> EngineSnapshot | None:
+    try:
+        async with client.get(url, allow_redirects=False) as resp:
+            if resp.status != 200:
+                return None
+            text = await resp.text()
+        return parse_metrics(text, t_s=(time.perf_counter_ns() - t0_ns) / 1e9)
+    except (aiohttp.ClientError, OSError, TimeoutError, PlannerError) as exc:
+        log.info("metrics scrape failed: %s", type(exc).__name__)
+        return None
+
+
+async def _scrape_during(client: aiohttp.ClientSession, url: str, t0_ns: int, interval_s: float,
+                         out: list[EngineSnapshot], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        if stop.is_set():
+            return
+        snap = await _scrape(client, url, t0_ns)
+        if snap is not None:
+            out.append(snap)
+
+
+async def run_probe(
+    settings: ProbeSettings,
+    *,
+    api_key: str | None = None,
+    cancel: asyncio.Event | None = None,
+    progress: Progress | None = None,
+    run_id: str | None = None,
+) -> ProbeRun:
+    """Measure every level of ``settings``.  The URL (and metrics URL) are checked
+    against the allow-list before any connection; ``api_key`` is sent as a
+    bearer header and kept nowhere else."""
+    check_url_allowed(settings.request_url)
+    murl = settings.resolved_metrics_url
+    if murl:
+        check_url_allowed(murl)
+    cancel = cancel or asyncio.Event()
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    run_id = run_id or new_run_id()
+    nonce = secrets.token_hex(4)
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    t0 = time.perf_counter_ns()
+    pool = max(settings.levels or (1,)) if settings.rate_req_s is None else settings.max_concurrency
+    levels: list[LevelSummary] = []
+    all_snaps: list[EngineSnapshot] = []
+    async with make_client(max_connections=pool, connect_timeout_s=settings.connect_timeout_s,
+                           read_timeout_s=settings.read_timeout_s) as client, \
+            make_client(max_connections=2, connect_timeout_s=settings.connect_timeout_s,
+                        read_timeout_s=settings.read_timeout_s) as mclient:
+        plan: list[tuple[int | None, float | None]] = (
+            [(c, None) for c in settings.levels] if settings.rate_req_s is None else [(None, settings.rate_req_s)]
+        )
+        for conc, rate in plan:
+            if cancel.is_set():
+                break
+            lv = _Level(settings, client, headers, f"{nonce}{len(levels)}", cancel)
+            label = f"concurrency {conc}" if conc is not None else f"rate {rate} req/s"
+            snaps: list[EngineSnapshot] = []
+            stop = asyncio.Event()
+            if conc is not None:
+                # warm-up runs inside the level; the engine delta starts after it
+                warm = settings.warmup_requests if settings.warmup_requests is not None else conc
+                await _gather_cancellable([asyncio.create_task(lv.one(warmup=True)) for _ in range(warm)], cancel)
+            else:
+                warm = settings.warmup_requests if settings.warmup_requests is not None else 1
+                for _ in range(warm):
+                    await lv.one(warmup=True)
+            if murl and (snap := await _scrape(mclient, murl, t0)) is not None:
+                snaps.append(snap)
+            scraper = asyncio.create_task(_scrape_during(mclient, murl, t0, settings.metrics_interval_s, snaps, stop)) \
+                if murl else None
+            if conc is not None:
+                await _closed_loop(lv, conc, progress, label)
+            else:
+                await _open_loop(lv, progress, label)
+            stop.set()
+            if scraper:
+                await scraper
+            if murl and (snap := await _scrape(mclient, murl, t0)) is not None:
+                snaps.append(snap)
+            all_snaps.extend(snaps)
+            levels.append(summarize_level(
+                lv.records, concurrency=conc, rate_req_s=rate,
+                arrival="closed" if conc is not None else settings.arrival,
+                slo_ttft_s=settings.slo_ttft_s, slo_tpot_s=settings.slo_tpot_s,
+                engine=engine_delta(snaps) if snaps else None, keep_samples=settings.keep_samples,
+            ))
+            eng = levels[-1].engine
+            if settings.stop_when_kv_full and ((eng.preemptions or 0) > 0 or (eng.kv_usage_max or 0) >= 0.95):
+                log.info("KV full at %s; sweep stopped", label)
+                break
+    engine = next((s.engine for s in all_snaps if s.engine), None)
+    return ProbeRun(
+        run_id=run_id, url=base_url_for_record(settings.url), model=settings.model, endpoint=settings.endpoint,
+        pattern="concurrency" if settings.rate_req_s is None else "rate",
+        prompt_tokens=settings.prompt_tokens, output_tokens=settings.output_tokens, started_at=started,
+        levels=tuple(levels),
+        settings={**settings.model_dump(mode="json"), "url": base_url_for_record(settings.url),
+                  "metrics_url": base_url_for_record(settings.metrics_url or "") or None},
+        metrics={"url": murl, "engine": engine, "available": bool(all_snaps),
+                 "samples": [s.model_dump(mode="json") for s in all_snaps]},
+    )
+
+
+def base_url_for_record(url: str) -> str:
+    """The URL as recorded: no query string or fragment (nothing secret travels there)."""
+    return url.split("?", 1)[0].split("#", 1)[0]
+
+
+def run_probe_sync(settings: ProbeSettings, **kwargs: Any) -> ProbeRun:
+    """``asyncio.run(run_probe(...))`` for the CLI and scripts."""
+    return asyncio.run(run_probe(settings, **kwargs))

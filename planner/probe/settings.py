@@ -1,0 +1,100 @@
+"""What a probe does: the endpoint, the load pattern, the caps."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from planner.errors import ProbeError
+from planner.probe.client import Endpoint, endpoint_path
+
+__all__ = [
+    "MAX_CONCURRENCY",
+    "MAX_DURATION_S",
+    "MAX_REQUESTS",
+    "ProbeSettings",
+    "base_url",
+    "probe_settings",
+]
+
+# Caps: a probe is a measurement, not a load generator for hire.
+MAX_CONCURRENCY = 1024
+MAX_REQUESTS = 100_000
+MAX_DURATION_S = 3600.0
+
+_SUFFIXES = ("/v1/chat/completions", "/v1/completions", "/v1")
+
+
+def base_url(url: str) -> str:
+    """``http://h:p/v1/completions`` → ``http://h:p`` (the server root)."""
+    out = url.strip().rstrip("/")
+    for suffix in _SUFFIXES:
+        if out.endswith(suffix):
+            return out[: -len(suffix)]
+    return out
+
+
+class ProbeSettings(BaseModel):
+    """A probe's inputs (no API key: that is passed to the run, never stored)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    url: Annotated[str, Field(min_length=1)]
+    model: Annotated[str, Field(min_length=1, max_length=200)]
+    endpoint: Endpoint = "completions"
+    concurrency: tuple[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)], ...] | None = None
+    rate_req_s: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] | None = None
+    arrival: Literal["constant", "poisson", "gamma"] = "poisson"
+    burstiness: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = 1.0
+    max_concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] = 256  # open-loop pool size
+    requests: Annotated[int, Field(ge=1, le=MAX_REQUESTS)] = 32
+    duration_s: Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)] = 120.0
+    ramp_up_s: Annotated[float, Field(ge=0, le=MAX_DURATION_S)] = 0.0  # closed loop: stagger the streams' starts
+    warmup_requests: Annotated[int, Field(ge=0, le=MAX_CONCURRENCY)] | None = None  # None: one per stream
+    prompt_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = 128
+    output_tokens: Annotated[int, Field(ge=1, le=100_000)] = 64
+    shared_prefix: bool = False
+    ignore_eos: bool = False
+    request_timeout_s: Annotated[float, Field(gt=0, le=MAX_DURATION_S)] = 120.0
+    connect_timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
+    read_timeout_s: Annotated[float, Field(gt=0, le=MAX_DURATION_S)] = 60.0
+    metrics_url: str | None = None  # None: <server root>/metrics; "": do not scrape
+    metrics_interval_s: Annotated[float, Field(gt=0, le=60)] = 0.5
+    slo_ttft_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    slo_tpot_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 0.05
+    stop_when_kv_full: bool = False  # end the sweep at the first level with KV usage ≥ 95% or preemptions
+    seed: int = 0
+    keep_samples: bool = True
+
+    @model_validator(mode="after")
+    def _pattern(self) -> ProbeSettings:
+        if self.concurrency is not None and self.rate_req_s is not None:
+            raise ValueError("give either concurrency or rate_req_s, not both")
+        if self.concurrency is not None and not self.concurrency:
+            raise ValueError("concurrency: give at least one level")
+        return self
+
+    @property
+    def levels(self) -> tuple[int, ...]:
+        return self.concurrency if self.concurrency is not None else ((1,) if self.rate_req_s is None else ())
+
+    @property
+    def request_url(self) -> str:
+        return base_url(self.url) + endpoint_path(self.endpoint)
+
+    @property
+    def resolved_metrics_url(self) -> str | None:
+        if self.metrics_url == "":
+            return None
+        return self.metrics_url or base_url(self.url) + "/metrics"
+
+
+def probe_settings(**kwargs: object) -> ProbeSettings:
+    """Validate settings; errors become one ProbeError naming the field."""
+    try:
+        return ProbeSettings.model_validate(kwargs)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"] if not isinstance(p, int))
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise ProbeError(f"{loc}: {msg}" if loc else msg) from None

@@ -1,0 +1,233 @@
+"""Per-level summaries of raw request records, and the probe run that holds them.
+
+Definitions (tools disagree, so they are spelled out):
+
+- ``ttft_s``: first token-bearing chunk − scheduled time (client-side queueing
+  counts); ``ttft_sent_s``: first token-bearing chunk − sent time.
+- ``tpot_s`` per request: (last token time − first token time) / (output tokens − 1).
+- ``itl_s``: every gap between consecutive token-bearing chunks.
+- ``e2e_s``: last chunk − scheduled time.
+- Output tokens: the server's ``usage.completion_tokens`` first, else the count
+  of token-bearing chunks; ``token_count_source`` says which.
+- ``goodput_req_s``: requests per second meeting both SLOs (TTFT ≤ slo.ttft_s
+  and TPOT ≤ slo.itl_s); failures count as violations.
+- Latencies use successful, non-warm-up requests; throughput is over the
+  level's wall time (first scheduled to last finished).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from planner.export import csv_text, flatten
+from planner.probe.client import RequestRecord
+from planner.probe.metrics import EngineDelta
+
+__all__ = ["LevelSummary", "ProbeRun", "RequestSample", "Stats", "stats", "summarize_level"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Stats(BaseModel):
+    """Mean and percentiles (None when there are no samples)."""
+
+    model_config = _FROZEN
+    count: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+
+
+def stats(values: Sequence[float]) -> Stats:
+    if not len(values):
+        return Stats()
+    a = np.asarray(values, dtype=float)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    return Stats(count=len(a), mean=float(a.mean()), p50=float(p50), p90=float(p90), p99=float(p99))
+
+
+class RequestSample(BaseModel):
+    """One request's derived figures (kept with the run; seconds from level start)."""
+
+    model_config = _FROZEN
+    index: int
+    scheduled_s: float
+    sent_s: float
+    done_s: float
+    first_token_s: float | None = None
+    last_token_s: float | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    output_tokens: int = 0
+    token_chunks: int = 0
+    prompt_tokens: int | None = None
+    token_count_source: str = "chunks"
+    error: str | None = None
+    error_detail: str = ""
+
+
+class LevelSummary(BaseModel):
+    """One load level: a closed-loop concurrency or an open-loop rate."""
+
+    model_config = _FROZEN
+    concurrency: int | None = None
+    rate_req_s: float | None = None
+    arrival: str = "closed"
+    requests: int
+    failures: int
+    failure_reasons: dict[str, int] = {}
+    duration_s: float
+    ttft_s: Stats
+    ttft_sent_s: Stats
+    tpot_s: Stats
+    itl_s: Stats
+    e2e_s: Stats
+    output_tokens_total: int
+    prompt_tokens_mean: float | None = None
+    output_tok_s: float
+    req_s: float
+    goodput_req_s: float
+    token_count_source: str | None = None
+    engine: EngineDelta = EngineDelta()
+    samples: tuple[RequestSample, ...] = ()
+
+
+def _s(ns: int | None, t0: int) -> float | None:
+    return None if ns is None else (ns - t0) / 1e9
+
+
+def _sample(r: RequestRecord, t0: int) -> RequestSample:
+    toks = r.output_tokens
+    ttft = None if r.first_token_ns is None else (r.first_token_ns - r.scheduled_ns) / 1e9
+    tpot = None
+    if r.first_token_ns is not None and r.last_token_ns is not None and toks > 1:
+        tpot = (r.last_token_ns - r.first_token_ns) / 1e9 / (toks - 1)
+    end = r.chunk_ns[-1] if r.chunk_ns else r.done_ns
+    return RequestSample(
+        index=r.index, scheduled_s=(r.scheduled_ns - t0) / 1e9, sent_s=(r.sent_ns - t0) / 1e9,
+        done_s=(r.done_ns - t0) / 1e9, first_token_s=_s(r.first_token_ns, t0), last_token_s=_s(r.last_token_ns, t0),
+        ttft_s=ttft, tpot_s=tpot, e2e_s=(end - r.scheduled_ns) / 1e9, output_tokens=toks,
+        token_chunks=r.token_chunks, prompt_tokens=r.prompt_tokens, token_count_source=r.token_count_source,
+        error=r.error, error_detail=r.error_detail,
+    )
+
+
+def summarize_level(
+    records: Sequence[RequestRecord],
+    *,
+    concurrency: int | None = None,
+    rate_req_s: float | None = None,
+    arrival: str = "closed",
+    slo_ttft_s: float,
+    slo_tpot_s: float,
+    engine: EngineDelta | None = None,
+    keep_samples: bool = True,
+) -> LevelSummary:
+    """Summarize the measured (non-warm-up) records of one level."""
+    recs = [r for r in records if not r.warmup]
+    ok = [r for r in recs if r.ok]
+    t0 = min((r.scheduled_ns for r in recs), default=0)
+    t1 = max((r.done_ns for r in recs), default=t0)
+    duration = max((t1 - t0) / 1e9, 1e-9)
+    samples = [_sample(r, t0) for r in recs]
+    good = [s for s in samples if s.error is None]
+    itl: list[float] = []
+    for r in ok:
+        times = r.token_times_ns()
+        if len(times) > 1:
+            itl.extend(float(d) / 1e9 for d in np.diff(times))
+    sources = {r.token_count_source for r in ok}
+    prompt = [p for r in ok if (p := r.prompt_tokens) is not None]
+    meets = sum(
+        1 for s in good
+        if s.ttft_s is not None and s.ttft_s <= slo_ttft_s and (s.tpot_s is None or s.tpot_s <= slo_tpot_s)
+    )
+    out_total = sum(s.output_tokens for s in good)
+    return LevelSummary(
+        concurrency=concurrency, rate_req_s=rate_req_s, arrival=arrival,
+        requests=len(recs), failures=len(recs) - len(ok),
+        failure_reasons=dict(Counter(r.error for r in recs if r.error)),  # type: ignore[arg-type]
+        duration_s=duration,
+        ttft_s=stats([s.ttft_s for s in good if s.ttft_s is not None]),
+        ttft_sent_s=stats([(r.first_token_ns - r.sent_ns) / 1e9 for r in ok if r.first_token_ns is not None]),
+        tpot_s=stats([s.tpot_s for s in good if s.tpot_s is not None]),
+        itl_s=stats(itl),
+        e2e_s=stats([s.e2e_s for s in good if s.e2e_s is not None]),
+        output_tokens_total=out_total,
+        prompt_tokens_mean=float(np.mean(prompt)) if prompt else None,
+        output_tok_s=out_total / duration,
+        req_s=len(ok) / duration,
+        goodput_req_s=meets / duration,
+        token_count_source=None if not sources else (sources.pop() if len(sources) == 1 else "mixed"),
+        engine=engine or EngineDelta(),
+        samples=tuple(samples) if keep_samples else (),
+    )
+
+
+_LEVEL_CSV_SKIP = ("samples", "failure_reasons")
+
+
+class ProbeRun(BaseModel):
+    """A whole probe: its settings (never the API key), levels, engine series,
+    and, with a scenario, predictions and calibration."""
+
+    model_config = _FROZEN
+    run_id: str
+    url: str
+    model: str
+    endpoint: str
+    pattern: str  # "concurrency" or "rate"
+    prompt_tokens: int
+    output_tokens: int
+    started_at: str
+    levels: tuple[LevelSummary, ...]
+    settings: dict[str, Any] = {}  # the ProbeSettings (they never hold the API key)
+    metrics: dict[str, Any] = {}
+    predicted: tuple[dict[str, Any], ...] | None = None
+    calibration: dict[str, Any] | None = None
+
+    def to_json_dict(self, *, samples: bool = False) -> dict[str, Any]:
+        """JSON-ready dict; per-request samples only when asked (they are large)."""
+        data = self.model_dump(mode="json")
+        if not samples:
+            for lv in data["levels"]:
+                lv.pop("samples", None)
+        if self.predicted is not None:
+            for lv, pred in zip(data["levels"], self.predicted, strict=True):
+                lv["predicted"] = pred.get("predicted")
+                lv["mbu"] = pred.get("mbu")
+                lv["mfu"] = pred.get("mfu")
+        return data
+
+    def csv_rows(self) -> list[dict[str, Any]]:
+        """One flat row per level (run fields first)."""
+        head: dict[str, Any] = {"run_id": self.run_id, "url": self.url, "model": self.model, "endpoint": self.endpoint}
+        rows = []
+        for i, lv in enumerate(self.levels):
+            row = dict(head)
+            row.update(flatten({k: v for k, v in lv.model_dump(mode="json").items() if k not in _LEVEL_CSV_SKIP}))
+            for reason, n in sorted(lv.failure_reasons.items()):
+                row[f"failures.{reason}"] = n
+            if self.predicted is not None:
+                row.update(flatten(self.predicted[i]))
+            rows.append(row)
+        return rows
+
+    def csv_text(self) -> str:
+        return csv_text(self.csv_rows())
+
+    def sample_rows(self) -> list[dict[str, Any]]:
+        """Every request of every level, one flat row each."""
+        rows = []
+        for lv in self.levels:
+            for s in lv.samples:
+                rows.append({"concurrency": lv.concurrency, "rate_req_s": lv.rate_req_s, **s.model_dump(mode="json")})
+        return rows
+

@@ -1,0 +1,1 @@
+"""Test servers: a pacing server, a fault server, and the llama-server build."""

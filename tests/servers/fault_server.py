@@ -1,0 +1,104 @@
+"""A fault server: each request gets the next fault of a fixed cycle.
+
+    python tests/servers/fault_server.py --port 0 --faults ok,500,429,hang,reset,cut,garbage
+
+Raw asyncio (no framework) so each fault is exactly what it says:
+``ok`` a complete 5-token stream; ``500``/``429`` that HTTP status; ``hang``
+headers never sent (past any client timeout); ``reset`` the TCP connection
+reset (RST) as soon as the request arrives; ``cut`` a chunked stream closed
+after 3 tokens; ``garbage`` a 200 stream whose data lines are not JSON.
+Prints ``PORT <n>`` once listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import struct
+
+OK_TOKENS = 5
+CUT_AFTER = 3
+
+
+def _chunked(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def _event(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def _tok(i: int, finish: str | None = None) -> dict:
+    return {"choices": [{"index": 0, "text": f"w{i} ", "finish_reason": finish}]}
+
+
+SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+            b"Connection: close\r\n\r\n")
+
+
+async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, faults: list[str],
+                 counter: list[int]) -> None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        await reader.readexactly(length)
+        fault = faults[counter[0] % len(faults)]
+        counter[0] += 1
+        if fault in ("500", "429"):
+            body = json.dumps({"error": f"fault {fault}"}).encode()
+            writer.write(f"HTTP/1.1 {fault} Fault\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        elif fault == "hang":
+            await asyncio.sleep(3600)
+        elif fault == "reset":
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return
+        elif fault == "cut":
+            writer.write(SSE_HEAD)
+            for i in range(CUT_AFTER):
+                writer.write(_chunked(_event(_tok(i))))
+                await writer.drain()
+                await asyncio.sleep(0.005)
+            writer.transport.abort()
+            return
+        elif fault == "garbage":
+            writer.write(SSE_HEAD + _chunked(_event(_tok(0))) + _chunked(b"data: {this is not json\n\n")
+                         + _chunked(b"") )
+        else:  # ok
+            events = b"".join(_event(_tok(i, "length" if i == OK_TOKENS - 1 else None)) for i in range(OK_TOKENS))
+            events += _event({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": OK_TOKENS}})
+            events += b"data: [DONE]\n\n"
+            writer.write(SSE_HEAD + _chunked(events) + _chunked(b""))
+        await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        if not writer.transport.is_closing():
+            writer.close()
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--faults", default="ok,500,429,hang,reset,cut,garbage")
+    cfg = ap.parse_args()
+    faults = cfg.faults.split(",")
+    counter = [0]
+    server = await asyncio.start_server(lambda r, w: handle(r, w, faults, counter), "127.0.0.1", cfg.port)
+    print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
