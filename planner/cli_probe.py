@@ -13,6 +13,7 @@ and ``--calibrate`` adds the fitted efficiencies and the calibrated scenario.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from planner.cli import add_format_arg, add_scenario_args, emit, scenario_from_args
@@ -35,6 +36,29 @@ def _int_list(text: str) -> tuple[int, ...]:
     if not out:
         raise argparse.ArgumentTypeError("give at least one concurrency level")
     return out
+
+
+def _save(args: argparse.Namespace, run: Any) -> None:
+    """Store the run (and, with --save-calibrated, the calibrated scenario) in
+    the scenario store: DATABASE_URL, else the SQLite file."""
+    from planner.probe.persist import save_run
+    from planner.scenario import scenario_from_dict
+    from planner.store.db import make_engine
+    from planner.store.migrate import require_current
+    from planner.store.repository import save_scenario
+
+    engine = make_engine()
+    require_current(engine)
+    stored_id = save_run(engine=engine, run=run)
+    print(f"saved probe run {run.run_id} as store id {stored_id}", file=sys.stderr)
+    if args.save_calibrated:
+        if not run.calibration:
+            raise ProbeError("--save-calibrated needs --calibrate")
+        calibrated = scenario_from_dict(run.calibration["scenario"])
+        stored = save_scenario(engine=engine, scenario=calibrated, name=args.save_calibrated,
+                               description=f"efficiencies calibrated from probe run {run.run_id} ({run.url})",
+                               tags=["calibrated"])
+        print(f"saved calibrated scenario as {stored.slug}", file=sys.stderr)
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -81,6 +105,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
             **cal.model_dump(mode="json"),
             "scenario": calibrated_scenario(scenario, cal).model_dump(mode="json"),
         }})
+    if args.save or args.save_calibrated:
+        _save(args, run)
     payload = run.to_json_dict(samples=args.samples)
     if args.format == "table":
         rows = [{k: r.get(k) for k in _TABLE_COLS if k in r} for r in run.csv_rows()]
@@ -125,6 +151,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="stop the sweep once the engine reports KV usage >= 95%% or preemptions")
     p.add_argument("--calibrate", action="store_true", help="fit the scenario's efficiencies to the sweep")
     p.add_argument("--samples", action="store_true", help="include every request's sample in the JSON")
+    p.add_argument("--save", action="store_true",
+                   help="store the run and its samples in the scenario store (DATABASE_URL or the SQLite file)")
+    p.add_argument("--save-calibrated", metavar="NAME", default=None,
+                   help="with --calibrate: also save the calibrated scenario under NAME")
     add_scenario_args(p)
     add_format_arg(p)
     p.set_defaults(func=_cmd_probe)

@@ -57,7 +57,9 @@ log = logging.getLogger(__name__)
 
 EXPORT_KIND = "ridgeline.scenario"
 _SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,118}[a-z0-9])?$")
-_SECRET = re.compile(r"(api[_-]?key|authorization|token|secret|password|bearer)", re.I)
+# Credential-like keys: api_key, Authorization, *_token, secret, password ... but
+# not token counts such as prompt_tokens or token_count_source.
+_SECRET = re.compile(r"(api[_-]?key|authorization|secret|password|bearer)|(^|[_-])token$", re.I)
 _FROZEN = ConfigDict(frozen=True)
 
 Ref = int | str
