@@ -20,6 +20,9 @@ pages = {
         st.Page("pages/explore.py", title="Explore", url_path="explore"),
         st.Page("pages/scenarios.py", title="Scenarios", url_path="scenarios"),
     ],
+    "Measure": [
+        st.Page("pages/probe.py", title="Live probe", url_path="probe"),
+    ],
     "Reference": [
         st.Page("pages/catalog.py", title="Catalog", url_path="catalog"),
     ],

@@ -21,7 +21,8 @@ from planner.store.migrate import upgrade
 from tests.apptest_v2 import new_app_test
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "explore", "scenarios", "catalog"]
+PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "explore", "scenarios", "probe",
+         "catalog"]
 
 
 @pytest.fixture(autouse=True)

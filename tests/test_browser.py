@@ -22,9 +22,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
-PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "explore", "scenarios", "catalog"]
+PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "explore", "scenarios", "probe",
+         "catalog"]
 NAV = {"memory": "Memory", "latency": "Latency", "roofline": "Roofline", "parallelism": "Parallelism",
-       "fleet": "Fleet", "tail": "Tail latency", "explore": "Explore", "scenarios": "Scenarios", "catalog": "Catalog"}
+       "fleet": "Fleet", "tail": "Tail latency", "explore": "Explore", "scenarios": "Scenarios", "probe": "Live probe",
+       "catalog": "Catalog"}
 CHARTS = {"roofline", "memory", "latency", "parallelism", "tail", "explore"}
 
 if not CHROMIUM.exists():
@@ -115,7 +117,7 @@ def _choose(page: Page, label: str, option: str) -> None:
 
 def test_model_change_survives_reload_and_every_page_renders(server: str, browser: Browser) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1600})
     page = ctx.new_page()
     page.goto(server)
     _settled(page)

@@ -13,6 +13,7 @@ from planner.probe.calibrate import (
     calibrate,
     calibrated_scenario,
     kv_capacity_check,
+    measured_vs_predicted,
     predict_level,
     with_prediction,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "kv_capacity_check",
     "make_client",
     "make_prompt",
+    "measured_vs_predicted",
     "new_run_id",
     "parse_metrics",
     "predict_level",

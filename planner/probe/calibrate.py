@@ -49,6 +49,7 @@ __all__ = [
     "KV_FULL_USAGE",
     "KvCapacityCheck",
     "kv_capacity_check",
+    "measured_vs_predicted",
     "level_is_kv_full",
     "predict_level",
     "with_prediction",
@@ -296,3 +297,21 @@ def kv_capacity_check(run: ProbeRun, scenario: Scenario) -> KvCapacityCheck:
             break
     return KvCapacityCheck(context_tokens=ctx, planner_max_sequences=seqs, observed_full_concurrency=observed,
                            highest_concurrency_tried=levels[-1].concurrency if levels else None, reason=reason)
+
+
+_COMPARED = (("ttft_s", "ttft_s"), ("tpot_s", "tpot_s"), ("output_tok_s", "output_tok_s"))
+
+
+def measured_vs_predicted(run: ProbeRun) -> list[dict[str, Any]]:
+    """Long-form rows for charts: one per level × metric with measured (p50 for
+    latencies, the level's rate for tok/s) and predicted values."""
+    if run.predicted is None:
+        return []
+    rows: list[dict[str, Any]] = []
+    for lv, pred in zip(run.levels, run.predicted, strict=True):
+        load = lv.concurrency if lv.concurrency is not None else lv.rate_req_s
+        for metric, key in _COMPARED:
+            measured = lv.output_tok_s if metric == "output_tok_s" else getattr(lv, metric).p50
+            rows.append({"load": load, "metric": metric, "measured": measured,
+                         "predicted": pred["predicted"][key]})
+    return rows

@@ -1,0 +1,92 @@
+"""Live probe: measure an OpenAI-compatible endpoint, set it beside the plan, calibrate.
+
+Definitions (as in the README): TTFT from the scheduled time (client queueing
+counts) and from the sent time; TPOT = (last token − first token) / (tokens − 1);
+goodput = requests/s meeting both SLOs, failures counted as violations.
+The API key lives only in this session's memory: never in the URL, the store or exports.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages._charts import show_chart
+from pages._sidebar import page_scenario, request_load
+from pages._store import store_engine
+from planner.errors import PlannerError
+from planner.probe import (
+    calibrate,
+    calibrated_scenario,
+    measured_vs_predicted,
+    probe_settings,
+    run_probe_sync,
+    with_prediction,
+)
+from planner.probe.persist import save_run
+
+st.title("Live probe")
+scenario = page_scenario()
+st.caption("The sidebar scenario says what the endpoint serves (GPU, model, layout): it gives the prediction "
+           "and is what calibration updates. Allowed hosts: PROBE_ALLOWED_HOSTS (default loopback and private).")
+c = st.columns([3, 2, 2])
+url = c[0].text_input("Endpoint URL", "http://127.0.0.1:8000", key="pr_url")
+model = c[1].text_input("Model name sent", "default", key="pr_model")
+api_key = c[2].text_input("API key (kept in memory only)", type="password", key="pr_key")
+c = st.columns(4)
+levels = c[0].text_input("Concurrency levels", "1,2,4,8", key="pr_levels")
+requests = c[1].number_input("Requests per level", 1, 10_000, 16, key="pr_requests")
+prompt = c[2].number_input("Prompt tokens", 1, 1_000_000, 128, key="pr_prompt")
+output = c[3].number_input("Output tokens", 1, 100_000, 64, key="pr_output")
+
+if st.button("Run probe", type="primary", key="pr_run"):
+    try:
+        conc = tuple(int(x) for x in levels.split(",") if x.strip())
+        settings = probe_settings(url=url, model=model, concurrency=conc, requests=int(requests),
+                                  prompt_tokens=int(prompt), output_tokens=int(output),
+                                  slo_ttft_s=scenario.slo.ttft_s, slo_tpot_s=scenario.slo.itl_s)
+        bar = st.progress(0.0, text="starting")
+        with st.status("Probing…", expanded=False) as status:
+            run = run_probe_sync(settings, api_key=api_key or None,
+                                 progress=lambda label, done, total: bar.progress(done / max(total, 1), text=label))
+            st.session_state["probe_run"] = with_prediction(run, scenario)
+            status.update(label=f"Done: run {run.run_id}", state="complete")
+    except ValueError:
+        st.error("Concurrency levels: give comma-separated integers, e.g. 1,2,4,8")
+    except PlannerError as exc:
+        st.error(str(exc))
+
+run = st.session_state.get("probe_run")
+if run is not None:
+    st.subheader(f"Run {run.run_id}: measured beside predicted")
+    st.dataframe(pd.DataFrame(run.csv_rows()), hide_index=True, key="pr_table")
+    long = pd.DataFrame(measured_vs_predicted(run)).melt(["load", "metric"], var_name="source")
+    show_chart(alt.Chart(long).mark_line(point=True).encode(
+        x=alt.X("load:Q", title="concurrency"), y=alt.Y("value:Q", title=None), color="source:N",
+        tooltip=["load", "metric", "source", "value"]).properties(width=220, height=180).facet(
+        column=alt.Column("metric:N", title=None)).resolve_scale(y="independent"), name="probe-vs-plan")
+    samples = pd.DataFrame(run.sample_rows())
+    if not samples.empty and samples["ttft_s"].notna().any():
+        show_chart(alt.Chart(samples.dropna(subset=["ttft_s"])).mark_bar().encode(
+            x=alt.X("ttft_s:Q", bin=alt.Bin(maxbins=40), title="TTFT (s)"), y="count()",
+            color="concurrency:N"), name="probe-ttft-histogram")
+    st.json(run.metrics, expanded=False)
+    st.download_button("Probe CSV", run.csv_text(), file_name=f"probe-{run.run_id}.csv", key="pr_csv")
+    c = st.columns(2)
+    if c[0].button("Save run to the store", key="pr_save") and (engine := store_engine()) is not None:
+        st.success(f"Saved as probe run {save_run(engine=engine, run=run)}")
+    if c[1].button("Calibrate this scenario", key="pr_cal"):
+        try:
+            cal = calibrate(run, scenario)
+            st.session_state["probe_cal"] = (cal, calibrated_scenario(scenario, cal))
+        except PlannerError as exc:
+            st.error(str(exc))
+    if "probe_cal" in st.session_state:
+        cal, calibrated = st.session_state["probe_cal"]
+        st.write(f"bandwidth {cal.bandwidth_efficiency:.3f} · compute {cal.compute_efficiency:.3f} · "
+                 f"step overhead {cal.step_overhead_s * 1e3:.2f} ms · rms log error {cal.rms_log_error:.3f}")
+        st.dataframe(pd.DataFrame([r.model_dump() for r in cal.residuals]), hide_index=True, key="pr_resid")
+        if st.button("Use the calibrated scenario", key="pr_use"):
+            request_load(calibrated, label=f"calibrated from probe run {cal.run_id}")
+            st.rerun()

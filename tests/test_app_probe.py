@@ -1,0 +1,58 @@
+"""AppTest of the Live probe page against the project's pacing server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from servers.procs import start_script
+
+from planner.store.db import make_engine
+from planner.store.migrate import upgrade
+from planner.store.repository import get_probe_run, list_probe_runs
+from tests.apptest_v2 import new_app_test
+
+SECRET = "sk-page-91c2e7"
+
+
+@pytest.fixture(scope="module")
+def pacer():
+    srv = start_script("pacing_server", "--ttft-s", "0.02", "--tpot-s", "0.005")
+    yield srv
+    srv.stop()
+
+
+def test_probe_page_measures_saves_and_calibrates(pacer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "ridgeline.db"
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("RIDGELINE_DB", str(db))
+    upgrade(f"sqlite:///{db}")
+    at = new_app_test()
+    at.run()
+    at.switch_page("pages/probe.py").run()
+    assert not at.exception
+    at.text_input(key="pr_url").set_value(pacer.url)
+    at.text_input(key="pr_key").set_value(SECRET)
+    at.text_input(key="pr_levels").set_value("1,2,4")
+    at.number_input(key="pr_requests").set_value(4)
+    at.number_input(key="pr_output").set_value(8)
+    at.button(key="pr_run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    run = at.session_state["probe_run"]
+    assert [lv.concurrency for lv in run.levels] == [1, 2, 4]
+    # The pacing server's first token comes 20 ms after the request: the page measured it.
+    assert run.levels[0].ttft_s.p50 == pytest.approx(0.02, abs=0.015)
+    assert run.predicted is not None
+    at.button(key="pr_save").click().run()
+    assert any("Saved as probe run" in s.value for s in at.success)
+    stored = get_probe_run(engine=make_engine(f"sqlite:///{db}"), run_id=list_probe_runs(engine=make_engine(
+        f"sqlite:///{db}"))[0].id)
+    assert len(stored.samples) == 3 * 4
+    assert SECRET not in str(stored.model_dump())
+    at.button(key="pr_cal").click().run()
+    cal, calibrated = at.session_state["probe_cal"]
+    assert calibrated.efficiency.calibrated_from == run.run_id
+    at.button(key="pr_use").click().run()
+    assert not at.exception
+    # The key never reaches the URL.
+    assert all(SECRET not in str(v) for v in at.query_params.values())
