@@ -267,9 +267,26 @@ def sidebar_scenario() -> Scenario | None:
         return None
 
 
+def _through_app_py() -> None:
+    """Run every page through ``app.py``.
+
+    Streamlit keeps a process-wide flag for its older ``pages/``-folder mode
+    until some session calls ``st.navigation``.  On a freshly started server, a
+    first visitor who opens a page's own URL (``/fleet?model=...``) would get
+    that page run alone, without ``app.py``'s navigation and sidebar.  Turning
+    the flag off and rerunning sends the run through ``app.py``, which keeps
+    the URL's page."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def page_scenario() -> Scenario:
     """The scenario ``app.py`` built from the sidebar before this page ran, or stop
     the page (the sidebar has shown the message)."""
+    _through_app_py()
     scenario = st.session_state.get(SCENARIO_KEY)
     if scenario is None:
         st.stop()

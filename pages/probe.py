@@ -71,6 +71,7 @@ if run is not None:
         show_chart(alt.Chart(samples.dropna(subset=["ttft_s"])).mark_bar().encode(
             x=alt.X("ttft_s:Q", bin=alt.Bin(maxbins=40), title="TTFT (s)"), y="count()",
             color="concurrency:N"), name="probe-ttft-histogram")
+    st.caption("Engine counters scraped from /metrics (unavailable series are null, not zero)")
     st.json(run.metrics, expanded=False)
     st.download_button("Probe CSV", run.csv_text(), file_name=f"probe-{run.run_id}.csv", key="pr_csv")
     c = st.columns(2)

@@ -6,6 +6,7 @@ Screenshots of every page land in test-artifacts/ (gitignored).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -46,9 +47,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    db = tmp_path_factory.mktemp("store") / "ridgeline.db"
+@contextlib.contextmanager
+def _serve(db: Path) -> Iterator[str]:
+    """A fresh ``streamlit run app.py`` on a free port over a migrated SQLite store."""
     upgrade(f"sqlite:///{db}")
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | {"RIDGELINE_DB": str(db)}
     port = _free_port()
@@ -79,6 +80,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _serve(tmp_path_factory.mktemp("store") / "ridgeline.db") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -193,3 +200,20 @@ def test_save_share_links_and_plan_csv(server: str, browser: Browser, tmp_path: 
         assert {k: _metric(page, k) for k in HEADLINES} == shown, link
         assert page.locator("[data-testid='stException']").count() == 0
         fresh.close()
+
+
+def test_direct_page_url_on_a_fresh_server(browser: Browser, tmp_path: Path) -> None:
+    # The first request a new server sees is a page's own URL, not "/": the page
+    # must still run through app.py (navigation, sidebar, the URL's scenario).
+    with _serve(tmp_path / "ridgeline.db") as url:
+        page = browser.new_context(viewport={"width": 1400, "height": 1600}).new_page()
+        page.goto(f"{url}/fleet?model=llama-3.1-70b&wd=fp8&tp=2")
+        _settled(page)
+        expect(page.locator("h1").first).to_have_text("Fleet & cost")
+        expect(page.locator("[data-testid='stSidebarNav']")).to_contain_text("Review")
+        expect(page.locator("[data-testid='stMetric']").first).to_be_visible()
+        expect(page).to_have_url(re.compile(r"model=llama-3\.1-70b"))
+        page.locator("[data-testid='stSidebarNav'] a", has_text=re.compile("^Plan$")).first.click()
+        _settled(page)
+        expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h100-sxm")
+        page.context.close()
