@@ -17,6 +17,7 @@ from planner.fleet_plan import (
     fleet_sections,
     routing_section,
 )
+from planner.precision import compute_dtype_candidates
 from planner.replica import (
     DecodeResult,
     MemoryResult,
@@ -89,9 +90,10 @@ def _warnings(r: Resolved, mem: MemoryResult, batch: int) -> list[str]:
     if m.max_context_tokens and mem.context_tokens > m.max_context_tokens:
         out.append(f"context of {mem.context_tokens} tokens exceeds {m.id}'s maximum of {m.max_context_tokens}")
     cdt = compute_dtype(gpu, s.weights_dtype)
-    if s.weights_dtype in {"fp8", "int8", "nvfp4", "mxfp4"} and cdt == "bf16":
-        out.append(f"{gpu.id} has no {s.weights_dtype} tensor cores: weights are stored in {s.weights_dtype} "
-                   "but compute runs at the bf16 rate")
+    native = compute_dtype_candidates(s.weights_dtype)[0]
+    if cdt != native and s.weights_dtype not in {"fp16", "fp32"}:
+        out.append(f"{gpu.id} has no {native} tensor cores: {s.weights_dtype} weights are dequantized and compute "
+                   f"runs at the {cdt} rate; check that your engine serves {s.weights_dtype} on {gpu.id}")
     if s.kv_dtype == "fp8" and gpu.flops_per_s.fp8 is None:
         out.append(f"{gpu.id} has no FP8 units: an FP8 KV cache is dequantized in the attention kernel")
     eff = s.efficiency

@@ -20,6 +20,7 @@ from planner.context import resolve
 from planner.errors import ScenarioError
 from planner.fleet import fleet_arrays
 from planner.operating import operating_arrays, workload_stats
+from planner.roofline import compute_dtype
 from planner.scenario import Scenario
 
 __all__ = ["DEFAULT_DTYPES", "DEFAULT_PP", "DEFAULT_TP", "pareto_front", "sweep"]
@@ -92,18 +93,19 @@ def sweep(
             except Exception as exc:  # noqa: BLE001 - reported per candidate
                 raise ScenarioError(f"--dtypes: {dt}: {exc}") from None
             r = resolve(sc)
+            cdt = compute_dtype(r.gpu, dt)  # the tensor-core rate used (FP4 weights on Hopper: fp8)
             stats = workload_stats(r)
             ok, bad = _layouts(r.model.heads, r.model.experts, tps, pps, r.gpu.gpus_per_node, r.model.layers)
             for mode in modes:
                 for tp, pp, why in bad:
-                    rows.append(_row(gid, dt, sc.kv_dtype, tp, pp, ep, mode, None, None, 0, why))
+                    rows.append(_row(gid, dt, sc.kv_dtype, tp, pp, ep, mode, None, None, 0, why, cdt))
                 if not ok:
                     continue
                 op = operating_arrays(r, tp=[t for t, _ in ok], pp=[p for _, p in ok], ep=[ep] * len(ok), mode=mode,
                                       stats=stats)
                 fl = fleet_arrays(r, op, stats)
                 for i, (tp, pp) in enumerate(ok):
-                    rows.append(_row(gid, dt, sc.kv_dtype, tp, pp, ep, mode, op, fl, i, str(op.reason[i])))
+                    rows.append(_row(gid, dt, sc.kv_dtype, tp, pp, ep, mode, op, fl, i, str(op.reason[i]), cdt))
     feas = np.array([row["feasible"] for row in rows], dtype=bool)
     cost = np.array([row["usd_per_mtok_output"] if f else np.nan for row, f in zip(rows, feas, strict=True)], float)
     itl = np.array([row["itl_s"] if f else np.nan for row, f in zip(rows, feas, strict=True)], float)
@@ -122,7 +124,7 @@ def sweep(
 
 
 def _row(gid: str, dt: str, kd: str, tp: int, pp: int, ep: int, mode: str, op: Any, fl: Any, i: int,
-         reason: str) -> dict[str, Any]:
+         reason: str, compute: str) -> dict[str, Any]:
     def v(a: Any) -> float | None:
         if a is None:
             return None
@@ -132,7 +134,7 @@ def _row(gid: str, dt: str, kd: str, tp: int, pp: int, ep: int, mode: str, op: A
     feasible = bool(op.feasible[i]) if op is not None else False
     return {
         "gpu": gid, "weights_dtype": dt, "kv_dtype": kd, "tp": tp, "pp": pp, "ep": ep, "mode": mode,
-        "feasible": feasible, "reason": reason,
+        "feasible": feasible, "reason": reason, "compute_dtype": compute,
         "batch_size": int(op.batch_size[i]) if op is not None else None,
         "itl_s": v(op.itl_s) if op is not None else None,
         "ttft_s": v(op.ttft_s) if op is not None else None,
