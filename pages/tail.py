@@ -12,6 +12,7 @@ from pages._charts import show_chart
 from pages._sidebar import page_plan, page_scenario
 from planner import Scenario
 from planner.errors import PlannerError
+from planner.review import knee_rate_grid
 from planner.simulate import SimOptions, rate_sweep, sim_options, simulate, summarize
 
 ROUTERS = ("round_robin", "least_loaded", "prefix_affinity")
@@ -52,9 +53,7 @@ m[0].metric("SLO attainment", f"{one['slo_attainment']:.1%}")
 m[1].metric("Goodput", f"{one['goodput_req_s']:.2f} req/s")
 m[2].metric("Preemptions", f"{one['preemptions']}")
 progress.progress(0.4, text="Sweeping the offered rate")
-cap = replicas * (plan.operating_point.goodput_req_s_per_replica if plan.operating_point.feasible
-                  else scenario.workload.requests_per_s)
-rates = tuple(round(cap * f, 3) for f in (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0))
+rates = knee_rate_grid(plan=plan, scenario=scenario, replicas=int(replicas))
 sw = _rates(sj, opts.model_dump_json(), rates)
 curve = pd.DataFrame([{"offered req/s": lv["offered_rate_req_s"], "goodput req/s": lv["goodput_req_s"],
                        "attainment": lv["slo_attainment"]} for lv in sw["levels"]])

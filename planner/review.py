@@ -19,7 +19,15 @@ from planner.operating import RDMA_BYTES_PER_S, workload_stats
 from planner.plan import Plan
 from planner.scenario import Scenario, scenario_from_dict
 
-__all__ = ["MODES", "fleet_derivations", "input_differences", "mode_scenarios", "sweep_row_scenario"]
+__all__ = [
+    "MODES",
+    "RATE_GRID_FRACTIONS",
+    "fleet_derivations",
+    "input_differences",
+    "knee_rate_grid",
+    "mode_scenarios",
+    "sweep_row_scenario",
+]
 
 MODES: tuple[str, ...] = ("colocated", "disaggregated")
 
@@ -116,3 +124,16 @@ def input_differences(scenarios: Sequence[Scenario]) -> list[dict[str, Any]]:
         rows.append({"input": k, "values": values, "differs": any(v != values[0] for v in values[1:])})
     rows.sort(key=lambda row: not row["differs"])
     return rows
+
+
+RATE_GRID_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+
+
+def knee_rate_grid(*, plan: Plan, scenario: Scenario, replicas: int) -> tuple[float, ...]:
+    """Offered rates for a simulated goodput curve: fractions of the analytic
+    capacity (replicas × goodput per replica at the operating point; the
+    workload's own rate when no operating point meets the SLO), so the knee
+    falls inside the sweep."""
+    per = plan.operating_point.goodput_req_s_per_replica if plan.operating_point.feasible else 0.0
+    cap = replicas * per if per > 0 else scenario.workload.requests_per_s
+    return tuple(round(cap * f, 3) for f in RATE_GRID_FRACTIONS)
