@@ -101,8 +101,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if args.format == "table":
         rows = [flatten(result)]
         emit("table", result, rows)
+        print("derivations:")
         for dv in result["derivations"].values():
-            print(f"  {dv['name']} = {dv['formula']} = {dv['substituted']} [{dv['origin']}]")
+            print(f"  {dv['name']} = {dv['formula']} = {dv['substituted']} = "
+                  f"{format_value(dv['name'], dv['value'])} [{dv['origin']}]")
         return 0
     emit(args.format, result, [plan_row(scenario, result)])
     return 0

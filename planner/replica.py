@@ -327,7 +327,7 @@ def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float) -> PrefillRe
        "max(F / (TP × η_c × C), (W/TP + N × K) / (η_b × BW)) + all-reduces + overhead, "
        "F = 2 × P × n + 2·(d_qk+d_v)·L·H·(n·c + n²/2)",
        f"max({fmt_num(float(pf.flops))} / ({s.parallel.tp} × {r.compute_efficiency} × {fmt_num(peak)}), "
-       f"…) + {fmt_num(float(pf.comm_s))} + {fmt_num(r.step_overhead_s)}",
+       f"{fmt_num(float(pf.memory_s))} s) + {fmt_num(float(pf.comm_s))} + {fmt_num(r.step_overhead_s)}",
        t, "s", r.origins["efficiency.compute"] if pf.compute_bound else r.origins["efficiency.bandwidth"])
     _d(d, "prefill.mfu", "prompt tok/s × 2 × P_active / (GPUs × peak)",
        f"{fmt_num(new / t if t else 0)} × 2 × {fmt_num(r.params.active)} / ({r.gpus_per_replica} × {fmt_num(peak)})",
