@@ -12,6 +12,7 @@ from planner.defaults import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
     DEFAULT_COMPUTE_EFFICIENCY,
     DEFAULT_EFFICIENCY_ORIGIN,
+    DEFAULT_LAYER_OVERHEAD_S,
     DEFAULT_STEP_OVERHEAD_S,
 )
 from planner.derivation import Origin
@@ -33,6 +34,7 @@ class Resolved:
     bandwidth_efficiency: float
     compute_efficiency: float
     step_overhead_s: float
+    layer_overhead_s: float
     collective_latency_s: float | None
     usd_per_gpu_hour: float
     origins: dict[str, Origin]
@@ -56,6 +58,7 @@ class Resolved:
             "bandwidth_efficiency": self.bandwidth_efficiency,
             "compute_efficiency": self.compute_efficiency,
             "step_overhead_s": self.step_overhead_s,
+            "layer_overhead_s": self.layer_overhead_s,
             "collective_latency_s": self.collective_latency_s,
         }
 
@@ -73,6 +76,12 @@ def resolve(scenario: Scenario) -> Resolved:
     bw = pick("efficiency.bandwidth", eff.bandwidth, DEFAULT_BANDWIDTH_EFFICIENCY)
     comp = pick("efficiency.compute", eff.compute, DEFAULT_COMPUTE_EFFICIENCY)
     ovh = pick("efficiency.step_overhead_s", eff.step_overhead_s, DEFAULT_STEP_OVERHEAD_S)
+    # A scenario that states its step overhead (a probe calibration, an older
+    # saved scenario) states the whole overhead: no per-layer default on top.
+    lovh = pick("efficiency.layer_overhead_s", eff.layer_overhead_s,
+                0.0 if eff.step_overhead_s is not None else DEFAULT_LAYER_OVERHEAD_S)
+    if eff.layer_overhead_s is None and eff.step_overhead_s is not None:
+        origins["efficiency.layer_overhead_s"] = given
     origins["efficiency.collective_latency_s"] = given if eff.collective_latency_s is not None else "default"
     origins["efficiency"] = given if eff.calibrated_from else DEFAULT_EFFICIENCY_ORIGIN
     gpu = resolve_gpu(scenario)
@@ -88,6 +97,7 @@ def resolve(scenario: Scenario) -> Resolved:
         bandwidth_efficiency=bw,
         compute_efficiency=comp,
         step_overhead_s=ovh,
+        layer_overhead_s=lovh,
         collective_latency_s=eff.collective_latency_s,
         usd_per_gpu_hour=price if price is not None else gpu.usd_per_gpu_hour,
         origins=origins,

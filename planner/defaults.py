@@ -10,6 +10,7 @@ __all__ = [
     "DEFAULT_BANDWIDTH_EFFICIENCY",
     "DEFAULT_COMPUTE_EFFICIENCY",
     "DEFAULT_EFFICIENCY_ORIGIN",
+    "DEFAULT_LAYER_OVERHEAD_S",
     "DEFAULT_MAX_BATCH",
     "DEFAULT_STEP_OVERHEAD_S",
 ]
@@ -27,6 +28,8 @@ DEFAULT_COMPUTE_EFFICIENCY = FITTED_EFFICIENCY["generic"]["compute"]
 # Fixed per-iteration cost (scheduling, sampling, launches not hidden by CUDA
 # graphs), fitted likewise.
 DEFAULT_STEP_OVERHEAD_S = FITTED_EFFICIENCY["generic"]["step_overhead_s"]
+# Per-layer cost of each forward pass (launches, synchronization), fitted likewise.
+DEFAULT_LAYER_OVERHEAD_S = FITTED_EFFICIENCY["generic"].get("layer_overhead_s", 0.0)
 DEFAULT_EFFICIENCY_ORIGIN: Final[Literal["default (fitted on published data)"]] = "default (fitted on published data)"
 # Engines cap the running batch (vLLM max_num_seqs, TRT-LLM max_batch_size).
 DEFAULT_MAX_BATCH = 1024

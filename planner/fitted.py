@@ -12,15 +12,15 @@ __all__ = ["FITTED_EFFICIENCY", "FITTED_GPU_ROWS", "FITTED_ON", "MIN_ROWS_COVERE
 
 FITTED_ON = "shared/data/published_calibration.json"
 
-# bench/fit_defaults.py on published_calibration.json
-FITTED_EFFICIENCY: dict[str, dict[str, float]] = {
-    "generic": {"bandwidth": 0.8119, "compute": 0.5050, "step_overhead_s": 4.536e-03},
-    "trtllm": {"bandwidth": 0.8730, "compute": 0.5038, "step_overhead_s": 5.530e-03},
-    "vllm": {"bandwidth": 0.8119, "compute": 0.5050, "step_overhead_s": 4.536e-03},
-}
-
 # Predictable rows per catalog GPU in the fitted data (python -m planner validate
 # on the same file); a GPU with fewer than MIN_ROWS_COVERED rows is outside what
 # the fit has seen, and a plan on it says so.
 FITTED_GPU_ROWS: dict[str, int] = {"h100-sxm": 69, "h200-sxm": 46, "a100-sxm-80gb": 8, "b200": 1}
 MIN_ROWS_COVERED = 5
+
+# bench/fit_defaults.py on published_calibration.json
+FITTED_EFFICIENCY: dict[str, dict[str, float]] = {
+    "generic": {"bandwidth": 0.9499, "compute": 0.5093, "step_overhead_s": 0.000e+00, "layer_overhead_s": 1.247e-04},
+    "trtllm": {"bandwidth": 0.9528, "compute": 0.5110, "step_overhead_s": 0.000e+00, "layer_overhead_s": 1.275e-04},
+    "vllm": {"bandwidth": 0.9499, "compute": 0.5093, "step_overhead_s": 0.000e+00, "layer_overhead_s": 1.247e-04},
+}

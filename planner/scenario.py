@@ -133,6 +133,7 @@ class Efficiency(BaseModel):
     bandwidth: PosFraction | None = None
     compute: PosFraction | None = None
     step_overhead_s: NonNegFloat | None = None
+    layer_overhead_s: NonNegFloat | None = None  # per layer per forward pass
     collective_latency_s: NonNegFloat | None = None
     calibrated_from: str | None = None  # probe run these values were fitted on
 

@@ -9,7 +9,11 @@ Decode at batch B, live context S (per GPU of a TP·PP·EP replica):
     D = W_dense/(TP·PP) + touched experts' W/(TP·PP·EP) + (B/EP) × S × K_gpu
     F = 2 × P_active × B/(TP·PP·EP) + attention 2·(d_qk+d_v)·L·H·S·B/(TP·PP·EP)
     step_s = PP × max(F/(η_c·C), D/(η_b·BW)) + 2·L all-reduces (TP>1) + all-to-alls (EP>1)
-             + PP hops + per-step overhead
+             + PP hops + overhead,  overhead = step_overhead_s + layer_overhead_s × L
+
+The overhead has a fixed part (scheduling, sampling) and a part per layer
+(kernel launches and synchronization not hidden by CUDA graphs), so a deep
+model pays more of it than a shallow one.
 
 MoE decode reads only the experts a batch touches, in expectation
 E × (1 − (1 − k/E)^tokens) per layer.  TP collectives: 2 all-reduces per layer
@@ -140,6 +144,7 @@ def decode_step(
     compute_efficiency: ArrayLike = 1.0,
     step_overhead_s: ArrayLike = 0.0,
     collective_latency_s: float | None = None,
+    layer_overhead_s: ArrayLike = 0.0,
     tokens_per_sequence: ArrayLike = 1.0,
     include_attention: bool = True,
 ) -> DecodeStep:
@@ -178,7 +183,8 @@ def decode_step(
                                       count=2 * moe_layers, latency_s=collective_latency_s))
     comm = comm + _f(collective_s(gpu=gpu, group=pp_a, message_bytes=msg / 2.0, count=pp_a - 1,
                                   latency_s=collective_latency_s))
-    overhead = np.broadcast_to(_f(step_overhead_s), np.shape(stage_s)).astype(float)
+    overhead = np.broadcast_to(_f(step_overhead_s) + _f(layer_overhead_s) * model.layers,
+                               np.shape(stage_s)).astype(float)
     step = pp_a * stage_s + comm + overhead
     return DecodeStep(
         step_s=_out(step),
@@ -231,6 +237,7 @@ def prefill_step(
     compute_efficiency: ArrayLike = 1.0,
     step_overhead_s: ArrayLike = 0.0,
     collective_latency_s: float | None = None,
+    layer_overhead_s: ArrayLike = 0.0,
     include_attention: bool = True,
 ) -> PrefillStep:
     """Time to prefill ``tokens`` (of which ``cached_tokens`` hit the prefix cache)."""
@@ -251,7 +258,7 @@ def prefill_step(
                            latency_s=collective_latency_s))
     comm = comm + _f(collective_s(gpu=gpu, group=pp_a, message_bytes=msg / 2.0, count=pp_a - 1,
                                   latency_s=collective_latency_s))
-    t = np.maximum(compute_s, memory_s) + comm + _f(step_overhead_s)
+    t = np.maximum(compute_s, memory_s) + comm + _f(step_overhead_s) + _f(layer_overhead_s) * model.layers
     t = np.where(n > 0, t, 0.0)
     return PrefillStep(
         time_s=_out(t),

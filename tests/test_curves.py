@@ -16,9 +16,12 @@ from planner.curves import (
     speculative_curve,
     ttft_curve,
 )
-from planner.defaults import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_STEP_OVERHEAD_S
+from planner.defaults import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_LAYER_OVERHEAD_S, DEFAULT_STEP_OVERHEAD_S
 
 BASE = scenario_from_dict({"gpu": "h100-sxm", "model": "llama-3.1-8b"})
+
+# Per-step overhead of the 32-layer Llama-3.1-8B at the default efficiencies.
+OVERHEAD_8B_S = DEFAULT_STEP_OVERHEAD_S + DEFAULT_LAYER_OVERHEAD_S * 32
 
 
 def test_roof_lines_ridge_and_flat_roof() -> None:
@@ -72,13 +75,13 @@ def test_batch_curve_throughput_rises_itl_rises() -> None:
     assert rows[2]["tok_s_per_replica"] == pytest.approx(64 / rows[2]["itl_s"])
     # Batch-1 decode of 16.06 GB at η_b × 3.35 TB/s, plus the per-step overhead.
     assert rows[0]["itl_s"] == pytest.approx(
-        16.06e9 / (DEFAULT_BANDWIDTH_EFFICIENCY * 3.35e12) + DEFAULT_STEP_OVERHEAD_S, rel=0.03)
+        16.06e9 / (DEFAULT_BANDWIDTH_EFFICIENCY * 3.35e12) + OVERHEAD_8B_S, rel=0.03)
 
 
 def test_ttft_curve_quadruples_past_linear() -> None:
     rows = ttft_curve(BASE, prompt_lengths=[1000, 4000])
     # Compute-bound: linear plus n² attention, on top of the fixed per-step overhead.
-    assert rows[1]["ttft_s"] - DEFAULT_STEP_OVERHEAD_S > 3.9 * (rows[0]["ttft_s"] - DEFAULT_STEP_OVERHEAD_S)
+    assert rows[1]["ttft_s"] - OVERHEAD_8B_S > 3.9 * (rows[0]["ttft_s"] - OVERHEAD_8B_S)
 
 
 def test_chunk_curve_trades_ttft_for_itl() -> None:

@@ -38,3 +38,20 @@ def test_bad_inline_specs_name_the_field(data, needle: str) -> None:
         scenario_from_dict(data)
     assert needle in str(info.value)
     assert "valid string" not in str(info.value)
+
+
+def test_overhead_defaults_and_a_stated_step_overhead() -> None:
+    from planner import resolve
+    from planner.defaults import DEFAULT_LAYER_OVERHEAD_S
+
+    default = resolve(scenario_from_dict({}))
+    assert default.layer_overhead_s == DEFAULT_LAYER_OVERHEAD_S > 0
+    assert default.origins["efficiency.layer_overhead_s"] == "default (fitted on published data)"
+    # A scenario that states its step overhead (a calibration, an older save) states the whole of it.
+    stated = resolve(scenario_from_dict({"efficiency": {"step_overhead_s": 0.003}}))
+    assert (stated.step_overhead_s, stated.layer_overhead_s) == (0.003, 0.0)
+    both = resolve(scenario_from_dict({"efficiency": {"step_overhead_s": 0.001, "layer_overhead_s": 5e-5}}))
+    assert (both.step_overhead_s, both.layer_overhead_s) == (0.001, 5e-5)
+    # 8B (32 layers): the plan's decode overhead is step + 32 × layer.
+    assert plan(scenario_from_dict({"efficiency": {"step_overhead_s": 0.001, "layer_overhead_s": 5e-5}})
+                ).decode.overhead_s == pytest.approx(0.001 + 32 * 5e-5)

@@ -131,11 +131,11 @@ def _synthetic_setups(truth: EfficiencySet) -> list:
 
 
 def test_fit_recovers_known_efficiencies() -> None:
-    truth = EfficiencySet(bandwidth=0.62, compute=0.41, step_overhead_s=3.0e-3)
+    truth = EfficiencySet(bandwidth=0.62, compute=0.41, step_overhead_s=0.0, layer_overhead_s=40e-6)
     fitted = fit_efficiency(_synthetic_setups(truth))
     assert fitted.bandwidth == pytest.approx(0.62, rel=0.02)
     assert fitted.compute == pytest.approx(0.41, rel=0.02)
-    assert fitted.step_overhead_s == pytest.approx(3.0e-3, rel=0.05)
+    assert fitted.layer_overhead_s == pytest.approx(40e-6, rel=0.05)
 
 
 def test_fixed_file_parses() -> None:

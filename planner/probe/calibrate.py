@@ -200,9 +200,12 @@ def calibrate(run: ProbeRun, scenario: Scenario, *, levels: tuple[int, ...] | No
     targets = _targets(run, chosen)
     if len(targets) < 3:
         raise ProbeError("calibrate: needs at least two successful load levels (TPOT and TTFT at each)")
-    base = resolve(scenario)
-    x0 = np.clip([base.bandwidth_efficiency, base.compute_efficiency, base.step_overhead_s], _LOW + 1e-6,
-                 _HIGH - 1e-6)
+    # The fitted step overhead is the whole per-step overhead: the calibrated
+    # scenario states it, which turns the per-layer default off (see resolve()).
+    r0 = resolve(scenario)
+    base = replace(r0, layer_overhead_s=0.0)
+    x0 = np.clip([base.bandwidth_efficiency, base.compute_efficiency,
+                  r0.step_overhead_s + r0.layer_overhead_s * r0.model.layers], _LOW + 1e-6, _HIGH - 1e-6)
 
     def predictions(x: np.ndarray) -> list[float]:
         r = replace(base, bandwidth_efficiency=float(x[0]), compute_efficiency=float(x[1]),

@@ -81,6 +81,7 @@ class EfficiencySet(BaseModel):
     bandwidth: float = Field(gt=0, le=1)
     compute: float = Field(gt=0, le=1)
     step_overhead_s: float = Field(ge=0)
+    layer_overhead_s: float = Field(default=0.0, ge=0)
 
 
 def efficiency_for(family: str, table: dict[str, dict[str, float]]) -> EfficiencySet:
@@ -103,7 +104,8 @@ class RowSetup:
 
     def with_efficiency(self, eff: EfficiencySet) -> Scenario:
         return self.scenario.model_copy(update={"efficiency": Efficiency(
-            bandwidth=eff.bandwidth, compute=eff.compute, step_overhead_s=eff.step_overhead_s)})
+            bandwidth=eff.bandwidth, compute=eff.compute, step_overhead_s=eff.step_overhead_s,
+            layer_overhead_s=eff.layer_overhead_s)})
 
 
 def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
