@@ -276,7 +276,7 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
     tpp = float(speculative_tokens_per_pass(draft_tokens=k, acceptance=s.speculative.acceptance)) if k else 1.0
     ob, oc = r.origins["efficiency.bandwidth"], r.origins["efficiency.compute"]
     _d(d, "decode.step_s",
-       "PP × max(F / (η_c × C), D / (η_b × BW)) + collectives + overhead",
+       "PP × max(F / (η_c × C), D / (η_b × BW)) + collectives + overhead (step + per layer × L)",
        f"{s.parallel.pp} × max({fmt_num(float(st.flops_per_gpu) / s.parallel.pp)} / ({r.compute_efficiency} × "
        f"{fmt_num(peak)}), {fmt_num(float(st.bytes_per_gpu) / s.parallel.pp)} / ({r.bandwidth_efficiency} × "
        f"{fmt_num(gpu.hbm_bytes_per_s)})) + {fmt_num(float(st.comm_s))} + {fmt_num(float(st.overhead_s))}",
