@@ -30,6 +30,7 @@ run: setup migrate
 
 lint: setup
 	$(VENV)/bin/ruff check $(RUFF_FLAGS) planner pages tests bench app.py
+	$(VENV)/bin/lint-imports
 
 typecheck: setup
 	$(VENV)/bin/mypy --ignore-missing-imports --check-untyped-defs planner

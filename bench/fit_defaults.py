@@ -7,7 +7,7 @@ planner can predict (scipy.optimize.least_squares, bounded), once per engine
 family with at least ``MIN_FAMILY_ROWS`` rows and once over all rows (the
 ``generic`` default).  Prints the fitted constants, then the in-sample and
 5-fold cross-validated summary tables (fit on 4/5 of the rows, score on the
-held-out fifth).  ``--write`` rewrites ``planner/fitted.py``.
+held-out fifth).  ``--write`` rewrites ``planner/spec/fitted.py``.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def _literal(table: dict[str, dict[str, float]]) -> str:
 
 
 def _write(table: dict[str, dict[str, float]], data: str) -> None:
-    path = Path(__file__).resolve().parent.parent / "planner" / "fitted.py"
+    path = Path(__file__).resolve().parent.parent / "planner" / "spec" / "fitted.py"
     text = path.read_text()
     start = text.index("# bench/fit_defaults.py on")
     path.write_text(text[:start] + f"# bench/fit_defaults.py on {Path(data).name}\n" + _literal(table) + "\n")
@@ -116,7 +116,7 @@ def _write(table: dict[str, dict[str, float]], data: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="measurement file (published_calibration.json schema)")
-    ap.add_argument("--write", action="store_true", help="rewrite planner/fitted.py with the fitted table")
+    ap.add_argument("--write", action="store_true", help="rewrite planner/spec/fitted.py with the fitted table")
     args = ap.parse_args(argv)
     rows = load_measurements(args.data)
     setups = predictable_setups(rows)
@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _ = engine_family  # re-exported for callers that group by family
     if args.write:
         _write(table, args.data)
-        print("\nwrote planner/fitted.py")
+        print("\nwrote planner/spec/fitted.py")
     return 0
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner import Scenario, plan  # noqa: E402
-from planner.sweep import sweep  # noqa: E402
+from planner.views.sweep import sweep  # noqa: E402
 
 BASE = Scenario(model="llama-3.1-70b", workload={"requests_per_s": 100, "prompt_tokens": 2000, "output_tokens": 250},
                 slo={"ttft_s": 1.0, "itl_s": 0.05})

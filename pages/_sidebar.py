@@ -12,8 +12,9 @@ from typing import Any
 
 import streamlit as st
 
+from pages._nav import VIA_APP, app_pages
 from planner import Plan, PlannerError, Scenario, load_catalog, plan, scenario_from_dict
-from planner import curves as _curves
+from planner import views as _curves
 
 DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
 KV_DTYPES = ["bf16", "fp16", "fp8"]
@@ -49,25 +50,25 @@ def _curve(name: str, scenario_json: str, kwargs: tuple[tuple[str, Any], ...]) -
 
 
 def cached_plan(scenario: Scenario) -> Plan:
-    """``planner.plan``, cached on the scenario's JSON."""
+    """``planner.sizing.plan``, cached on the scenario's JSON."""
     return _plan(scenario.model_dump_json())
 
 
 def cached_curve(name: str, scenario: Scenario, **kwargs: Any) -> Any:
-    """A ``planner.curves`` function, cached on (name, scenario JSON, arguments)."""
+    """A ``planner.views.curves`` function, cached on (name, scenario JSON, arguments)."""
     frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items()))
     return _curve(name, scenario.model_dump_json(), frozen)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _sweep(scenario_json: str, axes: tuple[tuple[str, tuple[Any, ...]], ...]) -> list[dict[str, Any]]:
-    from planner.sweep import sweep
+    from planner import sweep
 
     return list(sweep(Scenario.model_validate_json(scenario_json), **dict(axes))["rows"])
 
 
 def cached_sweep(scenario: Scenario, **axes: Any) -> list[dict[str, Any]]:
-    """``planner.sweep.sweep(...)["rows"]``, cached on the scenario and the axes."""
+    """``planner.views.sweep.sweep(...)["rows"]``, cached on the scenario and the axes."""
     return _sweep(scenario.model_dump_json(), tuple(sorted((k, tuple(v)) for k, v in axes.items())))
 
 
@@ -145,7 +146,7 @@ def _from_url() -> None:
             return
         request_stored(stored)
     elif "s" in qp:
-        from planner.share import scenario_from_token
+        from planner import scenario_from_token
 
         token = qp["s"]
         del qp["s"]
@@ -267,26 +268,32 @@ def sidebar_scenario() -> Scenario | None:
         return None
 
 
-def _through_app_py() -> None:
-    """Run every page through ``app.py``.
+def frame() -> None:
+    """What ``app.py`` draws around every page: the page config and the sidebar's scenario."""
+    st.set_page_config(page_title="Ridgeline", layout="wide")
+    st.session_state[VIA_APP] = True
+    st.session_state[SCENARIO_KEY] = sidebar_scenario()
 
-    Streamlit keeps a process-wide flag for its older ``pages/``-folder mode
-    until some session calls ``st.navigation``.  On a freshly started server, a
-    first visitor who opens a page's own URL (``/fleet?model=...``) would get
-    that page run alone, without ``app.py``'s navigation and sidebar.  Turning
-    the flag off and rerunning sends the run through ``app.py``, which keeps
-    the URL's page."""
-    from streamlit.runtime.pages_manager import PagesManager
 
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        st.rerun()
+def through_app_py() -> None:
+    """Make sure this run went through ``app.py``; else declare the navigation and rerun.
+
+    Streamlit decides once per process whether a ``pages/`` folder beside the
+    entrypoint means its older folder mode; a fresh server's first visitor who
+    opens a page's own URL (``/fleet?model=...``) gets that page run alone.  A
+    call of the public ``st.navigation`` ends the folder mode for the process,
+    and the rerun then runs ``app.py``, which keeps the URL's page."""
+    if st.session_state.pop(VIA_APP, False):
+        return
+    st.navigation(app_pages(), position="hidden")
+    st.rerun()
 
 
 def page_scenario() -> Scenario:
     """The scenario ``app.py`` built from the sidebar before this page ran, or stop
-    the page (the sidebar has shown the message)."""
-    _through_app_py()
+    the page (the sidebar has shown the message).  Call it once per run: it takes
+    the marker app.py leaves for the page it runs."""
+    through_app_py()
     scenario = st.session_state.get(SCENARIO_KEY)
     if scenario is None:
         st.stop()

@@ -6,9 +6,8 @@ from __future__ import annotations
 import streamlit as st
 from sqlalchemy import Engine
 
-from planner.errors import PlannerError
-from planner.store import database_url, make_engine
-from planner.store.migrate import require_current
+from planner import PlannerError
+from planner.store import database_url, make_engine, require_current
 
 
 @st.cache_resource(show_spinner=False)

@@ -9,9 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._sidebar import imported_models, page_scenario
-from planner import PlannerError, load_catalog, param_counts
-from planner.formatting import human
-from planner.specs import ModelSpec
+from planner import ModelSpec, PlannerError, human, load_catalog, param_counts
 
 
 def _import() -> None:

@@ -9,10 +9,7 @@ import streamlit as st
 
 from pages._charts import show_chart
 from pages._sidebar import DTYPES, MODES, cached_sweep, page_scenario, request_load
-from planner import load_catalog
-from planner.errors import PlannerError
-from planner.export import csv_text
-from planner.review import sweep_row_scenario
+from planner import PlannerError, csv_text, load_catalog, sweep_row_scenario
 
 st.title("Explore")
 scenario = page_scenario()

@@ -6,9 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._sidebar import cached_plan, page_scenario
-from planner.errors import PlannerError
-from planner.formatting import human
-from planner.review import fleet_derivations, mode_scenarios
+from planner import PlannerError, fleet_derivations, human, mode_scenarios
 
 
 def _derivation(dv: object) -> None:

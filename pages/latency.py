@@ -8,7 +8,7 @@ import streamlit as st
 
 from pages._charts import show_chart
 from pages._sidebar import cached_curve, page_plan, page_scenario
-from planner.formatting import human
+from planner import human
 
 st.title("Latency & throughput")
 scenario = page_scenario()

@@ -8,7 +8,7 @@ import streamlit as st
 
 from pages._charts import show_chart
 from pages._sidebar import KV_DTYPES, cached_curve, page_plan, page_scenario
-from planner.formatting import human
+from planner import human
 
 st.title("Memory & KV cache")
 scenario = page_scenario()

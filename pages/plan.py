@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._sidebar import page_plan, page_scenario
-from planner.formatting import human
+from planner import human
 
 st.title("Plan")
 scenario = page_scenario()

@@ -15,16 +15,16 @@ import streamlit as st
 from pages._charts import show_chart
 from pages._sidebar import page_scenario, request_load
 from pages._store import store_engine
-from planner.errors import PlannerError
+from planner import PlannerError
 from planner.probe import (
     calibrate,
     calibrated_scenario,
     measured_vs_predicted,
     probe_settings,
     run_probe_sync,
+    save_run,
     with_prediction,
 )
-from planner.probe.persist import save_run
 
 st.title("Live probe")
 scenario = page_scenario()

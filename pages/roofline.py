@@ -9,9 +9,7 @@ import streamlit as st
 
 from pages._charts import show_chart
 from pages._sidebar import DTYPES, cached_curve, page_plan, page_scenario
-from planner import load_catalog
-from planner.curves import log_grid, roof_lines
-from planner.formatting import human
+from planner import human, load_catalog, log_grid, roof_lines
 
 st.title("Roofline")
 scenario = page_scenario()

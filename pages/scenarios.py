@@ -9,12 +9,7 @@ import streamlit as st
 
 from pages._sidebar import cached_plan, cached_sweep, page_plan, page_scenario, request_stored
 from pages._store import store_engine
-from planner import store
-from planner.cli import plan_row
-from planner.errors import PlannerError
-from planner.export import csv_text
-from planner.review import input_differences
-from planner.share import share_token
+from planner import PlannerError, csv_text, input_differences, plan_row, share_token, store
 
 st.title("Scenarios")
 scenario = page_scenario()

@@ -10,9 +10,7 @@ import streamlit as st
 
 from pages._charts import show_chart
 from pages._sidebar import page_plan, page_scenario
-from planner import Scenario
-from planner.errors import PlannerError
-from planner.review import knee_rate_grid
+from planner import PlannerError, Scenario, knee_rate_grid
 from planner.simulate import SimOptions, rate_sweep, sim_options, simulate, summarize
 
 ROUTERS = ("round_robin", "least_loaded", "prefix_affinity")
@@ -30,7 +28,8 @@ def _rates(scenario_json: str, options_json: str, rates: tuple[float, ...]) -> d
 
 
 st.title("Tail latency")
-scenario, sj = page_scenario(), page_scenario().model_dump_json()
+scenario = page_scenario()
+sj = scenario.model_dump_json()
 plan = page_plan(scenario)
 c = st.columns(4)
 n = c[0].number_input("Requests", 50, 20_000, 400, 100, key="tl_requests")

@@ -1,8 +1,25 @@
-"""Ridgeline's planner core: pure functions over frozen specs (no Streamlit here)."""
+"""Ridgeline's planner core: pure functions over frozen specs (no Streamlit here).
 
-from planner.catalog import Catalog, get_gpu, get_model, load_catalog
-from planner.context import Resolved, resolve
-from planner.derivation import Derivation
+The layers, each importing only those below it (import-linter keeps them: see
+``.importlinter`` and ``make lint``):
+
+- ``planner.errors``: the error tree; ``planner.io``: formatting, flat exports, capped JSON reads.
+- ``planner.spec``: what is planned: GPU and model specs, the catalog, Hugging Face import,
+  precisions, parameter counts, the Scenario schema, share tokens, fitted defaults.
+- ``planner.physics``: the seeds' physics: roofline, memory and KV, decode/prefill steps,
+  techniques, length distributions; array-broadcasting pure functions.
+- ``planner.sizing``: replica sections with derivations, operating point, fleet, ``plan``.
+- ``planner.views``: curves and review tables for pages, the vectorised sweep.
+- ``planner.simulate``, ``planner.validate``, ``planner.store``: the discrete-event simulator,
+  validation against published measurements, saved scenarios and runs.
+- ``planner.probe``: the live probe of real endpoints (it may save runs in the store).
+- ``planner.cli``: ``python -m planner``; imported by nothing.
+
+Pages import this module's public names (and ``planner.store``, ``planner.probe``,
+``planner.simulate``), never the CLI.
+"""
+
+from planner import views
 from planner.errors import (
     CatalogError,
     ConflictError,
@@ -12,7 +29,9 @@ from planner.errors import (
     ProbeError,
     ScenarioError,
 )
-from planner.memory import (
+from planner.io.export import csv_text, plan_row
+from planner.io.formatting import human
+from planner.physics.memory import (
     contiguous_reservation_bytes,
     internal_fragmentation,
     kv_budget_bytes,
@@ -24,22 +43,15 @@ from planner.memory import (
     weight_bytes,
     weight_bytes_per_gpu,
 )
-from planner.params import ParamCounts, param_counts
-from planner.plan import Plan, plan
-from planner.precision import bits_per_weight, bytes_per_kv_element, bytes_per_weight
-from planner.roofline import (
+from planner.physics.roofline import (
     attainable_flops_per_s,
     decode_intensity,
     peak_flops_per_s,
     prefill_intensity,
     ridge_flop_per_byte,
 )
-from planner.scenario import Scenario, apply_overrides, scenario_from_dict
-from planner.share import scenario_from_token, share_token
-from planner.simulate import SimOptions, SimRun, rate_sweep
-from planner.specs import DenseFlops, GpuSpec, ModelSpec
-from planner.step import DecodeStep, PrefillStep, decode_step, prefill_flops, prefill_step
-from planner.techniques import (
+from planner.physics.step import DecodeStep, PrefillStep, decode_step, prefill_flops, prefill_step
+from planner.physics.techniques import (
     chunked_prefill,
     kv_transfer_s,
     mbu,
@@ -49,8 +61,39 @@ from planner.techniques import (
     speculative_tokens_per_pass,
     static_batch_utilization,
 )
+from planner.simulate import SimOptions, SimRun, rate_sweep
+from planner.sizing.plan import Plan, plan
+from planner.spec.catalog import Catalog, get_gpu, get_model, load_catalog
+from planner.spec.context import Resolved, resolve
+from planner.spec.derivation import Derivation
+from planner.spec.params import ParamCounts, param_counts
+from planner.spec.precision import bits_per_weight, bytes_per_kv_element, bytes_per_weight
+from planner.spec.scenario import Scenario, apply_overrides, scenario_from_dict
+from planner.spec.share import scenario_from_token, share_token
+from planner.spec.specs import DenseFlops, GpuSpec, ModelSpec
+from planner.views.curves import log_grid, roof_lines
+from planner.views.review import (
+    fleet_derivations,
+    input_differences,
+    knee_rate_grid,
+    mode_scenarios,
+    sweep_row_scenario,
+)
+from planner.views.sweep import sweep
 
 __all__ = [
+    "csv_text",
+    "plan_row",
+    "human",
+    "log_grid",
+    "roof_lines",
+    "fleet_derivations",
+    "input_differences",
+    "knee_rate_grid",
+    "mode_scenarios",
+    "sweep_row_scenario",
+    "sweep",
+    "views",
     "Catalog",
     "CatalogError",
     "ConflictError",

@@ -1,10 +1,11 @@
-"""AppTest for an ``st.navigation`` app that also has a ``pages/`` folder.
+"""AppTest of ``app.py`` that decides Streamlit's ``pages/``-folder mode as a server does.
 
-AppTest resets ``PagesManager.uses_pages_directory`` before every run, so with a
-``pages/`` folder beside ``app.py`` every rerun after the first is treated as a
-v1 multipage app and runs the page script alone, skipping ``app.py`` (and the
-sidebar it draws).  ``streamlit run`` decides once, from ``st.navigation``.
-``new_app_test`` pins the v2 behaviour so AppTest runs what the server runs.
+A server decides once per process: the first ``st.navigation`` call ends the
+older folder mode for good (a first visitor on a page URL is sent through
+``app.py`` by ``pages/_sidebar.through_app_py``).  AppTest instead resets that
+decision before every run, so every rerun after a widget change would start in
+folder mode and take the fallback path.  ``new_app_test`` keeps the server's
+once-per-process decision; the browser test covers the fallback on a fresh server.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from streamlit.testing.v1 import AppTest
 APP = Path(__file__).resolve().parents[1] / "app.py"
 
 
-class _V2PagesManager(PagesManager):
+class _ServerPagesManager(PagesManager):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        PagesManager.uses_pages_directory = False
+        PagesManager.uses_pages_directory = False  # app.py calls st.navigation on every run
         super().__init__(*args, **kwargs)
 
 
 def new_app_test(*, timeout: float = 60) -> AppTest:
     """An AppTest of app.py that reruns the entrypoint like the server does."""
-    _app_test.PagesManager = _V2PagesManager  # type: ignore[misc]
+    _app_test.PagesManager = _ServerPagesManager  # type: ignore[misc]
     return AppTest.from_file(str(APP), default_timeout=timeout)

@@ -14,8 +14,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from planner import Scenario, get_gpu
-from planner.defaults import DEFAULT_LAYER_OVERHEAD_S, DEFAULT_STEP_OVERHEAD_S
-from planner.share import share_token
+from planner.spec.defaults import DEFAULT_LAYER_OVERHEAD_S, DEFAULT_STEP_OVERHEAD_S
+from planner.spec.share import share_token
 from planner.store import get_scenario, list_scenarios, make_engine, save_scenario
 from planner.store.migrate import upgrade
 from tests.apptest_v2 import new_app_test

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from planner import CatalogError, ModelSpec, load_catalog, param_counts
-from planner.catalog import _load
-from planner.hf_import import load_hf_config
+from planner.spec.catalog import _load
+from planner.spec.hf_import import load_hf_config
 
 HF = Path(__file__).parent / "data" / "hf"
 

@@ -11,9 +11,9 @@ import math
 import pandas as pd
 import pytest
 
-from planner import Scenario, plan
-from planner.cli import main, plan_row
-from planner.export import csv_text, neutralize_cell
+from planner import Scenario, plan, plan_row
+from planner.cli import main
+from planner.io.export import csv_text, neutralize_cell
 
 # The scenario half of every row: the Scenario's dotted keys, in this order.
 INPUT_COLUMNS = [

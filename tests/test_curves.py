@@ -1,11 +1,12 @@
-"""planner.curves: chart tables from the one physics, checked by hand arithmetic."""
+"""planner.views.curves: chart tables from the one physics, checked by hand arithmetic."""
 
 from __future__ import annotations
 
 import pytest
 
 from planner import get_gpu, scenario_from_dict
-from planner.curves import (
+from planner.spec.defaults import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_LAYER_OVERHEAD_S, DEFAULT_STEP_OVERHEAD_S
+from planner.views.curves import (
     batch_curve,
     chunk_curve,
     max_sequences_curve,
@@ -16,7 +17,6 @@ from planner.curves import (
     speculative_curve,
     ttft_curve,
 )
-from planner.defaults import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_LAYER_OVERHEAD_S, DEFAULT_STEP_OVERHEAD_S
 
 BASE = scenario_from_dict({"gpu": "h100-sxm", "model": "llama-3.1-8b"})
 

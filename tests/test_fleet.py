@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner import Scenario, ScenarioError, plan, scenario_from_dict
-from planner.lengths import parse_trace_csv
-from planner.sweep import pareto_front, sweep
+from planner.physics.lengths import parse_trace_csv
+from planner.views.sweep import pareto_front, sweep
 
 
 def _scenario(**kw) -> Scenario:

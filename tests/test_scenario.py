@@ -42,7 +42,7 @@ def test_bad_inline_specs_name_the_field(data, needle: str) -> None:
 
 def test_overhead_defaults_and_a_stated_step_overhead() -> None:
     from planner import resolve
-    from planner.defaults import DEFAULT_LAYER_OVERHEAD_S
+    from planner.spec.defaults import DEFAULT_LAYER_OVERHEAD_S
 
     default = resolve(scenario_from_dict({}))
     assert default.layer_overhead_s == DEFAULT_LAYER_OVERHEAD_S > 0

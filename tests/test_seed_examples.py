@@ -38,9 +38,9 @@ from planner import (
     weight_bytes,
     weight_bytes_per_gpu,
 )
-from planner.fleet import pool_groups
-from planner.roofline import attainable_flops_per_s, hbm_sweep_s
-from planner.step import collective_s
+from planner.physics.roofline import attainable_flops_per_s, hbm_sweep_s
+from planner.physics.step import collective_s
+from planner.sizing.fleet import pool_groups
 from tests.conftest import SEED_8B, SEED_70B, SEED_405B
 
 # The shared copy beside the checkout is the source of truth; the committed copy

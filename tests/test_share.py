@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from planner import Scenario, ScenarioError, get_gpu, get_model
-from planner.share import MAX_TOKEN_CHARS, scenario_from_token, share_token
+from planner.spec.share import MAX_TOKEN_CHARS, scenario_from_token, share_token
 from tests.strategies import gpu_ids, kv_dtypes, model_ids, weights_dtypes
 
 finite = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)

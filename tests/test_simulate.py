@@ -1,4 +1,4 @@
-"""The simulator against the analytic core (planner.step), and its queueing behaviour."""
+"""The simulator against the analytic core (planner.physics.step), and its queueing behaviour."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from planner import Scenario, decode_step, plan, prefill_step, resolve
+from planner.physics.techniques import kv_transfer_s
 from planner.simulate import Request, SimRun, sim_options, simulate, summarize
-from planner.techniques import kv_transfer_s
 
 
 def check_little(run: SimRun) -> None:

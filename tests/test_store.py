@@ -10,7 +10,7 @@ import sqlalchemy as sa
 import yaml
 
 from planner import ConflictError, ProbeError, Scenario, ScenarioError, get_gpu, get_model, plan
-from planner.catalog import catalog_dir
+from planner.spec.catalog import catalog_dir
 from planner.store import repository as repo
 from planner.store.models import ScenarioRevisionRow, ScenarioRow
 from tests.store_support import db_url, engine  # noqa: F401  (fixtures)

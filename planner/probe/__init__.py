@@ -20,11 +20,13 @@ from planner.probe.calibrate import (
 from planner.probe.client import RequestRecord, make_client, stream_request
 from planner.probe.load import arrival_offsets_s, make_prompt, new_run_id, run_probe, run_probe_sync
 from planner.probe.metrics import METRIC_NAMES, EngineDelta, EngineSnapshot, engine_delta, parse_metrics
+from planner.probe.persist import save_run
 from planner.probe.safety import ALLOWED_HOSTS_ENV, api_key_from, check_url_allowed
 from planner.probe.settings import ProbeSettings, base_url, probe_settings
 from planner.probe.summary import LevelSummary, ProbeRun, RequestSample, Stats, stats, summarize_level
 
 __all__ = [
+    "save_run",
     "ALLOWED_HOSTS_ENV",
     "KV_FULL_USAGE",
     "METRIC_NAMES",

@@ -1,7 +1,7 @@
 """Measured beside predicted, and the fit that makes them agree.
 
 Prediction of one load level, from the planner's one step physics
-(:func:`planner.step.decode_step`, :func:`planner.step.prefill_step`) with the
+(:func:`planner.physics.step.decode_step`, :func:`planner.physics.step.prefill_step`) with the
 scenario's resolved specs and efficiencies:
 
 - Closed loop at concurrency c: streams start together after warm-up and stay
@@ -31,14 +31,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy.optimize import least_squares
 
-from planner.context import Resolved, resolve
 from planner.errors import ProbeError
+from planner.physics.roofline import peak_flops_per_s
+from planner.physics.step import decode_step, prefill_step
+from planner.physics.techniques import mbu, mfu
 from planner.probe.summary import LevelSummary, ProbeRun
-from planner.replica import memory_section
-from planner.roofline import peak_flops_per_s
-from planner.scenario import Scenario, scenario_from_dict
-from planner.step import decode_step, prefill_step
-from planner.techniques import mbu, mfu
+from planner.sizing.replica import memory_section
+from planner.spec.context import Resolved, resolve
+from planner.spec.scenario import Scenario, scenario_from_dict
 
 __all__ = [
     "Calibration",

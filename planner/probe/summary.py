@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from planner.export import csv_text, flatten
+from planner.io.export import csv_text, flatten
 from planner.probe.client import RequestRecord
 from planner.probe.metrics import EngineDelta
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from planner.errors import ScenarioError
-from planner.scenario import Scenario
 from planner.simulate.options import SimOptions
+from planner.spec.scenario import Scenario
 
 __all__ = [
     "Request",

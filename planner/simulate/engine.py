@@ -12,7 +12,7 @@ Each replica runs iterations back to back while it has work.  One iteration:
 
        iteration_s = decode_step(B, mean live context).step_s + prefill_step(chunk tokens).time_s
 
-Step times come from :mod:`planner.step` with the scenario's resolved efficiencies.
+Step times come from :mod:`planner.physics.step` with the scenario's resolved efficiencies.
 KV lives in paged blocks of ``serving.block_tokens``; the capacity is the plan's KV
 budget / KV bytes per token per GPU.  Requests sharing a ``prefix_key`` reuse cached
 full blocks (prefix sharing).  Deterministic for a given seed.  Speculative
@@ -29,16 +29,16 @@ from typing import Any
 
 import numpy as np
 
-from planner.context import Resolved, resolve
-from planner.defaults import DEFAULT_MAX_BATCH
 from planner.errors import InsufficientMemoryError, ScenarioError
-from planner.plan import plan_resolved
-from planner.scenario import Scenario
+from planner.physics.step import decode_step, prefill_step
+from planner.physics.techniques import kv_transfer_s
 from planner.simulate.arrivals import Request, generate_requests
 from planner.simulate.options import SimOptions
 from planner.simulate.router import ReplicaLoad, choose_replica
-from planner.step import decode_step, prefill_step
-from planner.techniques import kv_transfer_s
+from planner.sizing.plan import plan_resolved
+from planner.spec.context import Resolved, resolve
+from planner.spec.defaults import DEFAULT_MAX_BATCH
+from planner.spec.scenario import Scenario
 
 __all__ = ["CACHED_GRID_TOKENS", "CONTEXT_GRID_TOKENS", "SimRun", "StepTimes", "simulate"]
 
@@ -51,7 +51,7 @@ CACHED_GRID_TOKENS = 16
 
 
 class StepTimes:
-    """Cached calls into planner.step for one resolved scenario."""
+    """Cached calls into planner.physics.step for one resolved scenario."""
 
     def __init__(self, resolved: Resolved, *, max_context_tokens: int, chunk_tokens: int) -> None:
         self._kw = resolved.step_kwargs()

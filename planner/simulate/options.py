@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import ScenarioError
-from planner.scenario import validation_message
+from planner.spec.scenario import validation_message
 
 __all__ = [
     "DEFAULT_KV_LINK_BYTES_PER_S",

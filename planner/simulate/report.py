@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from planner.errors import ScenarioError
-from planner.scenario import Scenario
 from planner.simulate.engine import SimRun, simulate
 from planner.simulate.options import SimOptions
+from planner.spec.scenario import Scenario
 
 __all__ = ["find_knee", "latency_stats", "rate_sweep", "summarize"]
 

@@ -3,6 +3,7 @@ keyword-only repository.  SQLite by default, ``DATABASE_URL`` for PostgreSQL."""
 
 from planner.store.db import database_url, make_engine
 from planner.store.frozen import FrozenCatalog, catalog_drift, freeze_catalog, frozen_scenario
+from planner.store.migrate import require_current
 from planner.store.repository import (
     ProbeRun,
     ProbeSample,
@@ -28,6 +29,7 @@ from planner.store.repository import (
 )
 
 __all__ = [
+    "require_current",
     "FrozenCatalog",
     "ProbeRun",
     "ProbeSample",

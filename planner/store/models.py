@@ -1,6 +1,6 @@
 """ORM rows for saved scenarios and probe runs (SQLAlchemy 2, typed ``Mapped``).
 
-Rows stay separate from the pydantic :class:`~planner.scenario.Scenario`; the
+Rows stay separate from the pydantic :class:`~planner.spec.scenario.Scenario`; the
 repository converts between them.  Alembic (``migrations/``) owns the schema:
 the app never calls ``create_all`` on a real database.  No table has a column
 for API keys or other credentials.

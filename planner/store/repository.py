@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from planner.errors import ConflictError, ProbeError, ScenarioError
-from planner.scenario import SCHEMA_VERSION, Scenario, scenario_from_dict
+from planner.spec.scenario import SCHEMA_VERSION, Scenario, scenario_from_dict
 from planner.store.db import writer
 from planner.store.frozen import FrozenCatalog, catalog_drift, freeze_catalog, frozen_from_json, frozen_scenario
 from planner.store.models import ProbeRunRow, ProbeSampleRow, ScenarioRevisionRow, ScenarioRow

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from planner.catalog import load_catalog
+from planner.spec.catalog import load_catalog
 
 __all__ = [
     "ENGINE_FAMILIES",

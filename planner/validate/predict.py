@@ -1,9 +1,9 @@
 """Predict a published measurement from its setup, with the planner's one physics.
 
-A row becomes a :class:`~planner.scenario.Scenario` (GPU, model, number
+A row becomes a :class:`~planner.spec.scenario.Scenario` (GPU, model, number
 formats, TP, ISL/OSL, the family's efficiencies) and an operating point; every
-time comes from :func:`planner.step.decode_step` and
-:func:`planner.step.prefill_step` on the resolved scenario.
+time comes from :func:`planner.physics.step.decode_step` and
+:func:`planner.physics.step.prefill_step` on the resolved scenario.
 
 The operating point, for B sequences running on one replica:
 
@@ -43,10 +43,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from planner.context import resolve
-from planner.replica import memory_section
-from planner.scenario import Efficiency, Parallel, Scenario, Serving, Workload, validation_message
-from planner.step import decode_step, prefill_step
+from planner.physics.step import decode_step, prefill_step
+from planner.sizing.replica import memory_section
+from planner.spec.context import resolve
+from planner.spec.scenario import Efficiency, Parallel, Scenario, Serving, Workload, validation_message
 from planner.validate.names import engine_family, precision_dtypes, resolve_gpu_name, resolve_model_name
 from planner.validate.rows import METRICS, MeasurementRow
 

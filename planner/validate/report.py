@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from planner.fitted import FITTED_EFFICIENCY
+from planner.spec.fitted import FITTED_EFFICIENCY
 from planner.validate.predict import EfficiencySet, OperatingPoint, RowSetup, efficiency_for, predict_row, setup_row
 from planner.validate.rows import MeasurementRow
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from planner.errors import ScenarioError
-from planner.jsonfile import read_json
+from planner.io.jsonfile import read_json
 
 __all__ = ["METRICS", "MeasurementRow", "load_measurements", "parse_measurements"]
 

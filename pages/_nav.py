@@ -1,0 +1,33 @@
+"""The app's page list, shared by ``app.py`` and the pages' own-URL fallback."""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit.navigation.page import StreamlitPage
+
+VIA_APP = "_via_app"  # set by app.py on every run, taken by the page that run shows
+
+
+def app_pages() -> dict[str, list[StreamlitPage]]:
+    """Every page, grouped as the sidebar shows them."""
+    return {
+        "Review": [
+            st.Page("pages/plan.py", title="Plan", url_path="plan", default=True),
+            st.Page("pages/roofline.py", title="Roofline", url_path="roofline"),
+            st.Page("pages/memory.py", title="Memory & KV", url_path="memory"),
+            st.Page("pages/latency.py", title="Latency & throughput", url_path="latency"),
+            st.Page("pages/parallelism.py", title="Parallelism", url_path="parallelism"),
+            st.Page("pages/fleet.py", title="Fleet & cost", url_path="fleet"),
+            st.Page("pages/tail.py", title="Tail latency", url_path="tail"),
+        ],
+        "Decide": [
+            st.Page("pages/explore.py", title="Explore", url_path="explore"),
+            st.Page("pages/scenarios.py", title="Scenarios", url_path="scenarios"),
+        ],
+        "Measure": [
+            st.Page("pages/probe.py", title="Live probe", url_path="probe"),
+        ],
+        "Reference": [
+            st.Page("pages/catalog.py", title="Catalog", url_path="catalog"),
+        ],
+    }

@@ -1,0 +1,129 @@
+"""``python -m planner``: plan (and the subcommands other modules register).
+
+Output is JSON (default), CSV or a table.  Every PlannerError becomes one line
+on stderr and exit status 2; nothing prints a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import math
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from planner.errors import PlannerError
+from planner.io.export import csv_text, flatten, plan_row
+from planner.io.formatting import format_value
+from planner.spec.scenario import Scenario, apply_overrides, load_scenario_file, scenario_from_dict
+
+__all__ = ["main", "scenario_from_args", "add_scenario_args", "emit", "plan_row"]
+
+# Subcommand modules; each defines register(subparsers) -> None.
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "planner.cli.main",
+    "planner.cli.sweep",
+    "planner.cli.validate",
+    "planner.cli.simulate",
+    "planner.cli.scenarios",
+    "planner.cli.probe",
+)
+
+
+def add_scenario_args(p: argparse.ArgumentParser) -> None:
+    """The scenario inputs every command shares: a file and --set overrides."""
+    p.add_argument("scenario", nargs="?", help="scenario JSON file (optional)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario field by its dotted key, e.g. parallel.tp=2")
+
+
+def add_format_arg(p: argparse.ArgumentParser, default: str = "json") -> None:
+    p.add_argument("--format", choices=("json", "csv", "table"), default=default)
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    data: dict[str, Any] = load_scenario_file(args.scenario) if getattr(args, "scenario", None) else {}
+    return scenario_from_dict(apply_overrides(data, list(getattr(args, "overrides", []))))
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    if len(rows) == 1:
+        width = max((len(k) for k in rows[0]), default=0)
+        return "\n".join(f"{k.ljust(width)}  {format_value(k, v)}" for k, v in rows[0].items())
+    cols = list(rows[0]) if rows else []
+    cells = [[format_value(c, r.get(c)) for c in cols] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(lines)
+
+
+def _finite(value: Any) -> Any:
+    """NaN/inf (an infeasible candidate's cost, say) become null: strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def emit(fmt: str, payload: Any, rows: list[dict[str, Any]] | None = None) -> None:
+    """Print ``payload`` as JSON, or ``rows`` (flat dicts) as CSV or a table."""
+    if fmt == "json":
+        print(json.dumps(_finite(payload), indent=2, default=str, allow_nan=False))
+        return
+    rows = rows if rows is not None else [flatten(payload)]
+    print(csv_text(rows) if fmt == "csv" else _table(rows), end="" if fmt == "csv" else "\n")
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from planner.sizing.plan import plan
+
+    scenario = scenario_from_args(args)
+    result = plan(scenario).to_json_dict()
+    if args.format == "table":
+        rows = [flatten(result)]
+        emit("table", result, rows)
+        print("derivations:")
+        for dv in result["derivations"].values():
+            print(f"  {dv['name']} = {dv['formula']} = {dv['substituted']} = "
+                  f"{format_value(dv['name'], dv['value'])} [{dv['origin']}]")
+        return 0
+    emit(args.format, result, [plan_row(scenario, result)])
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("plan", help="plan one scenario")
+    add_scenario_args(p)
+    add_format_arg(p)
+    p.set_defaults(func=_cmd_plan)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m planner", description="Ridgeline capacity planner")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in SUBCOMMAND_MODULES:
+        module = importlib.import_module(name)
+        reg: Callable[[Any], None] = module.register
+        reg(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except PlannerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130

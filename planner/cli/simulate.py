@@ -1,0 +1,114 @@
+"""``python -m planner simulate``: the iteration-level serving simulator from the command line.
+
+One run prints its summary; ``--rates a,b,c`` prints a ``levels`` list and the
+``knee_rate_req_s`` (highest rate whose SLO attainment reaches ``--attainment``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from planner.cli.main import add_format_arg, add_scenario_args, emit, scenario_from_args
+from planner.errors import ScenarioError
+from planner.io.export import flatten
+
+__all__ = ["parse_rates", "register"]
+
+
+def parse_rates(text: str) -> list[float]:
+    """``"1,2.5,4"`` → [1.0, 2.5, 4.0]; every rate > 0."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            value = float(part)
+        except ValueError:
+            raise ScenarioError(f"--rates: {part!r} is not a number; expected e.g. --rates 1,2,4") from None
+        if not value > 0 or value == float("inf"):
+            raise ScenarioError(f"--rates: every rate must be > 0, got {part}")
+        out.append(value)
+    return out
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from planner.simulate import sim_options
+
+    fields = {
+        "rate_req_s": args.rate, "requests": args.requests, "router": args.router, "seed": args.seed,
+        "replicas": args.replicas, "arrival": args.arrival, "burstiness": args.burstiness,
+        "lengths": args.lengths, "length_sigma": args.length_sigma, "multi_turn": args.multi_turn,
+        "think_s": args.think_s, "concurrency": args.concurrency, "chunked_prefill": not args.no_chunking,
+        "prefill_replicas": args.prefill_replicas, "decode_replicas": args.decode_replicas,
+        "kv_capacity_tokens": args.kv_capacity_tokens, "max_batch": args.max_batch,
+        "slo_attainment": args.attainment,
+    }
+    if args.length_sigma is not None and args.lengths is None:
+        fields["lengths"] = "lognormal"  # a sigma only means something for lognormal lengths
+    return sim_options(**{k: v for k, v in fields.items() if v is not None})
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from planner.simulate import load_trace, rate_sweep, simulate, summarize
+
+    scenario = scenario_from_args(args)
+    options = _options(args)
+    slo = scenario.slo
+    if args.rates is not None:
+        if args.trace:
+            raise ScenarioError("--rates: cannot be combined with --trace (the trace fixes the arrival times)")
+        result = rate_sweep(scenario, options, parse_rates(args.rates))
+        rows = [flatten(lv) for lv in result["levels"]]
+        if args.format == "json":
+            emit("json", result)
+        else:
+            emit(args.format, result, rows)
+            if args.format == "table":
+                print(f"knee_rate_req_s  {result['knee_rate_req_s']}")
+        return 0
+    if args.compare_routers:
+        result = {}
+        for policy in ("round_robin", "least_loaded", "prefix_affinity"):
+            run = simulate(scenario, options.model_copy(update={"router": policy}))
+            result[policy] = summarize(run, slo_ttft_s=slo.ttft_s, slo_itl_s=slo.itl_s)
+        emit(args.format, result, [{"router": k, **flatten(v)} for k, v in result.items()])
+        return 0
+    requests = load_trace(args.trace) if args.trace else None
+    run = simulate(scenario, options, requests)
+    rate = None if requests is not None else (options.rate_req_s or scenario.workload.requests_per_s)
+    summary = summarize(run, slo_ttft_s=slo.ttft_s, slo_itl_s=slo.itl_s, offered_rate_req_s=rate,
+                        timeline=args.timeline and args.format == "json")
+    emit(args.format, summary, [flatten(summary)])
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("simulate", help="simulate serving a request stream, iteration by iteration")
+    add_scenario_args(p)
+    rate = p.add_mutually_exclusive_group()
+    rate.add_argument("--rate", type=float, help="offered requests/s (default: workload.requests_per_s)")
+    rate.add_argument("--rates", help="comma-separated rates to sweep; reports levels and the knee")
+    p.add_argument("--requests", type=int, help="requests to simulate (default 1000)")
+    p.add_argument("--router", choices=("round_robin", "least_loaded", "prefix_affinity"))
+    p.add_argument("--compare-routers", action="store_true", help="run every router on the same stream")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--replicas", type=int, help="colocated replicas (default 1)")
+    p.add_argument("--prefill-replicas", type=int, help="serving.mode=disaggregated: prefill pool size")
+    p.add_argument("--decode-replicas", type=int, help="serving.mode=disaggregated: decode pool size")
+    p.add_argument("--arrival", choices=("poisson", "gamma"))
+    p.add_argument("--burstiness", type=float, help="gamma shape: 1 = Poisson, < 1 burstier")
+    p.add_argument("--lengths", choices=("scenario", "lognormal", "fixed"),
+                   help="length distribution: the scenario's workload.distribution (default), or lognormal/fixed "
+                        "around workload.prompt_tokens/output_tokens")
+    p.add_argument("--length-sigma", type=float, help="lognormal sigma (default 0.5)")
+    p.add_argument("--multi-turn", type=int, metavar="TURNS", help="chat sessions of TURNS turns")
+    p.add_argument("--think-s", type=float, help="mean think time between turns (default 5 s)")
+    p.add_argument("--concurrency", type=int, help="closed loop: keep this many requests in flight")
+    p.add_argument("--trace", help="CSV of arrival_s,prompt_tokens,output_tokens[,prefix_key,prefix_tokens]")
+    p.add_argument("--no-chunking", action="store_true", help="prefill whole prompts in one iteration")
+    p.add_argument("--kv-capacity-tokens", type=int, help="override the KV capacity per replica")
+    p.add_argument("--max-batch", type=int, help="cap on running sequences per replica")
+    p.add_argument("--attainment", type=float, help="SLO attainment target for the knee (default 0.99)")
+    p.add_argument("--timeline", action="store_true", help="include KV occupancy and batch size over time (json)")
+    add_format_arg(p)
+    p.set_defaults(func=_cmd_simulate)

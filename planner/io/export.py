@@ -1,0 +1,90 @@
+"""Flat exports: dotted keys, units in the column names, CSV safe for spreadsheets.
+
+The CLI's ``--format csv`` and the UI's download share :func:`csv_text`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["csv_text", "flatten", "neutralize_cell", "plan_row", "unit_column"]
+
+_INJECTION_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "", *, skip: Iterable[str] = ("derivations",)) -> dict[str, Any]:
+    """Nested dict → {dotted.key: scalar}; lists become JSON text."""
+    skip = set(skip)
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in skip and not prefix:
+            continue
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            out.update(flatten(value, dotted, skip=()))
+        elif isinstance(value, (list, tuple)):
+            out[dotted] = json.dumps(list(value))
+        else:
+            out[dotted] = value
+    return out
+
+
+def neutralize_cell(value: Any) -> Any:
+    """Prefix a text cell starting with = + - @ (or tab/CR) with a quote so a
+    spreadsheet shows it as text instead of running it.  Numbers pass through."""
+    if isinstance(value, str) and value.startswith(_INJECTION_PREFIXES):
+        return "'" + value
+    return value
+
+
+def unit_column(key: str) -> str:
+    """Column name with its unit: SI keys already carry it (``step_s``,
+    ``weight_bytes``); the name is the dotted key itself."""
+    return key
+
+
+def _one_line_break(value: Any) -> Any:
+    """A bare CR inside a cell is not quoted by the csv module when rows end in
+    LF, so it would split the row (and start an un-neutralized cell); make it LF,
+    which the writer quotes."""
+    if isinstance(value, str) and "\r" in value:
+        return value.replace("\r\n", "\n").replace("\r", "\n")
+    return value
+
+
+def csv_text(rows: Iterable[Mapping[str, Any]], *, columns: list[str] | None = None) -> str:
+    """CSV of flat rows with a stable column order (first row's order, then new
+    keys as they appear, unless ``columns`` is given); every cell neutralized."""
+    rows = list(rows)
+    if columns is None:
+        columns = []
+        seen: set[str] = set()
+        for row in rows:
+            for k in row:
+                if k not in seen:
+                    seen.add(k)
+                    columns.append(k)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([unit_column(c) for c in columns])
+    for row in rows:
+        writer.writerow([_one_line_break(neutralize_cell("" if row.get(c) is None else row.get(c))) for c in columns])
+    return buf.getvalue()
+
+
+def plan_row(scenario: BaseModel, plan_json: dict[str, Any]) -> dict[str, Any]:
+    """One flat CSV row: every input (``scenario.*``) then every output."""
+    data = scenario.model_dump(mode="json")
+    # Inline specs export as their id so the column set never depends on them.
+    for key in ("gpu", "model"):
+        if isinstance(data[key], dict):
+            data[key] = f"inline:{data[key]['id']}"
+    row = flatten({"scenario": data})
+    row.update(flatten(plan_json))
+    return row

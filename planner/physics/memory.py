@@ -1,0 +1,193 @@
+"""Memory: weight bytes, KV-cache bytes, the KV budget and max concurrency.
+
+The seeds' equations:
+
+* weight bytes = parameters × bytes per weight
+* KV bytes/token = 2 × n_layers × n_kv_heads × head_dim × dtype_bytes   (GQA/MHA/MQA)
+* KV bytes/token = n_layers × (kv_lora_rank + qk_rope_head_dim) × dtype_bytes   (MLA)
+* KV budget per GPU = HBM − weights per GPU − reserved        (seeds' accounting)
+* KV budget per GPU = util × HBM − weights per GPU − activation peak − non-torch
+  (vLLM ``gpu_memory_utilization`` accounting)
+* max sequences = KV budget per GPU / KV bytes per sequence per GPU
+
+Functions accept numpy arrays wherever a number is expected.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from planner.spec.params import param_counts
+from planner.spec.precision import bytes_per_kv_element, bytes_per_weight
+from planner.spec.specs import GpuSpec, ModelSpec
+
+__all__ = [
+    "ACTIVATION_BYTES_PER_TOKEN_FACTOR",
+    "CUDA_GRAPH_BYTES",
+    "DEFAULT_NON_TORCH_BYTES",
+    "activation_peak_bytes",
+    "contiguous_reservation_bytes",
+    "expert_weight_bytes",
+    "internal_fragmentation",
+    "kv_budget_bytes",
+    "kv_bytes_per_token",
+    "kv_bytes_per_token_per_gpu",
+    "kv_heads_per_gpu",
+    "max_sequences",
+    "paged_reservation_bytes",
+    "prefix_sharing_bytes",
+    "weight_bytes",
+    "weight_bytes_per_gpu",
+]
+
+# vLLM-style budgeting constants (assumed defaults).
+# Non-torch memory: CUDA context, NCCL buffers, allocator slack; vLLM's profiler
+# typically reports 0.5-1.5 GB per GPU.
+DEFAULT_NON_TORCH_BYTES = 1.0e9
+# CUDA graphs captured for decode batch sizes; vLLM logs ~0.3-1 GB per GPU.
+CUDA_GRAPH_BYTES = 0.5e9
+# Peak activation bytes per batched token ≈ factor × (hidden + intermediate/tp)
+# × activation bytes (the profile run's MLP intermediate and residual stream,
+# plus fp32 logits for the sampled tokens, counted separately).
+ACTIVATION_BYTES_PER_TOKEN_FACTOR = 4.0
+
+
+def weight_bytes(model: ModelSpec, weights_dtype: str) -> float:
+    """W = parameters × bytes per weight (all GPUs of a replica together)."""
+    return param_counts(model).total * bytes_per_weight(weights_dtype)
+
+
+def expert_weight_bytes(model: ModelSpec, weights_dtype: str) -> float:
+    """Bytes of the routed experts alone (0 for dense models)."""
+    return param_counts(model).expert_total * bytes_per_weight(weights_dtype)
+
+
+def weight_bytes_per_gpu(
+    *, model: ModelSpec, weights_dtype: str, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1
+) -> NDArray[np.float64] | float:
+    """Weights one GPU holds: non-expert W / (TP·PP) + expert W / (TP·PP·EP).
+
+    With EP > 1 the replica has TP·PP·EP GPUs: attention and dense layers are
+    replicated across the EP groups (data-parallel attention), routed experts
+    are spread over all of them.
+    """
+    w = weight_bytes(model, weights_dtype)
+    we = expert_weight_bytes(model, weights_dtype)
+    tp_a, pp_a, ep_a = np.asarray(tp, float), np.asarray(pp, float), np.asarray(ep, float)
+    out = (w - we) / (tp_a * pp_a) + we / (tp_a * pp_a * ep_a)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def kv_bytes_per_token(model: ModelSpec, kv_dtype: str) -> float:
+    """KV bytes per token for the whole model.
+
+    GQA: 2 × n_layers × n_kv_heads × head_dim × dtype_bytes (the 2 is K and V).
+    MLA: n_layers × (kv_lora_rank + qk_rope_head_dim) × dtype_bytes.
+    """
+    b = bytes_per_kv_element(kv_dtype)
+    if model.attention == "mla":
+        assert model.kv_lora_rank is not None and model.qk_rope_head_dim is not None
+        return model.layers * (model.kv_lora_rank + model.qk_rope_head_dim) * b
+    return 2 * model.layers * model.kv_heads * model.head_dim * b
+
+
+def kv_heads_per_gpu(model: ModelSpec, tp: ArrayLike) -> NDArray[np.float64] | float:
+    """KV heads each TP rank stores: ceil(n_kv_heads / TP); replicated once
+    TP exceeds the KV head count.  MLA's latent is replicated on every rank."""
+    tp_a = np.asarray(tp, float)
+    if model.attention == "mla":
+        out = np.ones_like(tp_a) * model.kv_heads
+    else:
+        out = np.ceil(model.kv_heads / tp_a)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def kv_bytes_per_token_per_gpu(
+    *, model: ModelSpec, kv_dtype: str, tp: ArrayLike = 1, pp: ArrayLike = 1
+) -> NDArray[np.float64] | float:
+    """KV bytes per token on one GPU = KV/token × (KV heads per GPU / KV heads) / PP."""
+    frac = np.asarray(kv_heads_per_gpu(model, tp), float) / model.kv_heads
+    out = kv_bytes_per_token(model, kv_dtype) * frac / np.asarray(pp, float)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def activation_peak_bytes(
+    *, model: ModelSpec, batched_tokens: ArrayLike, tp: ArrayLike = 1
+) -> NDArray[np.float64] | float:
+    """Forward-pass peak of the engine's profile run at its per-iteration token
+    budget: tokens × factor × (hidden + intermediate/TP) × 2 bytes, plus fp32
+    logits for one sampled token per sequence (≤ tokens) × vocab/TP, plus the
+    CUDA-graph pool."""
+    hidden = float(model.hidden or model.heads * model.head_dim)
+    inter = float(model.moe_intermediate if model.is_moe and model.moe_intermediate else (model.intermediate or 4 * hidden))
+    if model.is_moe:
+        inter *= model.experts_per_token
+    tok = np.asarray(batched_tokens, float)
+    tp_a = np.asarray(tp, float)
+    act = tok * ACTIVATION_BYTES_PER_TOKEN_FACTOR * (hidden + inter / tp_a) * 2.0
+    logits = np.minimum(tok, 1024.0) * float(model.vocab or 32000) / tp_a * 4.0
+    out = act + logits + CUDA_GRAPH_BYTES
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def kv_budget_bytes(
+    *,
+    gpu: GpuSpec,
+    weight_bytes_per_gpu: ArrayLike,
+    reserved_bytes: ArrayLike = 0.0,
+    memory_utilization: float | None = None,
+    activation_bytes: ArrayLike = 0.0,
+    non_torch_bytes: float = DEFAULT_NON_TORCH_BYTES,
+) -> NDArray[np.float64] | float:
+    """KV bytes one GPU can hold (clipped at 0).
+
+    Seeds' accounting (``memory_utilization`` None):
+        HBM − weights per GPU − reserved
+    vLLM accounting (``memory_utilization`` = u):
+        u × HBM − weights per GPU − activation peak − non-torch
+    """
+    w = np.asarray(weight_bytes_per_gpu, float)
+    if memory_utilization is None:
+        out = gpu.hbm_bytes - w - np.asarray(reserved_bytes, float)
+    else:
+        out = memory_utilization * gpu.hbm_bytes - w - np.asarray(activation_bytes, float) - non_torch_bytes
+    out = np.maximum(out, 0.0)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def max_sequences(
+    *, kv_budget_bytes: ArrayLike, kv_bytes_per_token_per_gpu: ArrayLike, context_tokens: ArrayLike
+) -> NDArray[np.float64] | float:
+    """max sequences = KV budget / (context tokens × KV bytes per token), per GPU
+    (fractional: the seeds' 60 / 1.05 ≈ 57.2; floor it to admit)."""
+    out = np.asarray(kv_budget_bytes, float) / (
+        np.asarray(context_tokens, float) * np.asarray(kv_bytes_per_token_per_gpu, float)
+    )
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def contiguous_reservation_bytes(*, kv_bytes_per_token: float, max_len_tokens: int) -> float:
+    """Pre-paged worst-case reservation per request = max_len × KV/token."""
+    return kv_bytes_per_token * max_len_tokens
+
+
+def paged_reservation_bytes(*, kv_bytes_per_token: float, used_tokens: int, block_tokens: int) -> float:
+    """Paged allocation = ceil(used / block) × block × KV/token (waste ≤ one block)."""
+    return math.ceil(used_tokens / block_tokens) * block_tokens * kv_bytes_per_token
+
+
+def internal_fragmentation(*, reserved_tokens: int, used_tokens: int) -> float:
+    """Fraction of a reservation holding nothing = 1 − used / reserved."""
+    return 1.0 - used_tokens / reserved_tokens
+
+
+def prefix_sharing_bytes(
+    *, kv_bytes_per_token: float, prefix_tokens: int, sequences: int
+) -> tuple[float, float]:
+    """(unshared, shared) KV bytes of a common prefix: prefix × users × KV/token
+    versus one copy, prefix × KV/token."""
+    unshared = prefix_tokens * sequences * kv_bytes_per_token
+    return unshared, prefix_tokens * kv_bytes_per_token

@@ -1,0 +1,75 @@
+"""From physics to a fleet: the replica's sections with their derivations, the operating point,
+fleet sizing and ``plan``.  Imports physics and below.
+"""
+
+from __future__ import annotations
+
+from planner.sizing.fleet import (
+    FleetArrays,
+    fleet_arrays,
+    pool_groups,
+)
+from planner.sizing.fleet_plan import (
+    CostResult,
+    FleetResult,
+    OperatingPoint,
+    RoutingResult,
+    fleet_sections,
+    routing_section,
+)
+from planner.sizing.operating import (
+    KV_TAIL_Z,
+    RDMA_BYTES_PER_S,
+    OperatingArrays,
+    WorkloadStats,
+    mg1_wait_s,
+    operating_arrays,
+    workload_stats,
+)
+from planner.sizing.plan import (
+    Plan,
+    plan,
+    plan_resolved,
+)
+from planner.sizing.replica import (
+    DecodeResult,
+    MemoryResult,
+    PrefillResult,
+    RooflineResult,
+    decode_at,
+    derive_context,
+    memory_section,
+    prefill_section,
+    roofline_section,
+)
+
+__all__ = [
+    "CostResult",
+    "DecodeResult",
+    "FleetArrays",
+    "FleetResult",
+    "KV_TAIL_Z",
+    "MemoryResult",
+    "OperatingArrays",
+    "OperatingPoint",
+    "Plan",
+    "PrefillResult",
+    "RDMA_BYTES_PER_S",
+    "RooflineResult",
+    "RoutingResult",
+    "WorkloadStats",
+    "decode_at",
+    "derive_context",
+    "fleet_arrays",
+    "fleet_sections",
+    "memory_section",
+    "mg1_wait_s",
+    "operating_arrays",
+    "plan",
+    "plan_resolved",
+    "pool_groups",
+    "prefill_section",
+    "roofline_section",
+    "routing_section",
+    "workload_stats",
+]

@@ -1,0 +1,102 @@
+"""Fleet sizing and cost, on arrays of operating points.
+
+* colocated replicas = max(min_replicas, ⌈peak req/s / (u × goodput per replica)⌉)
+* disaggregated: prefill = ⌈peak / (u × prefill req/s per replica)⌉,
+  decode = ⌈peak / (u × decode req/s per replica)⌉, each at least min_replicas
+* the provisioned fleet is charged around the clock: $/hour = GPUs × $/GPU-hour
+  (+ GPUs × TDP × PUE × $/kWh when a power price is given)
+* traffic-weighted $/Mtok = $/hour / (mean req/s × tokens per request × 3600 / 1e6);
+  the full-load figure divides by the SLO capacity instead (no idle time)
+* cold start = weight bytes per GPU / load bytes/s per GPU
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.sizing.operating import OperatingArrays, WorkloadStats
+from planner.spec.context import Resolved
+
+__all__ = ["FleetArrays", "fleet_arrays", "pool_groups"]
+
+Arr = NDArray[np.float64]
+
+
+def pool_groups(
+    *, requests_per_s: float, prompt_tokens: float, output_tokens: float,
+    prefill_tok_s_per_group: float, decode_tok_s_per_group: float,
+) -> tuple[int, int]:
+    """(prefill groups, decode groups), each a ceiling of demand / capacity:
+
+    prefill = ceil(req/s × prompt tokens / prefill tok/s per group)
+    decode  = ceil(req/s × output tokens / decode tok/s per group)
+    """
+    prefill = math.ceil(requests_per_s * prompt_tokens / prefill_tok_s_per_group - 1e-9)
+    decode = math.ceil(requests_per_s * output_tokens / decode_tok_s_per_group - 1e-9)
+    return prefill, decode
+
+
+@dataclass(frozen=True)
+class FleetArrays:
+    """Fleet and cost per candidate (NaN where the candidate is infeasible)."""
+
+    replicas: Arr
+    prefill_replicas: Arr
+    decode_replicas: Arr
+    gpus_total: Arr
+    usd_per_hour: Arr
+    usd_per_mtok_output: Arr
+    usd_per_mtok_input: Arr
+    usd_per_mtok_blended: Arr
+    usd_per_1k_requests: Arr
+    usd_per_mtok_output_full_load: Arr
+    goodput_req_s_per_gpu: Arr
+    fleet_utilization: Arr  # mean traffic / provisioned capacity
+    cold_start_s: Arr
+
+
+def fleet_arrays(r: Resolved, op: OperatingArrays, stats: WorkloadStats) -> FleetArrays:
+    s = r.scenario
+    u = s.fleet.target_utilization
+    peak = s.workload.peak_rate
+    mean = s.workload.requests_per_s
+    g = op.gpus_per_replica
+    nan = np.full_like(g, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dec = np.where(op.feasible, np.maximum(s.fleet.min_replicas, np.ceil(peak / (u * op.goodput_req_s_per_replica) - 1e-9)), nan)
+        if op.mode == "colocated":
+            replicas, pre, dec_n = dec, np.zeros_like(g), np.zeros_like(g)
+            capacity = dec * op.goodput_req_s_per_replica
+            gpu_per_req_s = g / op.goodput_req_s_per_replica
+        else:
+            pre = np.where(op.feasible, np.maximum(s.fleet.min_replicas, np.ceil(peak / (u * op.prefill_req_s_per_replica) - 1e-9)), nan)
+            dec_n = dec
+            replicas = pre + dec_n
+            capacity = np.minimum(pre * op.prefill_req_s_per_replica, dec_n * op.goodput_req_s_per_replica)
+            gpu_per_req_s = g / op.prefill_req_s_per_replica + g / op.goodput_req_s_per_replica
+        gpus = replicas * g
+        power_usd_per_gpu_hour = (r.gpu.tdp_w * s.cost.pue * s.cost.usd_per_kwh / 1000.0) if s.cost.usd_per_kwh else 0.0
+        per_gpu_hour = r.usd_per_gpu_hour + power_usd_per_gpu_hour
+        usd_h = gpus * per_gpu_hour
+        out_mtok_h = mean * stats.mean_output * 3600.0 / 1e6
+        in_mtok_h = mean * stats.mean_prompt * 3600.0 / 1e6
+        full = np.where(op.feasible, gpu_per_req_s * per_gpu_hour / (stats.mean_output * 3600.0 / 1e6), nan)
+    return FleetArrays(
+        replicas=replicas,
+        prefill_replicas=pre,
+        decode_replicas=dec_n,
+        gpus_total=gpus,
+        usd_per_hour=usd_h,
+        usd_per_mtok_output=usd_h / out_mtok_h,
+        usd_per_mtok_input=usd_h / in_mtok_h,
+        usd_per_mtok_blended=usd_h / (out_mtok_h + in_mtok_h),
+        usd_per_1k_requests=usd_h / (mean * 3.6),
+        usd_per_mtok_output_full_load=full,
+        goodput_req_s_per_gpu=np.where(op.feasible, 1.0 / gpu_per_req_s, 0.0),
+        fleet_utilization=mean / capacity,
+        cold_start_s=op.weight_bytes_per_gpu / s.fleet.load_bytes_per_s,
+    )

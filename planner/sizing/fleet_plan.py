@@ -1,0 +1,183 @@
+"""The Plan's fleet-level sections: operating point, fleet, cost, routing.
+
+Built from one-candidate arrays of :mod:`planner.sizing.operating` and
+:mod:`planner.sizing.fleet`, so ``plan`` and ``sweep`` give identical numbers.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.physics.step import prefill_step
+from planner.sizing.fleet import FleetArrays, fleet_arrays
+from planner.sizing.operating import OperatingArrays, WorkloadStats, operating_arrays, workload_stats
+from planner.spec.context import Resolved
+from planner.spec.derivation import Derivation, fmt_num
+
+__all__ = ["CostResult", "FleetResult", "OperatingPoint", "RoutingResult", "fleet_sections", "routing_section"]
+
+_F = ConfigDict(frozen=True, extra="forbid")
+QUEUEING_NOTE = ("M/G/1 (Pollaczek-Khinchine) at the planned utilization: W = λE[S²]/(2(1−ρ)); "
+                 "p90 wait ≈ (W/ρ)·ln(ρ/0.1)")
+
+
+class OperatingPoint(BaseModel):
+    model_config = _F
+    mode: str
+    batch_size: int
+    feasible: bool
+    reason: str
+    itl_s: float
+    itl_worst_s: float
+    ttft_s: float
+    ttft_p90_s: float
+    goodput_req_s_per_replica: float
+    tok_s_per_replica: float
+    max_sequences: float
+    prefill_utilization: float
+    queueing: str
+
+
+class FleetResult(BaseModel):
+    model_config = _F
+    mode: str
+    replicas: float
+    prefill_replicas: float
+    decode_replicas: float
+    gpus_per_replica: int
+    gpus_total: float
+    prefill_req_s_per_replica: float
+    decode_req_s_per_replica: float
+    kv_transfer_s: float
+    kv_transfer_fits_ttft: bool
+    cold_start_s: float
+    fleet_utilization: float
+    colocated_gpus: float
+    disaggregated_gpus: float
+    verdict: str
+
+
+class CostResult(BaseModel):
+    model_config = _F
+    usd_per_gpu_hour: float
+    usd_per_hour: float
+    usd_per_mtok_output: float
+    usd_per_mtok_input: float
+    usd_per_mtok_blended: float
+    usd_per_1k_requests: float
+    usd_per_mtok_output_full_load: float
+
+
+class RoutingResult(BaseModel):
+    """KV-aware routing on multi-turn chat: the prompt's prefix is the prior
+    conversation; a warm turn prefills only the new tokens."""
+
+    model_config = _F
+    context_tokens: int
+    new_tokens: int
+    warm_ttft_s: float
+    cold_ttft_s: float
+    ttft_at_90pct_warm_s: float
+    ttft_at_30pct_warm_s: float
+    prefill_req_s_at_90pct_warm: float
+    prefill_req_s_at_30pct_warm: float
+
+
+def _one(r: Resolved, mode: str, stats: WorkloadStats) -> tuple[OperatingArrays, FleetArrays]:
+    p = r.scenario.parallel
+    op = operating_arrays(r, tp=[p.tp], pp=[p.pp], ep=[p.ep], mode=mode, stats=stats)
+    return op, fleet_arrays(r, op, stats)
+
+
+def _verdict(col: float, dis: float, col_reason: str, dis_reason: str) -> str:
+    if col != col and dis != dis:  # both NaN
+        return f"neither mode meets the SLO (colocated: {col_reason}; disaggregated: {dis_reason})"
+    if dis != dis:
+        return f"colocated with chunked prefill: {col:.0f} GPUs; disaggregated misses ({dis_reason})"
+    if col != col:
+        return f"disaggregated: {dis:.0f} GPUs; colocated misses ({col_reason})"
+    if col == dis:
+        return (f"a tie at {col:.0f} GPUs: colocated with chunked prefill is the simpler choice (one pool, "
+                "no KV transfer)")
+    if col < dis:
+        return (f"colocated with chunked prefill needs fewer GPUs ({col:.0f} vs {dis:.0f}): one pool keeps "
+                "every GPU busy with both phases and pays no KV transfer")
+    return (f"disaggregated needs fewer GPUs ({dis:.0f} vs {col:.0f}): decode batches run without prefill "
+            "chunks stretching their ITL, so each decode replica holds a larger batch at the target")
+
+
+def fleet_sections(r: Resolved, d: dict[str, Derivation]) -> tuple[OperatingPoint, FleetResult, CostResult, WorkloadStats]:
+    s = r.scenario
+    stats = workload_stats(r)
+    results = {m: _one(r, m, stats) for m in ("colocated", "disaggregated")}
+    op, fl = results[s.serving.mode]
+    i = 0
+    opp = OperatingPoint(
+        mode=s.serving.mode, batch_size=int(op.batch_size[i]), feasible=bool(op.feasible[i]), reason=str(op.reason[i]),
+        itl_s=float(op.itl_s[i]), itl_worst_s=float(op.itl_worst_s[i]), ttft_s=float(op.ttft_s[i]),
+        ttft_p90_s=float(op.ttft_p90_s[i]), goodput_req_s_per_replica=float(op.goodput_req_s_per_replica[i]),
+        tok_s_per_replica=float(op.tok_s_per_replica[i]), max_sequences=float(op.max_sequences[i]),
+        prefill_utilization=float(op.prefill_utilization[i]), queueing=QUEUEING_NOTE,
+    )
+    col_g = float(results["colocated"][1].gpus_total[0])
+    dis_g = float(results["disaggregated"][1].gpus_total[0])
+    flr = FleetResult(
+        mode=s.serving.mode, replicas=float(fl.replicas[i]), prefill_replicas=float(fl.prefill_replicas[i]),
+        decode_replicas=float(fl.decode_replicas[i]), gpus_per_replica=int(op.gpus_per_replica[i]),
+        gpus_total=float(fl.gpus_total[i]), prefill_req_s_per_replica=float(op.prefill_req_s_per_replica[i]),
+        decode_req_s_per_replica=float(op.goodput_req_s_per_replica[i]), kv_transfer_s=float(op.kv_transfer_s[i]),
+        kv_transfer_fits_ttft=bool(op.kv_transfer_s[i] < s.slo.ttft_s), cold_start_s=float(fl.cold_start_s[i]),
+        fleet_utilization=float(fl.fleet_utilization[i]), colocated_gpus=col_g, disaggregated_gpus=dis_g,
+        verdict=_verdict(col_g, dis_g, str(results["colocated"][0].reason[0]), str(results["disaggregated"][0].reason[0])),
+    )
+    cost = CostResult(
+        usd_per_gpu_hour=r.usd_per_gpu_hour, usd_per_hour=float(fl.usd_per_hour[i]),
+        usd_per_mtok_output=float(fl.usd_per_mtok_output[i]), usd_per_mtok_input=float(fl.usd_per_mtok_input[i]),
+        usd_per_mtok_blended=float(fl.usd_per_mtok_blended[i]), usd_per_1k_requests=float(fl.usd_per_1k_requests[i]),
+        usd_per_mtok_output_full_load=float(fl.usd_per_mtok_output_full_load[i]),
+    )
+    w = s.workload
+    g = int(op.gpus_per_replica[i])
+    d["operating_point.goodput_req_s_per_replica"] = Derivation(
+        name="operating_point.goodput_req_s_per_replica", formula="B / (E[output tokens] × ITL)",
+        substituted=f"{opp.batch_size} / ({fmt_num(stats.mean_output)} × {fmt_num(opp.itl_s)})",
+        value=opp.goodput_req_s_per_replica, unit="req/s")
+    d["operating_point.ttft_s"] = Derivation(
+        name="operating_point.ttft_s", formula="mean queueing wait + prefill service" + (
+            " + KV transfer" if s.serving.mode == "disaggregated" else " (chunks × (cycle + chunk time))"),
+        substituted=f"{QUEUEING_NOTE}; ρ = {fmt_num(opp.prefill_utilization)}", value=opp.ttft_s, unit="s")
+    d["fleet.gpus_total"] = Derivation(
+        name="fleet.gpus_total",
+        formula="max(min_replicas, ⌈peak req/s / (utilization × req/s per replica)⌉) × GPUs per replica"
+        + (" (prefill + decode pools)" if s.serving.mode == "disaggregated" else ""),
+        substituted=f"replicas {fmt_num(flr.replicas)} × {g} (peak {fmt_num(w.peak_rate)} req/s, "
+                    f"u = {s.fleet.target_utilization})", value=flr.gpus_total, unit="GPUs")
+    d["cost.usd_per_mtok_output"] = Derivation(
+        name="cost.usd_per_mtok_output", formula="$/hour / (mean req/s × output tokens × 3600 / 1e6)",
+        substituted=f"{fmt_num(cost.usd_per_hour)} / ({fmt_num(w.requests_per_s)} × {fmt_num(stats.mean_output)} × 3600 / 1e6)",
+        value=cost.usd_per_mtok_output, unit="USD/Mtok", origin=r.origins["cost.usd_per_gpu_hour"])
+    d["cost.usd_per_hour"] = Derivation(
+        name="cost.usd_per_hour", formula="GPUs × $/GPU-hour (provisioned for the peak, charged around the clock)",
+        substituted=f"{fmt_num(flr.gpus_total)} × {fmt_num(r.usd_per_gpu_hour)}", value=cost.usd_per_hour,
+        unit="USD/h", origin=r.origins["cost.usd_per_gpu_hour"])
+    return opp, flr, cost, stats
+
+
+def routing_section(r: Resolved) -> RoutingResult:
+    """Seeds' KV-aware routing comparison: TTFT and prefill capacity when 90% vs
+    30% of turns land on the worker that already holds the conversation."""
+    w = r.scenario.workload
+    prefix = w.prefix_tokens
+    kw = r.step_kwargs()
+    cold = float(prefill_step(tokens=w.prompt_tokens, **kw).time_s)  # type: ignore[arg-type]
+    warm = float(prefill_step(tokens=w.prompt_tokens, cached_tokens=prefix, **kw).time_s)  # type: ignore[arg-type]
+
+    def mix(h: float) -> tuple[float, float]:
+        t = h * warm + (1 - h) * cold
+        return t, 1.0 / t
+
+    t90, c90 = mix(0.9)
+    t30, c30 = mix(0.3)
+    return RoutingResult(context_tokens=w.prompt_tokens, new_tokens=w.prompt_tokens - prefix, warm_ttft_s=warm,
+                         cold_ttft_s=cold, ttft_at_90pct_warm_s=t90, ttft_at_30pct_warm_s=t30,
+                         prefill_req_s_at_90pct_warm=c90, prefill_req_s_at_30pct_warm=c30)

@@ -1,0 +1,150 @@
+"""Scenario in, Plan out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.physics.roofline import compute_dtype
+from planner.sizing.fleet_plan import (
+    CostResult,
+    FleetResult,
+    OperatingPoint,
+    RoutingResult,
+    fleet_sections,
+    routing_section,
+)
+from planner.sizing.replica import (
+    DecodeResult,
+    MemoryResult,
+    PrefillResult,
+    RooflineResult,
+    decode_section,
+    default_batch,
+    derive_context,
+    memory_section,
+    prefill_section,
+    roofline_section,
+)
+from planner.spec.context import Resolved, resolve
+from planner.spec.derivation import Derivation, Origin, fmt_num
+from planner.spec.fitted import FITTED_GPU_ROWS, MIN_ROWS_COVERED
+from planner.spec.precision import compute_dtype_candidates
+from planner.spec.scenario import Scenario
+
+__all__ = ["Plan", "plan", "plan_resolved"]
+
+
+class Plan(BaseModel):
+    """Everything the planner says about one scenario (SI units)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scenario_name: str
+    gpu: str
+    model: str
+    weights_dtype: str
+    kv_dtype: str
+    roofline: RooflineResult
+    memory: MemoryResult
+    decode: DecodeResult
+    prefill: PrefillResult
+    ttft_s: float
+    operating_point: OperatingPoint
+    fleet: FleetResult
+    cost: CostResult
+    routing: RoutingResult
+    warnings: tuple[str, ...]
+    origins: dict[str, Origin]
+    derivations: dict[str, Derivation]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def _warnings(r: Resolved, mem: MemoryResult, batch: int) -> list[str]:
+    s, gpu, m = r.scenario, r.gpu, r.model
+    out: list[str] = []
+    if not mem.fits:
+        if mem.kv_budget_bytes <= 0:
+            out.append(
+                f"model does not fit: {fmt_num(mem.weight_bytes_per_gpu / 1e9)} GB of weights per GPU leave no "
+                f"KV budget on {gpu.id} ({fmt_num(gpu.hbm_bytes / 1e9)} GB); raise parallel.tp/pp or lower weights_dtype"
+            )
+        else:
+            out.append(
+                f"model does not fit: the KV budget holds {mem.max_sequences:.2f} sequences of "
+                f"{mem.context_tokens} tokens; raise parallel.tp/pp, shorten the context or use kv_dtype=fp8"
+            )
+    elif s.serving.batch_size is not None and s.serving.batch_size > mem.max_sequences:
+        out.append(
+            f"KV budget binds below the requested batch: serving.batch_size={s.serving.batch_size} but only "
+            f"{int(mem.max_sequences)} sequences of {mem.context_tokens} tokens fit; the engine would preempt"
+        )
+    if s.parallel.tp > gpu.scaleup_domain_gpus:
+        out.append(
+            f"TP over PCIe: parallel.tp={s.parallel.tp} exceeds {gpu.id}'s NVLink domain of "
+            f"{gpu.scaleup_domain_gpus} GPU(s); 2 all-reduces per layer per token run at PCIe latency"
+        )
+    if m.max_context_tokens and mem.context_tokens > m.max_context_tokens:
+        out.append(f"context of {mem.context_tokens} tokens exceeds {m.id}'s maximum of {m.max_context_tokens}")
+    cdt = compute_dtype(gpu, s.weights_dtype)
+    native = compute_dtype_candidates(s.weights_dtype)[0]
+    if cdt != native and s.weights_dtype not in {"fp16", "fp32"}:
+        out.append(f"{gpu.id} has no {native} tensor cores: {s.weights_dtype} weights are dequantized and compute "
+                   f"runs at the {cdt} rate; check that your engine serves {s.weights_dtype} on {gpu.id}")
+    if s.kv_dtype == "fp8" and gpu.flops_per_s.fp8 is None:
+        out.append(f"{gpu.id} has no FP8 units: an FP8 KV cache is dequantized in the attention kernel")
+    eff = s.efficiency
+    if (eff.bandwidth is None or eff.compute is None) and FITTED_GPU_ROWS.get(gpu.id, 0) < MIN_ROWS_COVERED:
+        out.append(f"default efficiencies were fitted on published data with {FITTED_GPU_ROWS.get(gpu.id, 0)} rows "
+                   f"for {gpu.id}: an extrapolation; calibrate with a live probe")
+    if batch > 1 and s.parallel.pp > 1 and batch < s.parallel.pp:
+        out.append(f"pipeline bubble: batch {batch} is smaller than parallel.pp={s.parallel.pp}")
+    return out
+
+
+def plan_resolved(r: Resolved) -> Plan:
+    """The Plan for an already-resolved scenario."""
+    s = r.scenario
+    d: dict[str, Derivation] = {}
+    cap_ctx, _ = derive_context(r)
+    mem = memory_section(r, d, context_tokens=cap_ctx)
+    op, fleet, cost, stats = fleet_sections(r, d)
+    live_ctx = stats.live_context
+    if op.feasible or s.serving.batch_size is not None:
+        batch = op.batch_size
+    else:
+        batch = default_batch(max_sequences_value=mem.max_sequences, requested=None)
+    roof = roofline_section(r, d, batch_size=batch, live_context=live_ctx)
+    dec = decode_section(r, d, batch_size=batch, live_context=live_ctx)
+    pre = prefill_section(r, d, decode_step_s=dec.step_s)
+    ttft = op.ttft_s if op.feasible else pre.time_s
+    d["ttft_s"] = Derivation(
+        name="ttft_s", formula="operating-point TTFT (queueing + prefill)" if op.feasible else "prefill time (no queueing)",
+        substituted=fmt_num(ttft), value=ttft, unit="s")
+    return Plan(
+        scenario_name=s.name,
+        gpu=r.gpu.id,
+        model=r.model.id,
+        weights_dtype=s.weights_dtype,
+        kv_dtype=s.kv_dtype,
+        roofline=roof,
+        memory=mem,
+        decode=dec,
+        prefill=pre,
+        ttft_s=ttft,
+        operating_point=op,
+        fleet=fleet,
+        cost=cost,
+        routing=routing_section(r),
+        warnings=tuple(_warnings(r, mem, batch) + ([] if op.feasible else [f"no operating point meets the SLO: {op.reason}"])),
+        origins=dict(r.origins),
+        derivations=d,
+    )
+
+
+def plan(scenario: Scenario) -> Plan:
+    """Plan one scenario."""
+    return plan_resolved(resolve(scenario))

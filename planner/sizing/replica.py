@@ -1,0 +1,356 @@
+"""One replica's numbers for a scenario: roofline, memory, decode, prefill.
+
+These sections are the Plan's core; each number carries a Derivation with the
+formula as the seeds write it and the values substituted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.physics.memory import (
+    DEFAULT_NON_TORCH_BYTES,
+    activation_peak_bytes,
+    contiguous_reservation_bytes,
+    kv_budget_bytes,
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_gpu,
+    max_sequences,
+    paged_reservation_bytes,
+    prefix_sharing_bytes,
+    weight_bytes,
+    weight_bytes_per_gpu,
+)
+from planner.physics.roofline import (
+    attainable_flops_per_s,
+    bound,
+    compute_dtype,
+    decode_intensity,
+    peak_flops_per_s,
+    prefill_intensity,
+    ridge_flop_per_byte,
+)
+from planner.physics.step import DecodeStep, decode_step, prefill_step
+from planner.physics.techniques import (
+    chunked_prefill,
+    mbu,
+    mfu,
+    speculative_tokens_per_pass,
+)
+from planner.spec.context import Resolved
+from planner.spec.defaults import DEFAULT_MAX_BATCH
+from planner.spec.derivation import Derivation, Origin, fmt_num
+from planner.spec.precision import bytes_per_weight
+
+__all__ = [
+    "DecodeResult",
+    "MemoryResult",
+    "PrefillResult",
+    "RooflineResult",
+    "decode_at",
+    "derive_context",
+    "memory_section",
+    "prefill_section",
+    "roofline_section",
+]
+
+_F = ConfigDict(frozen=True, extra="forbid")
+Deriv = dict[str, Derivation]
+
+
+def _d(out: Deriv, key: str, formula: str, substituted: str, value: float, unit: str,
+       origin: Origin = "derived") -> None:
+    out[key] = Derivation(name=key, formula=formula, substituted=substituted, value=float(value),
+                          unit=unit, origin=origin)
+
+
+class RooflineResult(BaseModel):
+    model_config = _F
+    compute_dtype: str
+    peak_flops_per_s: float
+    hbm_bytes_per_s: float
+    ridge_flop_per_byte: float
+    decode_intensity_flop_per_byte: float
+    decode_attainable_flops_per_s: float
+    decode_bound: Literal["memory", "compute"]
+    prefill_intensity_flop_per_byte: float
+    prefill_bound: Literal["memory", "compute"]
+
+
+class MemoryResult(BaseModel):
+    model_config = _F
+    gpus_per_replica: int
+    hbm_bytes: float
+    weight_bytes: float
+    weight_bytes_per_gpu: float
+    kv_bytes_per_token: float
+    kv_bytes_per_token_per_gpu: float
+    context_tokens: int
+    kv_bytes_per_sequence: float
+    reserved_bytes: float
+    activation_bytes: float
+    kv_budget_bytes: float
+    max_sequences: float
+    fits: bool
+    contiguous_reservation_bytes: float
+    paged_reservation_bytes: float
+    prefix_sharing_saved_bytes: float
+
+
+class DecodeResult(BaseModel):
+    model_config = _F
+    batch_size: int
+    context_tokens: float
+    step_s: float
+    compute_s: float
+    memory_s: float
+    comm_s: float
+    overhead_s: float
+    itl_s: float
+    tok_s_per_sequence: float
+    tok_s_per_replica: float
+    tok_s_per_gpu: float
+    mbu: float
+    mfu: float
+    bound: Literal["memory", "compute"]
+    speculative_tokens_per_pass: float
+    speculative_speedup: float
+
+
+class PrefillResult(BaseModel):
+    model_config = _F
+    tokens: int
+    cached_tokens: float
+    time_s: float
+    mfu: float
+    bound: Literal["memory", "compute"]
+    chunk_tokens: int
+    chunks: int
+    chunk_s: float
+    chunk_iteration_s: float
+    chunked_ttft_s: float
+
+
+def derive_context(r: Resolved) -> tuple[int, float]:
+    """(capacity context, mean live decode context) in tokens.
+
+    Capacity: a sequence holds prompt + output tokens at its end.
+    Mean live context while decoding: prompt + output / 2.
+    ``serving.context_tokens`` overrides both.
+    """
+    s = r.scenario
+    if s.serving.context_tokens is not None:
+        return s.serving.context_tokens, float(s.serving.context_tokens)
+    w = s.workload
+    return w.prompt_tokens + w.output_tokens, w.prompt_tokens + w.output_tokens / 2.0
+
+
+def roofline_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: float) -> RooflineResult:
+    s, gpu = r.scenario, r.gpu
+    cdt = compute_dtype(gpu, s.weights_dtype)
+    peak = peak_flops_per_s(gpu, s.weights_dtype)
+    ridge = ridge_flop_per_byte(gpu, s.weights_dtype)
+    w = weight_bytes(r.model, s.weights_dtype)
+    k = kv_bytes_per_token(r.model, s.kv_dtype)
+    di = float(decode_intensity(params_active=r.params.active, weight_bytes=w, batch_size=batch_size,
+                                context_tokens=live_context, kv_bytes_per_token=k))
+    n = s.workload.prompt_tokens
+    pi = float(prefill_intensity(params_active=r.params.active, weight_bytes=w, tokens=n))
+    _d(d, "roofline.ridge_flop_per_byte", "peak FLOP/s / HBM bytes/s",
+       f"{fmt_num(peak)} / {fmt_num(gpu.hbm_bytes_per_s)}", ridge, "FLOP/byte", "datasheet")
+    _d(d, "roofline.decode_intensity_flop_per_byte", "B × 2P / (W + B × S × K)",
+       f"{batch_size} × 2 × {fmt_num(r.params.active)} / ({fmt_num(w)} + {batch_size} × "
+       f"{fmt_num(live_context)} × {fmt_num(k)})", di, "FLOP/byte")
+    _d(d, "roofline.prefill_intensity_flop_per_byte", "2P × N / W",
+       f"2 × {fmt_num(r.params.active)} × {n} / {fmt_num(w)}", pi, "FLOP/byte")
+    return RooflineResult(
+        compute_dtype=cdt,
+        peak_flops_per_s=peak,
+        hbm_bytes_per_s=gpu.hbm_bytes_per_s,
+        ridge_flop_per_byte=ridge,
+        decode_intensity_flop_per_byte=di,
+        decode_attainable_flops_per_s=float(attainable_flops_per_s(
+            peak_flops_per_s=peak, hbm_bytes_per_s=gpu.hbm_bytes_per_s, intensity=di)),
+        decode_bound=bound(intensity=di, ridge=ridge),
+        prefill_intensity_flop_per_byte=pi,
+        prefill_bound=bound(intensity=pi, ridge=ridge),
+    )
+
+
+def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResult:
+    s, gpu, m = r.scenario, r.gpu, r.model
+    p = s.parallel
+    w = weight_bytes(m, s.weights_dtype)
+    wg = float(weight_bytes_per_gpu(model=m, weights_dtype=s.weights_dtype, tp=p.tp, pp=p.pp, ep=p.ep))
+    k = kv_bytes_per_token(m, s.kv_dtype)
+    kg = float(kv_bytes_per_token_per_gpu(model=m, kv_dtype=s.kv_dtype, tp=p.tp, pp=p.pp))
+    util = s.serving.memory_utilization
+    act = 0.0
+    if util is not None:
+        act = float(activation_peak_bytes(model=m, batched_tokens=s.serving.chunk_tokens + 256, tp=p.tp))
+    budget = float(kv_budget_bytes(gpu=gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
+                                   memory_utilization=util, activation_bytes=act))
+    # Sequences are spread over EP attention groups: each GPU holds 1/EP of them.
+    seqs = float(max_sequences(kv_budget_bytes=budget, kv_bytes_per_token_per_gpu=kg,
+                               context_tokens=context_tokens)) * p.ep
+    fits = budget > 0 and seqs >= 1.0
+    bpw = bytes_per_weight(s.weights_dtype)
+    _d(d, "memory.weight_bytes", "parameters × bytes per weight",
+       f"{fmt_num(r.params.total)} × {fmt_num(bpw)}", w, "bytes")
+    _d(d, "memory.weight_bytes_per_gpu", "W_dense / (TP × PP) + W_experts / (TP × PP × EP)",
+       f"{fmt_num(w - r.params.expert_total * bpw)} / ({p.tp} × {p.pp}) + "
+       f"{fmt_num(r.params.expert_total * bpw)} / ({p.tp} × {p.pp} × {p.ep})", wg, "bytes")
+    if m.attention == "mla":
+        _d(d, "memory.kv_bytes_per_token", "n_layers × (kv_lora_rank + qk_rope_head_dim) × dtype_bytes",
+           f"{m.layers} × ({m.kv_lora_rank} + {m.qk_rope_head_dim}) × {fmt_num(k / m.layers / ((m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)))}",
+           k, "bytes")
+    else:
+        _d(d, "memory.kv_bytes_per_token", "2 × n_layers × n_kv_heads × head_dim × dtype_bytes",
+           f"2 × {m.layers} × {m.kv_heads} × {m.head_dim} × {fmt_num(k / (2 * m.layers * m.kv_heads * m.head_dim))}",
+           k, "bytes")
+    _d(d, "memory.kv_bytes_per_sequence", "context tokens × KV bytes/token",
+       f"{context_tokens} × {fmt_num(k)}", k * context_tokens, "bytes")
+    if util is None:
+        _d(d, "memory.kv_budget_bytes", "HBM − weights per GPU − reserved",
+           f"{fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(s.serving.reserved_bytes)}", budget, "bytes")
+    else:
+        _d(d, "memory.kv_budget_bytes",
+           "memory_utilization × HBM − weights per GPU − activation peak − non-torch",
+           f"{util} × {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(act)} − {fmt_num(DEFAULT_NON_TORCH_BYTES)}",
+           budget, "bytes")
+    _d(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × EP",
+       f"{fmt_num(budget)} / ({context_tokens} × {fmt_num(kg)}) × {p.ep}", seqs, "sequences")
+    unshared, shared = prefix_sharing_bytes(kv_bytes_per_token=k, prefix_tokens=s.workload.prefix_tokens,
+                                            sequences=max(int(seqs), 1))
+    return MemoryResult(
+        gpus_per_replica=r.gpus_per_replica,
+        hbm_bytes=gpu.hbm_bytes,
+        weight_bytes=w,
+        weight_bytes_per_gpu=wg,
+        kv_bytes_per_token=k,
+        kv_bytes_per_token_per_gpu=kg,
+        context_tokens=context_tokens,
+        kv_bytes_per_sequence=k * context_tokens,
+        reserved_bytes=s.serving.reserved_bytes if util is None else DEFAULT_NON_TORCH_BYTES,
+        activation_bytes=act,
+        kv_budget_bytes=budget,
+        max_sequences=seqs,
+        fits=fits,
+        contiguous_reservation_bytes=contiguous_reservation_bytes(
+            kv_bytes_per_token=k, max_len_tokens=m.max_context_tokens or context_tokens),
+        paged_reservation_bytes=paged_reservation_bytes(
+            kv_bytes_per_token=k, used_tokens=context_tokens, block_tokens=s.serving.block_tokens),
+        prefix_sharing_saved_bytes=unshared - shared,
+    )
+
+
+def decode_at(r: Resolved, *, batch_size: int, live_context: float) -> tuple[DecodeStep, float, float]:
+    """(step, ITL per token, tok/s per sequence) at a batch, speculation included."""
+    s = r.scenario
+    kw = r.step_kwargs()
+    st = decode_step(batch_size=batch_size, context_tokens=live_context, **kw)  # type: ignore[arg-type]
+    k = s.speculative.draft_tokens
+    if k == 0:
+        return st, float(st.step_s), 1.0 / float(st.step_s)
+    verify = decode_step(batch_size=batch_size, context_tokens=live_context, tokens_per_sequence=k + 1,
+                         **kw)  # type: ignore[arg-type]
+    tpp = float(speculative_tokens_per_pass(draft_tokens=k, acceptance=s.speculative.acceptance))
+    cycle = float(verify.step_s) + k * s.speculative.draft_cost * float(st.step_s)
+    itl = cycle / tpp
+    return st, itl, 1.0 / itl
+
+
+def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: float) -> DecodeResult:
+    s, gpu = r.scenario, r.gpu
+    st, itl, tok_seq = decode_at(r, batch_size=batch_size, live_context=live_context)
+    step = float(st.step_s)
+    tok_rep = batch_size * tok_seq
+    g = r.gpus_per_replica
+    peak = peak_flops_per_s(gpu, s.weights_dtype)
+    u_b = float(mbu(bytes_per_s=float(st.bytes_per_gpu) / step, hbm_bytes_per_s=gpu.hbm_bytes_per_s))
+    u_f = float(mfu(tokens_per_s=tok_rep / g, params=r.params.active, peak_flops_per_s=peak))
+    k = s.speculative.draft_tokens
+    tpp = float(speculative_tokens_per_pass(draft_tokens=k, acceptance=s.speculative.acceptance)) if k else 1.0
+    ob, oc = r.origins["efficiency.bandwidth"], r.origins["efficiency.compute"]
+    _d(d, "decode.step_s",
+       "PP × max(F / (η_c × C), D / (η_b × BW)) + collectives + overhead (step + per layer × L)",
+       f"{s.parallel.pp} × max({fmt_num(float(st.flops_per_gpu) / s.parallel.pp)} / ({r.compute_efficiency} × "
+       f"{fmt_num(peak)}), {fmt_num(float(st.bytes_per_gpu) / s.parallel.pp)} / ({r.bandwidth_efficiency} × "
+       f"{fmt_num(gpu.hbm_bytes_per_s)})) + {fmt_num(float(st.comm_s))} + {fmt_num(float(st.overhead_s))}",
+       step, "s", ob if st.memory_bound else oc)
+    _d(d, "decode.tok_s_per_sequence", "1 / ITL" + (" (speculative: tokens per pass / cycle)" if k else ""),
+       f"1 / {fmt_num(itl)}", tok_seq, "tok/s")
+    _d(d, "decode.tok_s_per_replica", "B × tok/s per sequence", f"{batch_size} × {fmt_num(tok_seq)}",
+       tok_rep, "tok/s")
+    _d(d, "decode.mbu", "bytes per step per GPU / step / peak bandwidth",
+       f"{fmt_num(float(st.bytes_per_gpu))} / {fmt_num(step)} / {fmt_num(gpu.hbm_bytes_per_s)}", u_b, "fraction")
+    _d(d, "decode.mfu", "tok/s per GPU × 2 × P_active / peak FLOP/s",
+       f"{fmt_num(tok_rep / g)} × 2 × {fmt_num(r.params.active)} / {fmt_num(peak)}", u_f, "fraction")
+    return DecodeResult(
+        batch_size=batch_size,
+        context_tokens=live_context,
+        step_s=step,
+        compute_s=float(st.compute_s),
+        memory_s=float(st.memory_s),
+        comm_s=float(st.comm_s),
+        overhead_s=float(st.overhead_s),
+        itl_s=itl,
+        tok_s_per_sequence=tok_seq,
+        tok_s_per_replica=tok_rep,
+        tok_s_per_gpu=tok_rep / g,
+        mbu=u_b,
+        mfu=u_f,
+        bound="memory" if st.memory_bound else "compute",
+        speculative_tokens_per_pass=tpp,
+        speculative_speedup=float(st.step_s) / itl,
+    )
+
+
+def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float) -> PrefillResult:
+    s, gpu = r.scenario, r.gpu
+    w = s.workload
+    cached = w.prefix_tokens * w.prefix_hit_rate
+    kw = r.step_kwargs()
+    pf = prefill_step(tokens=w.prompt_tokens, cached_tokens=cached, **kw)  # type: ignore[arg-type]
+    t = float(pf.time_s)
+    chunk = s.serving.chunk_tokens
+    ch = prefill_step(tokens=min(chunk, w.prompt_tokens), **kw)  # type: ignore[arg-type]
+    cp = chunked_prefill(prompt_tokens=max(int(round(w.prompt_tokens - cached)), 1), chunk_tokens=chunk,
+                         decode_step_s=decode_step_s, chunk_s=float(ch.time_s), dedicated_prefill_s=t)
+    peak = peak_flops_per_s(gpu, s.weights_dtype)
+    new = w.prompt_tokens - cached
+    u = float(mfu(tokens_per_s=new / t, params=r.params.active, peak_flops_per_s=peak)) / r.gpus_per_replica if t else 0.0
+    _d(d, "prefill.time_s",
+       "max(F / (TP × η_c × C), (W/TP + N × K) / (η_b × BW)) + all-reduces + overhead, "
+       "F = 2 × P × n + 2·(d_qk+d_v)·L·H·(n·c + n²/2)",
+       f"max({fmt_num(float(pf.flops))} / ({s.parallel.tp} × {r.compute_efficiency} × {fmt_num(peak)}), "
+       f"{fmt_num(float(pf.memory_s))} s) + {fmt_num(float(pf.comm_s))} + {fmt_num(r.step_overhead_s)}",
+       t, "s", r.origins["efficiency.compute"] if pf.compute_bound else r.origins["efficiency.bandwidth"])
+    _d(d, "prefill.mfu", "prompt tok/s × 2 × P_active / (GPUs × peak)",
+       f"{fmt_num(new / t if t else 0)} × 2 × {fmt_num(r.params.active)} / ({r.gpus_per_replica} × {fmt_num(peak)})",
+       u, "fraction")
+    _d(d, "prefill.chunked_ttft_s", "ceil(N / chunk) × (decode step + chunk time)",
+       f"{cp.chunks} × ({fmt_num(decode_step_s)} + {fmt_num(float(ch.time_s))})", cp.ttft_s, "s")
+    return PrefillResult(
+        tokens=w.prompt_tokens,
+        cached_tokens=cached,
+        time_s=t,
+        mfu=u,
+        bound="compute" if pf.compute_bound else "memory",
+        chunk_tokens=chunk,
+        chunks=cp.chunks,
+        chunk_s=float(ch.time_s),
+        chunk_iteration_s=cp.iteration_s,
+        chunked_ttft_s=cp.ttft_s,
+    )
+
+
+def default_batch(*, max_sequences_value: float, requested: int | None) -> int:
+    """``serving.batch_size`` if set, else the largest batch the KV budget holds
+    (capped at the engine limit), at least 1."""
+    if requested is not None:
+        return requested
+    return max(1, min(int(math.floor(max_sequences_value)), DEFAULT_MAX_BATCH))

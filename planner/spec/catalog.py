@@ -1,0 +1,134 @@
+"""Load and validate the catalog (``catalog/*.yaml``).
+
+The YAML files are read once per process; every entry is validated into a
+frozen spec, and a bad entry raises :class:`CatalogError` naming the file, the
+entry id and the field.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from planner.errors import CatalogError
+from planner.spec.specs import GpuSpec, ModelSpec
+
+__all__ = [
+    "Catalog",
+    "PriceQuote",
+    "catalog_dir",
+    "get_gpu",
+    "get_model",
+    "load_catalog",
+]
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class PriceQuote(BaseModel):
+    """One observed GPU-hour price with its source."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpu: str
+    provider: str
+    pricing_type: str
+    usd_per_gpu_hour: float = Field(gt=0)
+    as_of: str
+    source_url: str
+
+
+class Catalog(BaseModel):
+    """All catalog entries, keyed by id."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpus: dict[str, GpuSpec]
+    models: dict[str, ModelSpec]
+    prices: tuple[PriceQuote, ...]
+
+
+def catalog_dir() -> Path:
+    """``RIDGELINE_CATALOG_DIR`` or the ``catalog/`` folder beside ``planner/``."""
+    env = os.environ.get("RIDGELINE_CATALOG_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "catalog"
+
+
+def _load_entries(path: Path, adapter: TypeAdapter[Any]) -> list[Any]:
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise CatalogError(f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path.name}: invalid YAML: {exc}") from None
+    if not isinstance(raw, list):
+        raise CatalogError(f"{path.name}: expected a list of entries")
+    out = []
+    for i, entry in enumerate(raw):
+        label = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
+        try:
+            out.append(adapter.validate_python(entry))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            raise CatalogError(f"{path.name}: entry {label}: {loc or 'entry'}: {msg}") from None
+    return out
+
+
+_GPU = TypeAdapter(GpuSpec)
+_MODEL = TypeAdapter(ModelSpec)
+_PRICE = TypeAdapter(PriceQuote)
+
+
+def _by_id(items: list[Any], kind: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        if item.id in out:
+            raise CatalogError(f"{kind}: duplicate id '{item.id}'")
+        out[item.id] = item
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str) -> Catalog:
+    root = Path(path)
+    gpus = _by_id(_load_entries(root / "gpus.yaml", _GPU), "gpus.yaml")
+    models = _by_id(_load_entries(root / "models.yaml", _MODEL), "models.yaml")
+    prices = tuple(_load_entries(root / "prices.yaml", _PRICE))
+    for quote in prices:
+        if quote.gpu not in gpus:
+            raise CatalogError(f"prices.yaml: unknown gpu '{quote.gpu}'")
+    return Catalog(gpus=gpus, models=models, prices=prices)
+
+
+def load_catalog(path: str | Path | None = None) -> Catalog:
+    """The validated catalog (cached per folder)."""
+    return _load(str(Path(path) if path else catalog_dir()))
+
+
+def get_gpu(gpu_id: str) -> GpuSpec:
+    """A catalog GPU by id; an unknown id lists the known ones."""
+    cat = load_catalog()
+    try:
+        return cat.gpus[gpu_id]
+    except KeyError:
+        raise CatalogError(
+            f"unknown gpu '{gpu_id}' (known: {', '.join(sorted(cat.gpus))})"
+        ) from None
+
+
+def get_model(model_id: str) -> ModelSpec:
+    """A catalog model by id; an unknown id lists the known ones."""
+    cat = load_catalog()
+    try:
+        return cat.models[model_id]
+    except KeyError:
+        raise CatalogError(
+            f"unknown model '{model_id}' (known: {', '.join(sorted(cat.models))})"
+        ) from None

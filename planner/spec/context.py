@@ -1,0 +1,104 @@
+"""A scenario resolved against the catalog: specs, efficiencies and their origins.
+
+Every plan, sweep and simulation starts here, so a default or a calibrated
+value is chosen in exactly one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.spec.defaults import (
+    DEFAULT_BANDWIDTH_EFFICIENCY,
+    DEFAULT_COMPUTE_EFFICIENCY,
+    DEFAULT_EFFICIENCY_ORIGIN,
+    DEFAULT_LAYER_OVERHEAD_S,
+    DEFAULT_STEP_OVERHEAD_S,
+)
+from planner.spec.derivation import Origin
+from planner.spec.params import ParamCounts, param_counts
+from planner.spec.scenario import Scenario, resolve_gpu, resolve_model
+from planner.spec.specs import GpuSpec, ModelSpec
+
+__all__ = ["Resolved", "resolve"]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Specs and effective factors for one scenario."""
+
+    scenario: Scenario
+    gpu: GpuSpec
+    model: ModelSpec
+    params: ParamCounts
+    bandwidth_efficiency: float
+    compute_efficiency: float
+    step_overhead_s: float
+    layer_overhead_s: float
+    collective_latency_s: float | None
+    usd_per_gpu_hour: float
+    origins: dict[str, Origin]
+
+    @property
+    def gpus_per_replica(self) -> int:
+        p = self.scenario.parallel
+        return p.tp * p.pp * p.ep
+
+    def step_kwargs(self) -> dict[str, object]:
+        """The keyword arguments every step-time call shares."""
+        s = self.scenario
+        return {
+            "model": self.model,
+            "gpu": self.gpu,
+            "weights_dtype": s.weights_dtype,
+            "kv_dtype": s.kv_dtype,
+            "tp": s.parallel.tp,
+            "pp": s.parallel.pp,
+            "ep": s.parallel.ep,
+            "bandwidth_efficiency": self.bandwidth_efficiency,
+            "compute_efficiency": self.compute_efficiency,
+            "step_overhead_s": self.step_overhead_s,
+            "layer_overhead_s": self.layer_overhead_s,
+            "collective_latency_s": self.collective_latency_s,
+        }
+
+
+def resolve(scenario: Scenario) -> Resolved:
+    """Resolve catalog ids and fill empty efficiency fields with defaults."""
+    eff = scenario.efficiency
+    given: Origin = "calibrated" if eff.calibrated_from else "input"
+    origins: dict[str, Origin] = {}
+
+    def pick(name: str, value: float | None, default: float) -> float:
+        origins[name] = given if value is not None else DEFAULT_EFFICIENCY_ORIGIN
+        return default if value is None else value
+
+    bw = pick("efficiency.bandwidth", eff.bandwidth, DEFAULT_BANDWIDTH_EFFICIENCY)
+    comp = pick("efficiency.compute", eff.compute, DEFAULT_COMPUTE_EFFICIENCY)
+    ovh = pick("efficiency.step_overhead_s", eff.step_overhead_s, DEFAULT_STEP_OVERHEAD_S)
+    # A scenario that states its step overhead (a probe calibration, an older
+    # saved scenario) states the whole overhead: no per-layer default on top.
+    lovh = pick("efficiency.layer_overhead_s", eff.layer_overhead_s,
+                0.0 if eff.step_overhead_s is not None else DEFAULT_LAYER_OVERHEAD_S)
+    if eff.layer_overhead_s is None and eff.step_overhead_s is not None:
+        origins["efficiency.layer_overhead_s"] = given
+    origins["efficiency.collective_latency_s"] = given if eff.collective_latency_s is not None else "default"
+    origins["efficiency"] = given if eff.calibrated_from else DEFAULT_EFFICIENCY_ORIGIN
+    gpu = resolve_gpu(scenario)
+    model = resolve_model(scenario)
+    price = scenario.cost.usd_per_gpu_hour
+    origins["cost.usd_per_gpu_hour"] = "input" if price is not None else "default"
+    origins["gpu"] = "input" if isinstance(scenario.gpu, GpuSpec) else "datasheet"
+    return Resolved(
+        scenario=scenario,
+        gpu=gpu,
+        model=model,
+        params=param_counts(model),
+        bandwidth_efficiency=bw,
+        compute_efficiency=comp,
+        step_overhead_s=ovh,
+        layer_overhead_s=lovh,
+        collective_latency_s=eff.collective_latency_s,
+        usd_per_gpu_hour=price if price is not None else gpu.usd_per_gpu_hour,
+        origins=origins,
+    )

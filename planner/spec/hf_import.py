@@ -1,0 +1,138 @@
+"""Hugging Face ``config.json`` -> ModelSpec keyword arguments.
+
+Supported ``model_type`` families: llama, mistral, qwen2, qwen3 (dense),
+mixtral, qwen2_moe, qwen3_moe (MoE), deepseek_v2, deepseek_v3 (MLA + MoE).
+Every error names the config key that is missing or contradicts another.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from planner.errors import CatalogError
+from planner.io.jsonfile import read_json
+
+__all__ = ["SUPPORTED_MODEL_TYPES", "load_hf_config", "spec_kwargs_from_hf_config"]
+
+_DENSE = {"llama", "mistral", "qwen2", "qwen3"}
+_MOE = {"mixtral", "qwen2_moe", "qwen3_moe"}
+_MLA = {"deepseek_v2", "deepseek_v3"}
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_DENSE | _MOE | _MLA))
+
+
+def _req(cfg: dict[str, Any], key: str) -> Any:
+    if key not in cfg or cfg[key] is None:
+        raise CatalogError(f"config.json: missing key '{key}'")
+    return cfg[key]
+
+
+def _pos_int(cfg: dict[str, Any], key: str, default: Any = None) -> int:
+    value = cfg.get(key, default) if default is not None else _req(cfg, key)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise CatalogError(f"config.json: '{key}' must be a positive integer, got {value!r}")
+    return value
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-._")
+    return slug or "imported-model"
+
+
+def spec_kwargs_from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Map a config.json dict to ModelSpec fields."""
+    if not isinstance(cfg, dict):
+        raise CatalogError("config.json: expected a JSON object")
+    model_type = _req(cfg, "model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise CatalogError(
+            f"config.json: model_type '{model_type}' is not supported "
+            f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
+        )
+    hidden = _pos_int(cfg, "hidden_size")
+    heads = _pos_int(cfg, "num_attention_heads")
+    layers = _pos_int(cfg, "num_hidden_layers")
+    vocab = _pos_int(cfg, "vocab_size")
+    kv_heads = _pos_int(cfg, "num_key_value_heads", heads)
+    if heads % kv_heads:
+        raise CatalogError(
+            f"config.json: 'num_attention_heads' ({heads}) is not divisible by "
+            f"'num_key_value_heads' ({kv_heads})"
+        )
+    if cfg.get("head_dim") is not None:
+        head_dim = _pos_int(cfg, "head_dim")
+    else:
+        if hidden % heads:
+            raise CatalogError(
+                f"config.json: 'hidden_size' ({hidden}) is not divisible by "
+                f"'num_attention_heads' ({heads}) and no 'head_dim' is given"
+            )
+        head_dim = hidden // heads
+    name = cfg.get("_name_or_path") or (cfg.get("architectures") or [model_type])[0]
+    out: dict[str, Any] = {
+        "id": _slug(str(name).split("/")[-1]),
+        "name": str(name),
+        "layers": layers,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "hidden": hidden,
+        "vocab": vocab,
+        "tie_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+        "qkv_bias": bool(cfg.get("attention_bias", model_type in {"qwen2", "qwen2_moe"})),
+        "max_context_tokens": cfg.get("max_position_embeddings"),
+        "source_note": f"imported from a config.json (model_type {model_type})",
+    }
+    if model_type in _DENSE:
+        out["intermediate"] = _pos_int(cfg, "intermediate_size")
+    elif model_type == "mixtral":
+        out["intermediate"] = _pos_int(cfg, "intermediate_size")
+        out["moe_intermediate"] = out["intermediate"]
+        out["experts"] = _pos_int(cfg, "num_local_experts")
+        out["experts_per_token"] = _pos_int(cfg, "num_experts_per_tok")
+    elif model_type in {"qwen2_moe", "qwen3_moe"}:
+        out["intermediate"] = _pos_int(cfg, "intermediate_size")
+        out["moe_intermediate"] = _pos_int(cfg, "moe_intermediate_size")
+        out["experts"] = _pos_int(cfg, "num_experts")
+        out["experts_per_token"] = _pos_int(cfg, "num_experts_per_tok")
+        if cfg.get("shared_expert_intermediate_size"):
+            # Qwen2-MoE's shared expert is one MLP of this width.
+            share = _pos_int(cfg, "shared_expert_intermediate_size")
+            if share % out["moe_intermediate"]:
+                raise CatalogError(
+                    "config.json: 'shared_expert_intermediate_size' is not a multiple of "
+                    "'moe_intermediate_size'"
+                )
+            out["shared_experts"] = share // out["moe_intermediate"]
+        if cfg.get("mlp_only_layers"):
+            out["dense_layers"] = len(cfg["mlp_only_layers"])
+    else:  # MLA
+        out["attention"] = "mla"
+        out["kv_lora_rank"] = _pos_int(cfg, "kv_lora_rank")
+        out["qk_rope_head_dim"] = _pos_int(cfg, "qk_rope_head_dim")
+        out["qk_nope_head_dim"] = _pos_int(cfg, "qk_nope_head_dim")
+        out["v_head_dim"] = _pos_int(cfg, "v_head_dim")
+        if cfg.get("q_lora_rank") is not None:
+            out["q_lora_rank"] = _pos_int(cfg, "q_lora_rank")
+        out["head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
+        out["intermediate"] = _pos_int(cfg, "intermediate_size")
+        out["moe_intermediate"] = _pos_int(cfg, "moe_intermediate_size")
+        out["experts"] = _pos_int(cfg, "n_routed_experts")
+        out["experts_per_token"] = _pos_int(cfg, "num_experts_per_tok")
+        out["shared_experts"] = int(cfg.get("n_shared_experts") or 0)
+        out["dense_layers"] = int(cfg.get("first_k_dense_replace") or 0)
+        if cfg.get("moe_layer_freq", 1) != 1:
+            raise CatalogError("config.json: 'moe_layer_freq' other than 1 is not supported")
+    if out.get("experts") and out["experts_per_token"] > out["experts"]:
+        raise CatalogError(
+            f"config.json: 'num_experts_per_tok' ({out['experts_per_token']}) exceeds the "
+            f"number of experts ({out['experts']})"
+        )
+    return out
+
+
+def load_hf_config(path: str | Path) -> dict[str, Any]:
+    """Read a config.json file; a JSON error names the file."""
+    data: dict[str, Any] = read_json(path, error=CatalogError)
+    return data

@@ -1,0 +1,104 @@
+"""Parameter counts from a model's shapes.
+
+Per layer (GQA):  q = h·H·d, k = v = h·Hkv·d, o = H·d·h  (+ q/k/v biases)
+Per layer (MLA):  q_a = h·r_q, q_b = r_q·H·(d_nope + d_rope), kv_a = h·(r_kv + d_rope),
+                  kv_b = r_kv·H·(d_nope + d_v), o = H·d_v·h
+Dense MLP (gated): 3·h·I.   MoE layer: E experts of 3·h·I_moe, shared experts of
+the same width, router h·E.  Norms: 2·h per layer + h.  Embedding V·h, LM head
+V·h unless tied.  Active parameters count top-k routed + shared experts.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.spec.specs import ModelSpec
+
+__all__ = ["ParamCounts", "param_counts"]
+
+
+class ParamCounts(BaseModel):
+    """Total and active parameters, split into expert and non-expert parts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    total: float
+    active: float
+    expert_total: float  # routed experts only (what EP shards and top-k samples)
+    per_expert_per_layer: float
+    moe_layers: int
+    declared: bool  # True when the spec declared params (nominal shape)
+
+    @property
+    def non_expert(self) -> float:
+        return self.total - self.expert_total
+
+
+def _attention_params(m: ModelSpec) -> float:
+    h = float(m.hidden or 0)
+    if m.attention == "mla":
+        assert m.kv_lora_rank is not None and m.qk_rope_head_dim is not None
+        d_nope = float(m.qk_nope_head_dim or 0)
+        d_rope = float(m.qk_rope_head_dim)
+        d_v = float(m.v_head_dim or m.head_dim)
+        if m.q_lora_rank:
+            q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * m.heads * (d_nope + d_rope)
+        else:
+            q = h * m.heads * (d_nope + d_rope)
+        kv = h * (m.kv_lora_rank + d_rope) + m.kv_lora_rank + m.kv_lora_rank * m.heads * (d_nope + d_v)
+        return q + kv + m.heads * d_v * h
+    q = h * m.heads * m.head_dim
+    kv = 2 * h * m.kv_heads * m.head_dim
+    o = m.heads * m.head_dim * h
+    bias = (m.heads + 2 * m.kv_heads) * m.head_dim if m.qkv_bias else 0
+    return q + kv + o + bias
+
+
+def param_counts(model: ModelSpec) -> ParamCounts:
+    """Count parameters; declared ``params``/``active_params`` take precedence."""
+    moe_layers = model.layers - model.dense_layers if model.is_moe else 0
+    if model.params is not None:
+        total = float(model.params)
+        active = float(model.active_params or model.params)
+        expert_total = 0.0
+        per_expert = 0.0
+        if model.is_moe and model.active_params is not None and moe_layers:
+            # Spread the routed-expert difference evenly: total - active =
+            # moe_layers·(E - k)·per_expert.
+            per_expert = (total - active) / (moe_layers * (model.experts - model.experts_per_token))
+            expert_total = per_expert * moe_layers * model.experts
+        return ParamCounts(
+            total=total,
+            active=active,
+            expert_total=expert_total,
+            per_expert_per_layer=per_expert,
+            moe_layers=moe_layers,
+            declared=True,
+        )
+    assert model.hidden and model.intermediate and model.vocab
+    h = float(model.hidden)
+    attn = _attention_params(model) + 2 * h  # + the two RMSNorms
+    dense_mlp = 3 * h * model.intermediate
+    embed = model.vocab * h * (1 if model.tie_embeddings else 2) + h
+    if model.is_moe:
+        assert model.moe_intermediate
+        per_expert = 3 * h * model.moe_intermediate
+        router = h * model.experts
+        shared = model.shared_experts * per_expert
+        moe_total = model.experts * per_expert + shared + router
+        moe_active = model.experts_per_token * per_expert + shared + router
+        total = embed + model.layers * attn + model.dense_layers * dense_mlp + moe_layers * moe_total
+        active = embed + model.layers * attn + model.dense_layers * dense_mlp + moe_layers * moe_active
+        expert_total = moe_layers * model.experts * per_expert
+    else:
+        per_expert = 0.0
+        total = active = embed + model.layers * (attn + dense_mlp)
+        expert_total = 0.0
+    return ParamCounts(
+        total=total,
+        active=active,
+        expert_total=expert_total,
+        per_expert_per_layer=per_expert,
+        moe_layers=moe_layers,
+        declared=False,
+    )

@@ -1,0 +1,304 @@
+"""The Scenario: the one input schema for UI, store, share links, CLI and export.
+
+Fields are addressed by dotted keys (``parallel.tp``, ``workload.prompt_tokens``)
+in ``--set KEY=VALUE`` overrides and in error messages.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from planner.errors import PlannerError, ScenarioError
+from planner.io.jsonfile import read_json
+from planner.spec.catalog import get_gpu, get_model
+from planner.spec.precision import KvDtype, WeightsDtype
+from planner.spec.specs import GpuSpec, ModelSpec
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Cost",
+    "Efficiency",
+    "Fleet",
+    "Parallel",
+    "Scenario",
+    "Serving",
+    "Slo",
+    "Speculative",
+    "Workload",
+    "apply_overrides",
+    "load_scenario_file",
+    "resolve_gpu",
+    "resolve_model",
+    "scenario_from_dict",
+    "validation_message",
+]
+
+SCHEMA_VERSION = 1
+
+PosInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+PosFraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Parallel(BaseModel):
+    """Layout of one replica: TP × PP × EP GPUs."""
+
+    model_config = _FROZEN
+    tp: Annotated[int, Field(ge=1, le=64)] = 1
+    pp: Annotated[int, Field(ge=1, le=64)] = 1
+    ep: Annotated[int, Field(ge=1, le=256)] = 1
+
+
+class Workload(BaseModel):
+    """What the users send.  ``prompt_tokens``/``output_tokens`` are means; with
+    ``distribution`` lognormal, ``prompt_sigma``/``output_sigma`` are the σ of
+    the underlying normal; with ``trace``, ``trace`` holds (prompt, output) rows
+    and the means are taken from it.  ``requests_per_s`` is the mean traffic,
+    ``peak_requests_per_s`` (default: the mean) what the fleet is sized for."""
+
+    model_config = _FROZEN
+    prompt_tokens: Annotated[int, Field(ge=1, le=10_000_000)] = 2000
+    output_tokens: Annotated[int, Field(ge=1, le=10_000_000)] = 250
+    requests_per_s: PosFloat = 10.0
+    peak_requests_per_s: PosFloat | None = None
+    prefix_tokens: NonNegInt = 0
+    prefix_hit_rate: Fraction = 0.0
+    distribution: Literal["fixed", "lognormal", "trace"] = "fixed"
+    prompt_sigma: Annotated[float, Field(ge=0, le=3, allow_inf_nan=False)] = 0.0
+    output_sigma: Annotated[float, Field(ge=0, le=3, allow_inf_nan=False)] = 0.0
+    trace: tuple[tuple[PosInt, PosInt], ...] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Workload:
+        if self.prefix_tokens > self.prompt_tokens:
+            raise ValueError("prefix_tokens cannot exceed prompt_tokens")
+        if self.peak_requests_per_s is not None and self.peak_requests_per_s < self.requests_per_s:
+            raise ValueError("peak_requests_per_s cannot be below requests_per_s")
+        if self.distribution == "lognormal" and self.prompt_sigma == 0 and self.output_sigma == 0:
+            raise ValueError("a lognormal distribution needs prompt_sigma or output_sigma > 0")
+        if self.distribution == "trace" and not self.trace:
+            raise ValueError("a trace distribution needs trace rows (prompt_tokens, output_tokens)")
+        if self.distribution != "trace" and self.trace:
+            raise ValueError("trace rows are given but distribution is not 'trace'")
+        return self
+
+    @property
+    def peak_rate(self) -> float:
+        return self.peak_requests_per_s if self.peak_requests_per_s is not None else self.requests_per_s
+
+
+class Slo(BaseModel):
+    """Latency targets."""
+
+    model_config = _FROZEN
+    ttft_s: PosFloat = 1.0
+    itl_s: PosFloat = 0.05
+
+
+class Serving(BaseModel):
+    """Engine settings."""
+
+    model_config = _FROZEN
+    mode: Literal["colocated", "disaggregated"] = "colocated"
+    batch_size: Annotated[int, Field(ge=1, le=65536)] | None = None
+    context_tokens: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
+    chunk_tokens: Annotated[int, Field(ge=16, le=1_000_000)] = 2048  # vLLM max_num_batched_tokens
+    block_tokens: Annotated[int, Field(ge=1, le=4096)] = 16
+    reserved_bytes: NonNegFloat = 4.0e9
+    memory_utilization: PosFraction | None = 0.9
+
+
+class Speculative(BaseModel):
+    """Speculative decoding (draft_tokens = 0: off)."""
+
+    model_config = _FROZEN
+    draft_tokens: Annotated[int, Field(ge=0, le=16)] = 0
+    acceptance: Fraction = 0.7
+    draft_cost: NonNegFloat = 0.05
+
+
+class Efficiency(BaseModel):
+    """Sustained fractions of the datasheet peaks and fixed costs (None: default)."""
+
+    model_config = _FROZEN
+    bandwidth: PosFraction | None = None
+    compute: PosFraction | None = None
+    step_overhead_s: NonNegFloat | None = None
+    layer_overhead_s: NonNegFloat | None = None  # per layer per forward pass
+    collective_latency_s: NonNegFloat | None = None
+    calibrated_from: str | None = None  # probe run these values were fitted on
+
+
+class Fleet(BaseModel):
+    """How replicas are provisioned and linked."""
+
+    model_config = _FROZEN
+    target_utilization: PosFraction = 0.7
+    min_replicas: Annotated[int, Field(ge=1, le=10_000)] = 2
+    link: Literal["nvlink", "rdma"] = "rdma"
+    link_bytes_per_s: PosFloat | None = None  # None: the GPU's NVLink, or 400 Gb/s RDMA
+    kv_transfer_setup_s: NonNegFloat = 0.0
+    load_bytes_per_s: PosFloat = 2.0e9  # weight loading per GPU for a cold start
+
+
+class Cost(BaseModel):
+    """Prices (None: the catalog default) and optional power."""
+
+    model_config = _FROZEN
+    usd_per_gpu_hour: PosFloat | None = None
+    usd_per_kwh: PosFloat | None = None
+    pue: Annotated[float, Field(ge=1, le=3, allow_inf_nan=False)] = 1.3
+
+
+class Scenario(BaseModel):
+    """Everything a plan depends on."""
+
+    model_config = _FROZEN
+    schema_version: Literal[1] = 1
+    name: Annotated[str, Field(max_length=200)] = "untitled"
+    gpu: str | GpuSpec = "h100-sxm"
+    model: str | ModelSpec = "llama-3.1-8b"
+    weights_dtype: WeightsDtype = "bf16"
+    kv_dtype: KvDtype = "bf16"
+    parallel: Parallel = Parallel()
+    workload: Workload = Workload()
+    slo: Slo = Slo()
+    serving: Serving = Serving()
+    speculative: Speculative = Speculative()
+    efficiency: Efficiency = Efficiency()
+    fleet: Fleet = Fleet()
+    cost: Cost = Cost()
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_from_path(cls, value: Any) -> Any:
+        if isinstance(value, str) and (value.endswith(".json") or "/" in value):
+            from planner.spec.hf_import import load_hf_config
+
+            try:
+                return ModelSpec.from_hf_config(load_hf_config(value))
+            except PlannerError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("gpu", "model", mode="after")
+    @classmethod
+    def _known_id(cls, value: Any, info: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                (get_gpu if info.field_name == "gpu" else get_model)(value)
+            except PlannerError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _cross(self) -> Scenario:
+        gpu = resolve_gpu(self)
+        model = resolve_model(self)
+        tp, ep = self.parallel.tp, self.parallel.ep
+        if tp > gpu.gpus_per_node:
+            raise ValueError(
+                f"parallel.tp ({tp}) exceeds the {gpu.gpus_per_node} GPUs in a {gpu.id} node; "
+                "use parallel.pp across nodes"
+            )
+        if model.heads % tp:
+            raise ValueError(f"parallel.tp ({tp}) must divide the model's {model.heads} attention heads")
+        if ep > 1 and not model.is_moe:
+            raise ValueError(f"parallel.ep ({ep}) needs a mixture-of-experts model; {model.id} is dense")
+        if model.is_moe and model.experts % ep:
+            raise ValueError(f"parallel.ep ({ep}) must divide the model's {model.experts} experts")
+        if self.parallel.pp > model.layers:
+            raise ValueError(f"parallel.pp ({self.parallel.pp}) exceeds the model's {model.layers} layers")
+        return self
+
+
+def resolve_gpu(scenario: Scenario) -> GpuSpec:
+    """The GpuSpec a scenario names (catalog id) or carries inline."""
+    return scenario.gpu if isinstance(scenario.gpu, GpuSpec) else get_gpu(scenario.gpu)
+
+
+def resolve_model(scenario: Scenario) -> ModelSpec:
+    """The ModelSpec a scenario names (catalog id) or carries inline."""
+    return scenario.model if isinstance(scenario.model, ModelSpec) else get_model(scenario.model)
+
+
+def validation_message(exc: ValidationError, *, prefix: str = "") -> str:
+    """One line naming the dotted field: ``parallel.tp: must be >= 1``."""
+    parts = []
+    errors = [e for e in exc.errors() if not (e["type"] == "string_type" and isinstance(e.get("input"), dict))]
+    for err in (errors or exc.errors())[:3]:
+        loc = [str(p) for p in err["loc"] if not str(p).startswith(("str", "function-"))]
+        # Drop union-branch names pydantic inserts (GpuSpec, ModelSpec ...).
+        loc = [p for p in loc if not p[:1].isupper()]
+        key = ".".join(([prefix] if prefix else []) + loc)
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        if err["type"] == "literal_error" or err["type"] == "enum":
+            msg = f"{msg}, got {err.get('input')!r}"
+        parts.append(f"{key}: {msg}" if key else msg)
+    return "; ".join(dict.fromkeys(parts))
+
+
+def scenario_from_dict(data: dict[str, Any]) -> Scenario:
+    """Validate a plain dict; errors become one ScenarioError naming the field."""
+    if not isinstance(data, dict):
+        raise ScenarioError("scenario: expected a JSON object")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(validation_message(exc)) from None
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+_FIELDS: dict[str, type[BaseModel]] = {
+    "parallel": Parallel, "workload": Workload, "slo": Slo, "serving": Serving,
+    "speculative": Speculative, "efficiency": Efficiency, "fleet": Fleet, "cost": Cost,
+}
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``KEY=VALUE`` strings to a scenario dict (values parsed as JSON when
+    they parse, else kept as strings; ``null`` clears a field)."""
+    out = json.loads(json.dumps(data))
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ScenarioError(f"--set expects KEY=VALUE, got {item!r}")
+        parts = key.split(".")
+        if parts[0] not in Scenario.model_fields:
+            raise ScenarioError(f"{key}: unknown key")
+        if len(parts) > 1:
+            sub = _FIELDS.get(parts[0])
+            if sub is None or len(parts) != 2 or parts[1] not in sub.model_fields:
+                raise ScenarioError(f"{key}: unknown key")
+        value = _parse_value(raw)
+        if parts[0] in {"name", "gpu", "model"} and not isinstance(value, dict):
+            value = raw  # ids and names stay strings ("1" is a name, not a number)
+        node = out
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return out
+
+
+def load_scenario_file(path: str | Path) -> dict[str, Any]:
+    """Read a scenario JSON file into a dict (validated later)."""
+    data: dict[str, Any] = read_json(path)
+    return data

@@ -1,0 +1,178 @@
+"""Frozen hardware and model specs, validated on load.
+
+Numbers are in SI base units: bytes, bytes/s, FLOP/s, watts, USD.  Datasheet
+capacities and bandwidths are decimal (1 GB = 1e9 bytes).  FLOP/s are DENSE
+tensor-core rates; never the 2:4 structured-sparsity figure.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from planner.errors import CatalogError
+
+__all__ = ["DenseFlops", "GpuSpec", "ModelSpec"]
+
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+PosInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+
+
+class DenseFlops(BaseModel):
+    """Dense tensor-core FLOP/s per compute format (None: the chip lacks it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bf16: PosFloat
+    fp16: PosFloat | None = None
+    fp32: PosFloat | None = None
+    fp8: PosFloat | None = None
+    int8: PosFloat | None = None
+    fp4: PosFloat | None = None
+
+    def get(self, dtype: str) -> float | None:
+        value: float | None = getattr(self, dtype)
+        return value
+
+
+class GpuSpec(BaseModel):
+    """One accelerator (or a CPU host with nominal figures)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: Annotated[str, Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9._-]*$")]
+    name: str
+    vendor: str = ""
+    hbm_bytes: PosFloat
+    hbm_bytes_per_s: PosFloat
+    flops_per_s: DenseFlops
+    scaleup_bytes_per_s: PosFloat | None = None
+    scaleup_domain_gpus: PosInt = 1
+    gpus_per_node: PosInt = 8
+    pcie_bytes_per_s: PosFloat
+    tdp_w: PosFloat
+    usd_per_gpu_hour: PosFloat
+    source_url: str = ""
+    source_note: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> GpuSpec:
+        if self.scaleup_domain_gpus > 1 and self.scaleup_bytes_per_s is None:
+            raise ValueError(
+                "scaleup_domain_gpus > 1 needs scaleup_bytes_per_s (the NVLink or "
+                "equivalent bandwidth)"
+            )
+        if self.scaleup_domain_gpus > self.gpus_per_node:
+            raise ValueError("scaleup_domain_gpus cannot exceed gpus_per_node")
+        return self
+
+
+class ModelSpec(BaseModel):
+    """A decoder-only transformer, as its published config.json describes it.
+
+    ``params`` / ``active_params`` may be declared for nominal shapes (the seeds'
+    "8B" is exactly 8e9 parameters); otherwise they are counted from the shapes.
+    ``published_params`` is the figure the model card states, kept for checking.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: Annotated[str, Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9._-]*$")]
+    name: str = ""
+    layers: PosInt
+    heads: PosInt
+    kv_heads: PosInt
+    head_dim: PosInt
+    hidden: PosInt | None = None
+    intermediate: PosInt | None = None
+    vocab: PosInt | None = None
+    tie_embeddings: bool = False
+    qkv_bias: bool = False
+    attention: Literal["gqa", "mla"] = "gqa"
+    # MLA (DeepSeek-V2/V3): latent KV of kv_lora_rank + qk_rope_head_dim per layer.
+    kv_lora_rank: PosInt | None = None
+    q_lora_rank: PosInt | None = None
+    qk_rope_head_dim: PosInt | None = None
+    qk_nope_head_dim: PosInt | None = None
+    v_head_dim: PosInt | None = None
+    # Mixture of experts.
+    experts: NonNegInt = 0
+    experts_per_token: NonNegInt = 0
+    shared_experts: NonNegInt = 0
+    moe_intermediate: PosInt | None = None
+    dense_layers: NonNegInt = 0  # leading layers with a dense MLP (first_k_dense_replace)
+    # Declared counts (nominal shapes) and the published figure.
+    params: PosFloat | None = None
+    active_params: PosFloat | None = None
+    published_params: PosFloat | None = None
+    published_active_params: PosFloat | None = None
+    max_context_tokens: PosInt | None = None
+    source_url: str = ""
+    source_note: str = ""
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        if self.heads % self.kv_heads:
+            raise ValueError(
+                f"heads ({self.heads}) must be divisible by kv_heads ({self.kv_heads})"
+            )
+        if self.attention == "mla":
+            for key in ("kv_lora_rank", "qk_rope_head_dim"):
+                if getattr(self, key) is None:
+                    raise ValueError(f"{key} is required when attention is 'mla'")
+        if self.is_moe:
+            if not 1 <= self.experts_per_token <= self.experts:
+                raise ValueError(
+                    f"experts_per_token ({self.experts_per_token}) must be between 1 "
+                    f"and experts ({self.experts})"
+                )
+            if self.dense_layers > self.layers:
+                raise ValueError("dense_layers cannot exceed layers")
+        elif self.experts_per_token or self.shared_experts:
+            raise ValueError("experts_per_token/shared_experts need experts > 0")
+        if self.params is None:
+            missing = [k for k in ("hidden", "intermediate", "vocab") if getattr(self, k) is None]
+            if self.is_moe and self.moe_intermediate is None:
+                missing.append("moe_intermediate")
+            if missing:
+                raise ValueError(
+                    "give params, or the shapes to count them from: missing "
+                    + ", ".join(missing)
+                )
+        if self.active_params is not None and self.params is not None:
+            if self.active_params > self.params:
+                raise ValueError("active_params cannot exceed params")
+        return self
+
+    @classmethod
+    def from_hf_config(cls, cfg: dict[str, Any], *, id: str | None = None) -> ModelSpec:
+        """Build a spec from a Hugging Face ``config.json`` (Llama, Mistral, Qwen2/3,
+        Mixtral, Qwen3-MoE, DeepSeek-V2/V3).  A missing or contradictory key raises
+        :class:`CatalogError` naming the key."""
+        from planner.spec.hf_import import spec_kwargs_from_hf_config
+
+        kwargs = spec_kwargs_from_hf_config(cfg)
+        if id is not None:
+            kwargs["id"] = id
+        try:
+            return cls(**kwargs)
+        except ValueError as exc:  # pydantic ValidationError is a ValueError
+            raise CatalogError(f"config.json: {_first_error(exc)}") from None
+
+
+def _first_error(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        errs = errors()
+        if errs:
+            err = errs[0]
+            loc = ".".join(str(p) for p in err.get("loc", ()))
+            msg = str(err.get("msg", "")).removeprefix("Value error, ")
+            return f"{loc}: {msg}" if loc else msg
+    return str(exc)

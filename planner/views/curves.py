@@ -1,0 +1,288 @@
+"""Curves for the dashboard's charts: tables of points from the one physics.
+
+Every function here evaluates the planner's own formulas (``decode_step``,
+``prefill_step``, the memory and roofline functions) over numpy arrays and
+returns a list of plain dicts (SI units in the keys), ready for a chart or a
+table.  Pages draw them; no formula lives in a page.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from planner.errors import PlannerError
+from planner.physics.memory import (
+    DEFAULT_NON_TORCH_BYTES,
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_gpu,
+    max_sequences,
+    weight_bytes,
+)
+from planner.physics.roofline import (
+    attainable_flops_per_s,
+    compute_dtype,
+    decode_intensity,
+    peak_flops_per_s,
+    prefill_intensity,
+    ridge_flop_per_byte,
+)
+from planner.physics.step import decode_step, prefill_step
+from planner.physics.techniques import chunked_prefill, speculative_tokens_per_pass
+from planner.sizing.plan import plan_resolved
+from planner.sizing.replica import derive_context, memory_section
+from planner.spec.context import Resolved, resolve
+from planner.spec.precision import bytes_per_kv_element
+from planner.spec.scenario import Scenario, scenario_from_dict
+from planner.spec.specs import GpuSpec
+
+__all__ = [
+    "Row",
+    "batch_curve",
+    "chunk_curve",
+    "log_grid",
+    "max_sequences_curve",
+    "memory_breakdown",
+    "parallel_options",
+    "roof_lines",
+    "roofline_points",
+    "speculative_curve",
+    "ttft_curve",
+]
+
+Row = dict[str, Any]
+
+
+def _arr(values: Sequence[float]) -> np.ndarray:
+    return np.asarray(values, dtype=float)
+
+
+def roof_lines(
+    *, gpus: Sequence[GpuSpec], weights_dtypes: Sequence[str], intensities: Sequence[float]
+) -> tuple[list[Row], list[Row]]:
+    """(roof points, ridge points) for each GPU × compute format.
+
+    attainable = min(peak, intensity × bandwidth); ridge = peak / bandwidth.
+    A weights format the chip cannot compute in falls back to its compute format
+    (FP8 on an A100 runs at the BF16 rate); duplicate series are dropped.
+    """
+    x = _arr(intensities)
+    roofs: list[Row] = []
+    ridges: list[Row] = []
+    seen: set[str] = set()
+    for gpu in gpus:
+        for wd in weights_dtypes:
+            cdt = compute_dtype(gpu, wd)
+            series = f"{gpu.id} {cdt}"
+            if series in seen:
+                continue
+            seen.add(series)
+            peak = peak_flops_per_s(gpu, wd)
+            y = attainable_flops_per_s(peak_flops_per_s=peak, hbm_bytes_per_s=gpu.hbm_bytes_per_s, intensity=x)
+            ridge = ridge_flop_per_byte(gpu, wd)
+            roofs += [{"series": series, "intensity_flop_per_byte": float(i),
+                       "attainable_flops_per_s": float(a),
+                       "bound": "memory" if i < ridge else "compute"} for i, a in zip(x, np.asarray(y), strict=True)]
+            ridges.append({"series": series, "intensity_flop_per_byte": ridge, "attainable_flops_per_s": peak,
+                           "label": f"ridge {ridge:,.0f} FLOP/B"})
+    return roofs, ridges
+
+
+def roofline_points(
+    scenario: Scenario, *, batches: Sequence[int], contexts: Sequence[int], prompt_lengths: Sequence[int]
+) -> list[Row]:
+    """Decode points (batch × context) and prefill points (prompt length) of the
+    scenario on its own GPU's roof.
+
+    decode intensity = B × 2P / (W + B × S × K); prefill intensity = 2P × N / W.
+    """
+    r = resolve(scenario)
+    s, gpu = r.scenario, r.gpu
+    w = weight_bytes(r.model, s.weights_dtype)
+    k = kv_bytes_per_token(r.model, s.kv_dtype)
+    peak = peak_flops_per_s(gpu, s.weights_dtype)
+    ridge = ridge_flop_per_byte(gpu, s.weights_dtype)
+    series = f"{gpu.id} {compute_dtype(gpu, s.weights_dtype)}"
+    b, c = np.meshgrid(_arr(batches), _arr(contexts))
+    di = np.asarray(decode_intensity(params_active=r.params.active, weight_bytes=w, batch_size=b.ravel(),
+                                     context_tokens=c.ravel(), kv_bytes_per_token=k))
+    pi = np.asarray(prefill_intensity(params_active=r.params.active, weight_bytes=w, tokens=_arr(prompt_lengths)))
+    att_d = np.asarray(attainable_flops_per_s(peak_flops_per_s=peak, hbm_bytes_per_s=gpu.hbm_bytes_per_s,
+                                              intensity=di))
+    att_p = np.asarray(attainable_flops_per_s(peak_flops_per_s=peak, hbm_bytes_per_s=gpu.hbm_bytes_per_s,
+                                              intensity=pi))
+    rows: list[Row] = []
+    for bb, cc, i, a in zip(b.ravel(), c.ravel(), di, att_d, strict=True):
+        rows.append({"kind": "decode", "label": f"decode B={int(bb)} S={int(cc)}", "series": series,
+                     "batch_size": int(bb), "context_tokens": int(cc), "prompt_tokens": None,
+                     "intensity_flop_per_byte": float(i), "attainable_flops_per_s": float(a),
+                     "bound": "memory" if i < ridge else "compute"})
+    for n, i, a in zip(prompt_lengths, pi, att_p, strict=True):
+        rows.append({"kind": "prefill", "label": f"prefill N={int(n)}", "series": series,
+                     "batch_size": None, "context_tokens": None, "prompt_tokens": int(n),
+                     "intensity_flop_per_byte": float(i), "attainable_flops_per_s": float(a),
+                     "bound": "memory" if i < ridge else "compute"})
+    return rows
+
+
+def memory_breakdown(scenario: Scenario) -> list[Row]:
+    """One GPU's HBM split into weights, reserved/activations, KV budget and the
+    rest (the 1 − memory_utilization headroom); the parts sum to HBM."""
+    r = resolve(scenario)
+    cap, _ = derive_context(r)
+    mem = memory_section(r, {}, context_tokens=cap)
+    util = scenario.serving.memory_utilization
+    rows: list[Row] = [{"part": "weights", "bytes": mem.weight_bytes_per_gpu}]
+    if util is None:
+        rows.append({"part": "reserved", "bytes": mem.reserved_bytes})
+    else:
+        rows.append({"part": "activations + CUDA graphs", "bytes": mem.activation_bytes})
+        rows.append({"part": "non-torch (CUDA, NCCL)", "bytes": DEFAULT_NON_TORCH_BYTES})
+    rows.append({"part": "KV budget", "bytes": mem.kv_budget_bytes})
+    rest = mem.hbm_bytes - sum(float(row["bytes"]) for row in rows)
+    if rest > 0:
+        rows.append({"part": "headroom (1 − utilization)" if util is not None else "unused", "bytes": rest})
+    return rows
+
+
+def max_sequences_curve(scenario: Scenario, *, contexts: Sequence[int], kv_dtypes: Sequence[str]) -> list[Row]:
+    """max sequences = KV budget per GPU / (context × KV bytes/token per GPU) × EP,
+    for each KV dtype over the given context lengths."""
+    r = resolve(scenario)
+    cap, _ = derive_context(r)
+    mem = memory_section(r, {}, context_tokens=cap)
+    p = scenario.parallel
+    ctx = _arr(contexts)
+    rows: list[Row] = []
+    for kd in kv_dtypes:
+        kg = kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=kd, tp=p.tp, pp=p.pp)
+        seqs = np.asarray(max_sequences(kv_budget_bytes=mem.kv_budget_bytes, kv_bytes_per_token_per_gpu=kg,
+                                        context_tokens=ctx)) * p.ep
+        rows += [{"kv_dtype": kd, "kv_bytes_per_element": bytes_per_kv_element(kd), "context_tokens": int(c),
+                  "max_sequences": float(n)} for c, n in zip(ctx, seqs, strict=True)]
+    return rows
+
+
+def _decode_rows(r: Resolved, batch: np.ndarray, live_context: float) -> dict[str, np.ndarray]:
+    """ITL and tok/s over batch sizes, speculation included (as ``decode_at``)."""
+    s = r.scenario
+    kw = r.step_kwargs()
+    st = decode_step(batch_size=batch, context_tokens=live_context, **kw)  # type: ignore[arg-type]
+    step = np.asarray(st.step_s, float)
+    k = s.speculative.draft_tokens
+    if k == 0:
+        itl = step
+    else:
+        verify = decode_step(batch_size=batch, context_tokens=live_context, tokens_per_sequence=k + 1,
+                             **kw)  # type: ignore[arg-type]
+        tpp = float(speculative_tokens_per_pass(draft_tokens=k, acceptance=s.speculative.acceptance))
+        itl = (np.asarray(verify.step_s, float) + k * s.speculative.draft_cost * step) / tpp
+    return {"step_s": step, "itl_s": itl, "memory_bound": np.asarray(st.memory_bound)}
+
+
+def batch_curve(scenario: Scenario, *, batches: Sequence[int]) -> list[Row]:
+    """ITL and tok/s per replica as the decode batch grows (tok/s = B / ITL);
+    ``fits`` says whether the KV budget holds B sequences."""
+    r = resolve(scenario)
+    cap, live = derive_context(r)
+    mem = memory_section(r, {}, context_tokens=cap)
+    b = _arr(batches)
+    d = _decode_rows(r, b, live)
+    g = r.gpus_per_replica
+    return [{"batch_size": int(bb), "itl_s": float(i), "tok_s_per_sequence": 1.0 / float(i),
+             "tok_s_per_replica": float(bb / i), "tok_s_per_gpu": float(bb / i / g),
+             "bound": "memory" if mb else "compute", "fits": bool(bb <= mem.max_sequences)}
+            for bb, i, mb in zip(b, d["itl_s"], d["memory_bound"], strict=True)]
+
+
+def ttft_curve(scenario: Scenario, *, prompt_lengths: Sequence[int]) -> list[Row]:
+    """Prefill time (TTFT without queueing) over prompt lengths, with the
+    scenario's prefix-cache hits: cached = prefix tokens × hit rate."""
+    r = resolve(scenario)
+    w = scenario.workload
+    n = _arr(prompt_lengths)
+    cached = np.minimum(w.prefix_tokens * w.prefix_hit_rate, n)
+    pf = prefill_step(tokens=n, cached_tokens=cached, **r.step_kwargs())  # type: ignore[arg-type]
+    return [{"prompt_tokens": int(x), "ttft_s": float(t), "bound": "compute" if cb else "memory"}
+            for x, t, cb in zip(n, np.asarray(pf.time_s), np.asarray(pf.compute_bound), strict=True)]
+
+
+def chunk_curve(scenario: Scenario, *, chunk_sizes: Sequence[int]) -> list[Row]:
+    """Chunked prefill trade-off at the plan's decode batch: a bigger chunk
+    shortens TTFT (fewer iterations) and lengthens the worst ITL
+    (iteration = decode step + chunk time; TTFT = ceil(N / chunk) × iteration)."""
+    r = resolve(scenario)
+    p = plan_resolved(r)
+    w = scenario.workload
+    new = max(int(round(w.prompt_tokens - p.prefill.cached_tokens)), 1)
+    sizes = _arr(chunk_sizes)
+    ch = np.asarray(prefill_step(tokens=np.minimum(sizes, w.prompt_tokens),
+                                 **r.step_kwargs()).time_s)  # type: ignore[arg-type]
+    rows: list[Row] = []
+    for size, cs in zip(sizes, ch, strict=True):
+        cp = chunked_prefill(prompt_tokens=new, chunk_tokens=int(size), decode_step_s=p.decode.step_s,
+                             chunk_s=float(cs), dedicated_prefill_s=p.prefill.time_s)
+        rows.append({"chunk_tokens": int(size), "chunks": cp.chunks, "iteration_s": cp.iteration_s,
+                     "ttft_s": cp.ttft_s, "dedicated_ttft_s": cp.dedicated_ttft_s})
+    return rows
+
+
+def speculative_curve(
+    scenario: Scenario, *, acceptances: Sequence[float], draft_tokens: Sequence[int]
+) -> list[Row]:
+    """Speculative speedup at the plan's batch and context over acceptance α:
+    tokens per pass (1 + α + … + α^k) × step / (verify step + k × draft_cost × step)."""
+    r = resolve(scenario)
+    p = plan_resolved(r)
+    kw = r.step_kwargs()
+    b, live = p.decode.batch_size, p.decode.context_tokens
+    step = float(decode_step(batch_size=b, context_tokens=live, **kw).step_s)  # type: ignore[arg-type]
+    a = _arr(acceptances)
+    rows: list[Row] = []
+    for k in draft_tokens:
+        verify = float(decode_step(batch_size=b, context_tokens=live, tokens_per_sequence=k + 1,
+                                   **kw).step_s)  # type: ignore[arg-type]
+        tpp = np.asarray(speculative_tokens_per_pass(draft_tokens=k, acceptance=a))
+        speed = tpp * step / (verify + k * scenario.speculative.draft_cost * step)
+        rows += [{"draft_tokens": int(k), "acceptance": float(x), "tokens_per_pass": float(t),
+                  "speedup": float(v)} for x, t, v in zip(a, tpp, speed, strict=True)]
+    return rows
+
+
+def parallel_options(
+    scenario: Scenario, *, tps: Sequence[int] = (1, 2, 4, 8), pps: Sequence[int] = (1, 2, 4),
+    eps: Sequence[int] = (1, 2, 4, 8),
+) -> list[Row]:
+    """Every TP × PP × EP layout the scenario's checks accept, planned with the
+    same physics as ``plan``: per-GPU bytes, KV budget, max sequences,
+    collective time and per-token latency at each layout's own batch."""
+    base = scenario.model_dump(mode="json")
+    rows: list[Row] = []
+    for tp in tps:
+        for pp in pps:
+            for ep in eps:
+                data = {**base, "parallel": {"tp": tp, "pp": pp, "ep": ep}}
+                try:
+                    r = resolve(scenario_from_dict(data))
+                except PlannerError:
+                    continue
+                pl = plan_resolved(r)
+                m, d = pl.memory, pl.decode
+                rows.append({
+                    "tp": tp, "pp": pp, "ep": ep, "gpus": tp * pp * ep, "fits": m.fits,
+                    "weight_bytes_per_gpu": m.weight_bytes_per_gpu, "kv_budget_bytes": m.kv_budget_bytes,
+                    "max_sequences": m.max_sequences, "batch_size": d.batch_size, "comm_s": d.comm_s,
+                    "itl_s": d.itl_s, "tok_s_per_replica": d.tok_s_per_replica, "tok_s_per_gpu": d.tok_s_per_gpu,
+                    "tp_over_pcie": tp > r.gpu.scaleup_domain_gpus,
+                    "current": (tp, pp, ep) == (scenario.parallel.tp, scenario.parallel.pp, scenario.parallel.ep),
+                })
+    return rows
+
+
+def log_grid(*, low: float, high: float, points: int) -> list[float]:
+    """Log-spaced values from low to high (inclusive)."""
+    return [float(v) for v in np.logspace(math.log10(low), math.log10(high), points)]
+
