@@ -3,7 +3,14 @@
 import streamlit as st
 
 from pages._sidebar import SCENARIO_KEY, sidebar_scenario
+from planner.errors import PlannerError
 
+# A team server: an uncaught exception shows visitors a generic message only; its type,
+# text (which can quote SQL or a database URL) and traceback go to the server log.
+# .streamlit/config.toml sets the same for `streamlit run` from the repository root;
+# this line holds it for any other start (another working directory, AppTest).
+SHOW_ERROR_DETAILS = "none"
+st.set_option("client.showErrorDetails", SHOW_ERROR_DETAILS)
 st.set_page_config(page_title="Ridgeline", layout="wide")
 
 pages = {
@@ -28,6 +35,14 @@ pages = {
     ],
 }
 # The shared scenario is drawn here, before the page, so every page shows the
-# same sidebar widgets and a page switch keeps them.
-st.session_state[SCENARIO_KEY] = sidebar_scenario()
-st.navigation(pages).run()
+# same sidebar widgets and a page switch keeps them.  Whatever the core raises
+# (PlannerError: a bad input, an unusable store) is one message, on any page.
+try:
+    st.session_state[SCENARIO_KEY] = sidebar_scenario()
+except PlannerError as exc:
+    st.session_state[SCENARIO_KEY] = None
+    st.error(str(exc))
+try:
+    st.navigation(pages).run()
+except PlannerError as exc:
+    st.error(str(exc))
