@@ -198,13 +198,22 @@ def read_import_file(path: str | Path) -> bytes:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise ScenarioError(f"import: cannot read {p}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as fh:
+    try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ScenarioError(f"import: {p} is not a regular file")
-        try:
-            return fh.read(IMPORT_MAX_BYTES + 1)
-        except OSError as exc:
-            raise ScenarioError(f"import: cannot read {p}: {exc.strerror}") from None
+        chunks: list[bytes] = []
+        left = IMPORT_MAX_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ScenarioError(f"import: cannot read {p}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 def _check_depth(value: Any, label: str, max_depth: int) -> None:
