@@ -9,7 +9,7 @@ from typing import Any
 
 from planner.formatting import human
 
-__all__ = ["MISSING", "derivation_md", "is_number", "shown"]
+__all__ = ["MISSING", "derivation_md", "is_number", "plain", "shown"]
 
 MISSING = "—"
 
@@ -28,6 +28,16 @@ def shown(value: Any, unit: str = "", fmt: str | None = None) -> str:
         return MISSING
     number = int(value) if isinstance(value, Integral) else float(value)
     return format(number, fmt) if fmt is not None else human(number, unit)
+
+
+_MARKDOWN_LINKS = str.maketrans({c: "\\" + c for c in "[]<>`\\"})
+
+
+def plain(text: str) -> str:
+    """A message that may repeat a stranger's text (a link parameter, a file's
+    contents), for st.error/st.warning: link, HTML and code markup escaped, so
+    ``[click here](https://…)`` shows as typed instead of as a disguised link."""
+    return text.translate(_MARKDOWN_LINKS)
 
 
 def derivation_md(dv: Any, *, reason: str | None = None, name: bool = False) -> str:

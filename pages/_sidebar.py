@@ -15,6 +15,7 @@ from typing import Any
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+from pages._format import plain
 from planner import Plan, PlannerError, Scenario, load_catalog, plan, scenario_from_dict
 from planner import curves as _curves
 
@@ -208,7 +209,7 @@ def _from_url() -> None:
         try:
             stored = get_scenario(engine=engine, ref=slug)
         except PlannerError as exc:
-            st.error(f"Share link `?scenario=`: {exc}")
+            st.error(f"Share link `?scenario=`: {plain(str(exc))}")
             return
         request_stored(stored)
     elif "s" in qp:
@@ -219,7 +220,7 @@ def _from_url() -> None:
         try:
             request_load(scenario_from_token(token), label="shared link")
         except PlannerError as exc:
-            st.error(str(exc))  # the message starts "share link: ..."
+            st.error(plain(str(exc)))  # the message starts "share link: ..."
 
 
 def _apply_pending() -> None:

@@ -8,7 +8,7 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from pages._format import shown
+from pages._format import plain, shown
 from pages._sidebar import imported_models, page_scenario
 from planner import PlannerError, load_catalog, param_counts
 from planner.specs import ModelSpec
@@ -30,7 +30,7 @@ def _import() -> None:
         cfg = parse_json_bytes(data, label="config.json", max_bytes=HF_CONFIG_MAX_BYTES, max_depth=HF_CONFIG_MAX_DEPTH)
         spec = ModelSpec.from_hf_config(cfg, id=st.session_state.get("hf_id") or None)
     except PlannerError as exc:
-        st.session_state["hf_error"] = str(exc)
+        st.session_state["hf_error"] = plain(str(exc))  # it can quote the config's values
         return
     except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:  # a shape the importer misreads
         log.warning("config.json import failed: %r", exc)

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from pages._format import MISSING, shown
+from pages._format import MISSING, plain, shown
 from pages._sidebar import cached_plan, cached_sweep, page_plan, page_scenario, request_stored
 from pages._store import store_engine
 from planner import store
@@ -41,7 +41,7 @@ def _do(action, done: str) -> None:  # type: ignore[no-untyped-def]
         st.session_state["sc_flash"] = done
         st.rerun()
     except PlannerError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))  # an import's message can quote the document
 
 
 if msg := st.session_state.pop("sc_flash", None):

@@ -117,12 +117,14 @@ def test_valid_link_numbers_still_apply() -> None:
     (str(2**63), "is out of range"),
     ("abc\n", "neither an id"),
     ("x" * 100_000, f"100,000 characters; a slug or id is at most {REF_MAX_CHARS}"),
+    ("[Log in again](https://evil.example)", "'\\[Log in again\\](https://evil.example)' is neither"),
 ])
 def test_a_hostile_scenario_link_is_one_error_naming_the_parameter(value: str, needle: str) -> None:
     at = _run({"scenario": value})
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and errors[0].startswith("Share link `?scenario=`:") and needle in errors[0], errors
     assert "Traceback" not in rendered_text(at)
+    assert "[Log in again](" not in errors[0]  # a stranger's text is never drawn as a link
 
 
 def test_a_saved_slug_link_still_loads(store_db: Path) -> None:
