@@ -8,10 +8,14 @@ and is offered here beside the catalog's.
 
 from __future__ import annotations
 
+import contextlib
+import math
 from typing import Any
 
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
+from pages._format import plain
 from pages._nav import VIA_APP, app_pages
 from planner import Plan, PlannerError, Scenario, load_catalog, plan, scenario_from_dict
 from planner import views as _curves
@@ -25,6 +29,13 @@ DEFAULT = Scenario()  # widget defaults are the Scenario's own defaults
 PENDING = "_load_pending"  # (scenario, label, drift, pinned) to apply before the widgets exist
 LOADED = "_loaded"  # {"label", "drift"} of the scenario last loaded (for the drift banner)
 PINNED = "_pinned"  # saved catalog entries (gpu/model spec, price) a drifted scenario plans with
+
+# A number's text in a link: 17 significant digits, a sign, a point and an exponent fit in 32;
+# anything longer is not a number a person typed.
+QUERY_NUMBER_MAX_CHARS = 32
+# JavaScript's Number.MAX_SAFE_INTEGER: the browser's number input holds no larger whole number.
+WIDGET_INT_MAX = 2**53 - 1
+QUERY_ECHO_MAX_CHARS = 40  # how much of a rejected link value a message repeats
 
 # Scenario field named in an error message -> the widget that sets it (most specific first).
 FIELD_WIDGET = {
@@ -77,8 +88,64 @@ def imported_models() -> dict[str, dict[str, Any]]:
     return st.session_state.setdefault(IMPORTED, {})
 
 
+def _echo(raw: str) -> str:
+    """A rejected link value for a message: shortened, inside a code span (no markdown, no links)."""
+    text = raw if len(raw) <= QUERY_ECHO_MAX_CHARS else raw[:QUERY_ECHO_MAX_CHARS] + "…"
+    return "`" + text.replace("`", "'") + "`"
+
+
+def _link_value(key: str) -> str | None:
+    """The link's (last) value for ``key``, None when absent."""
+    values = st.query_params.get_all(key)
+    return values[-1] if values else None
+
+
+def _drop_link_value(key: str, why: str) -> None:
+    """Refuse a link parameter before its widget reads it: one warning naming it,
+    and the widget starts from its default."""
+    st.warning(f"Link parameter `{key}`: {why}; the default is used instead.")
+    with contextlib.suppress(KeyError, StreamlitAPIException):
+        del st.query_params[key]
+    # Streamlit seeds a bound widget from the URL as first loaded, not from st.query_params:
+    # forget the value there too, or the widget reads it anyway (an int widget given
+    # 1e400 raises OverflowError inside Streamlit).
+    from streamlit.runtime.state.session_state_proxy import get_session_state
+
+    with get_session_state().query_params() as qp:
+        initial = getattr(qp, "_initial_query_params", None)
+        if isinstance(initial, dict):
+            initial.pop(key, None)
+
+
+def _check_number_link(key: str, *, integer: bool, low: float | None = None) -> None:
+    raw = _link_value(key)
+    if not raw:
+        return
+    if len(raw) > QUERY_NUMBER_MAX_CHARS:
+        _drop_link_value(key, f"{len(raw):,} characters is not a number (at most {QUERY_NUMBER_MAX_CHARS})")
+        return
+    try:
+        x = float(raw)
+    except ValueError:
+        _drop_link_value(key, f"{_echo(raw)} is not a number")
+        return
+    if not math.isfinite(x):
+        _drop_link_value(key, f"{_echo(raw)} is not a finite number")
+    elif integer and (not x.is_integer() or abs(x) > WIDGET_INT_MAX):
+        _drop_link_value(key, f"{_echo(raw)} is not a whole number up to {WIDGET_INT_MAX:,}")
+    elif low is not None and x < low:
+        _drop_link_value(key, f"{_echo(raw)} is below the minimum {low:g}")
+
+
+def _check_choice_link(key: str, options: list[Any]) -> None:
+    raw = _link_value(key)
+    if raw and raw not in {str(o) for o in options}:
+        _drop_link_value(key, f"{_echo(raw)} is not one of the choices")
+
+
 def _num(label: str, key: str, value: float | int | None, step: float | int, holes: dict[str, Any],
          help: str | None = None, **kw: Any) -> Any:
+    _check_number_link(key, integer=isinstance(value, int) and isinstance(step, int), low=kw.get("min_value"))
     out = st.number_input(label, value=value, step=step, key=key, bind="query-params", persist_state="session",
                           help=help, **kw)
     holes[key] = st.empty()
@@ -86,6 +153,7 @@ def _num(label: str, key: str, value: float | int | None, step: float | int, hol
 
 
 def _select(label: str, options: list[Any], default: Any, key: str, holes: dict[str, Any]) -> Any:
+    _check_choice_link(key, options)
     out = st.selectbox(label, options, index=options.index(default), key=key, bind="query-params",
                        persist_state="session")
     holes[key] = st.empty()
@@ -142,7 +210,7 @@ def _from_url() -> None:
         try:
             stored = get_scenario(engine=engine, ref=slug)
         except PlannerError as exc:
-            st.error(f"share link: {exc}")
+            st.error(f"Share link `?scenario=`: {plain(str(exc))}")
             return
         request_stored(stored)
     elif "s" in qp:
@@ -153,7 +221,7 @@ def _from_url() -> None:
         try:
             request_load(scenario_from_token(token), label="shared link")
         except PlannerError as exc:
-            st.error(str(exc))
+            st.error(plain(str(exc)))  # the message starts "share link: ..."
 
 
 def _apply_pending() -> None:
@@ -269,10 +337,15 @@ def sidebar_scenario() -> Scenario | None:
 
 
 def frame() -> None:
-    """What ``app.py`` draws around every page: the page config and the sidebar's scenario."""
+    """What ``app.py`` draws around every page: the page config and the sidebar's scenario.
+    Whatever the core raises (PlannerError: a bad input, an unusable store) is one message."""
     st.set_page_config(page_title="Ridgeline", layout="wide")
     st.session_state[VIA_APP] = True
-    st.session_state[SCENARIO_KEY] = sidebar_scenario()
+    try:
+        st.session_state[SCENARIO_KEY] = sidebar_scenario()
+    except PlannerError as exc:
+        st.session_state[SCENARIO_KEY] = None
+        st.error(plain(str(exc)))
 
 
 def through_app_py() -> None:

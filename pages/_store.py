@@ -1,13 +1,18 @@
 """The scenario store for the pages: one cached engine per database URL, and a
-clear message (never a traceback) when the database is not migrated."""
+clear message (never a traceback, never the database password) when the
+database cannot be used or is not migrated."""
 
 from __future__ import annotations
+
+import logging
 
 import streamlit as st
 from sqlalchemy import Engine
 
 from planner import PlannerError
-from planner.store import database_url, make_engine, require_current
+from planner.store import database_url, display_url, make_engine, require_current
+
+log = logging.getLogger(__name__)
 
 
 @st.cache_resource(show_spinner=False)
@@ -22,9 +27,10 @@ def store_engine(*, where: object = None) -> Engine | None:
         engine = _engine(database_url())
         require_current(engine)
         return engine
-    except PlannerError as exc:
+    except PlannerError as exc:  # the store's messages mask the password and never quote SQL
         (where or st).error(str(exc))  # type: ignore[attr-defined]
-    except Exception as exc:  # noqa: BLE001 - an unreachable server: a message, not a traceback
-        (where or st).error(f"database {database_url()!r} cannot be used: {type(exc).__name__}: "  # type: ignore[attr-defined]
-                            f"{str(exc).splitlines()[0] if str(exc) else ''}; check DATABASE_URL and run `make migrate`")
+    except Exception as exc:  # noqa: BLE001 - anything else: the type only (its text may quote SQL)
+        log.exception("store unusable")
+        (where or st).error(f"database {display_url()} cannot be used ({type(exc).__name__}): "  # type: ignore[attr-defined]
+                            "check DATABASE_URL and run `make migrate`")
     return None

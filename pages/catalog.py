@@ -3,27 +3,37 @@ model from a Hugging Face config.json and use it at once."""
 
 from __future__ import annotations
 
-import json
+import logging
 
 import pandas as pd
 import streamlit as st
 
+from pages._format import plain, shown
 from pages._sidebar import imported_models, page_scenario
-from planner import ModelSpec, PlannerError, human, load_catalog, param_counts
+from planner import ModelSpec, PlannerError, load_catalog, param_counts
+from planner.store import parse_json_bytes
+
+log = logging.getLogger(__name__)
+# Real config.json files are 1-50 KB; 1 MiB is ample and is read, decoded and parsed at once.
+HF_CONFIG_MAX_BYTES = 1_048_576
+HF_CONFIG_MAX_DEPTH = 16  # config.json nests 3-4 levels (quantization_config, rope_scaling)
+HF_ID_MAX_CHARS = 120  # a model id, as long as a slug
 
 
 def _import() -> None:
-    """Button callback: parse the pasted or uploaded config, store it, select it."""
+    """Button callback: parse the pasted or uploaded config (its bytes, never a
+    path), store it, select it; any failure is one message."""
     upload = st.session_state.get("hf_file")
-    text = upload.getvalue().decode("utf-8", "replace") if upload is not None else st.session_state.get("hf_text", "")
+    data = upload.getvalue() if upload is not None else str(st.session_state.get("hf_text", "")).encode()
     try:
-        cfg = json.loads(text)
+        cfg = parse_json_bytes(data, label="config.json", max_bytes=HF_CONFIG_MAX_BYTES, max_depth=HF_CONFIG_MAX_DEPTH)
         spec = ModelSpec.from_hf_config(cfg, id=st.session_state.get("hf_id") or None)
-    except json.JSONDecodeError as exc:
-        st.session_state["hf_error"] = f"config.json is not valid JSON: {exc.msg} at line {exc.lineno}"
-        return
     except PlannerError as exc:
-        st.session_state["hf_error"] = str(exc)
+        st.session_state["hf_error"] = plain(str(exc))  # it can quote the config's values
+        return
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:  # a shape the importer misreads
+        log.warning("config.json import failed: %r", exc)
+        st.session_state["hf_error"] = f"config.json: not a config this importer understands ({type(exc).__name__})"
         return
     imported_models()[spec.id] = spec.model_dump(mode="json")
     st.session_state["model_pending"] = spec.id
@@ -39,16 +49,16 @@ st.caption(f"Sidebar scenario: {current} on {scenario.gpu if isinstance(scenario
 gpus, models, imp = st.tabs(["GPUs", "Models", "Import a model"])
 with gpus:
     st.dataframe(pd.DataFrame([{
-        "id": g.id, "name": g.name, "HBM": human(g.hbm_bytes, "bytes"), "bandwidth": human(g.hbm_bytes_per_s, "bytes/s"),
-        "BF16 dense": human(g.flops_per_s.bf16, "FLOP/s"), "FP8 dense": human(g.flops_per_s.fp8, "FLOP/s"),
-        "NVLink domain": g.scaleup_domain_gpus, "$/GPU-hour": human(g.usd_per_gpu_hour, "USD"),
+        "id": g.id, "name": g.name, "HBM": shown(g.hbm_bytes, "bytes"), "bandwidth": shown(g.hbm_bytes_per_s, "bytes/s"),
+        "BF16 dense": shown(g.flops_per_s.bf16, "FLOP/s"), "FP8 dense": shown(g.flops_per_s.fp8, "FLOP/s"),
+        "NVLink domain": g.scaleup_domain_gpus, "$/GPU-hour": shown(g.usd_per_gpu_hour, "USD"),
         "source": g.source_url, "note": g.source_note} for g in cat.gpus.values()]),
         hide_index=True, width="stretch", column_config={"source": st.column_config.LinkColumn()})
 with models:
     rows = []
     for m in [*cat.models.values(), *(ModelSpec.model_validate(v) for v in imported_models().values())]:
         pc = param_counts(m)
-        rows.append({"id": m.id, "name": m.name, "params": human(pc.total, ""), "active": human(pc.active, ""),
+        rows.append({"id": m.id, "name": m.name, "params": shown(pc.total, ""), "active": shown(pc.active, ""),
                      "layers": m.layers, "heads": m.heads, "KV heads": m.kv_heads, "head dim": m.head_dim,
                      "attention": m.attention, "experts": m.experts or None, "max context": m.max_context_tokens,
                      "source": m.source_url or "imported", "note": m.source_note})
@@ -58,8 +68,9 @@ with imp:
     st.write("Paste or upload a Hugging Face `config.json` (Llama, Mistral, Qwen2/3, Mixtral, Qwen-MoE, "
              "DeepSeek-V2/V3). The model is added to the sidebar's model list for this session and selected.")
     st.text_area("config.json", key="hf_text", height=220)
-    st.file_uploader("or upload config.json", type=["json"], key="hf_file")
-    st.text_input("Model id (optional)", key="hf_id", placeholder="derived from the config")
+    st.file_uploader("or upload config.json", type=["json"], key="hf_file",
+                     max_upload_size=max(1, HF_CONFIG_MAX_BYTES // 2**20))
+    st.text_input("Model id (optional)", key="hf_id", placeholder="derived from the config", max_chars=HF_ID_MAX_CHARS)
     st.button("Import and use", key="hf_import", on_click=_import, type="primary")
     if st.session_state.get("hf_error"):
         st.error(st.session_state["hf_error"])

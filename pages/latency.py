@@ -7,19 +7,19 @@ import pandas as pd
 import streamlit as st
 
 from pages._charts import show_chart
+from pages._format import shown
 from pages._sidebar import cached_curve, page_plan, page_scenario
-from planner import human
 
 st.title("Latency & throughput")
 scenario = page_scenario()
 result = page_plan(scenario)
 d = result.decode
 cols = st.columns(4)
-cols[0].metric("ITL at the operating point", human(d.itl_s, "s"), help=f"batch {d.batch_size}")
-cols[1].metric("tok/s per replica", f"{d.tok_s_per_replica:,.0f}")
-cols[2].metric("Prefill time", human(result.prefill.time_s, "s"),
-               help=f"p90 TTFT at the operating point, queueing included: {human(result.operating_point.ttft_p90_s, 's')}")
-cols[3].metric("Chunked TTFT", human(result.prefill.chunked_ttft_s, "s"),
+cols[0].metric("ITL at the operating point", shown(d.itl_s, "s"), help=f"batch {d.batch_size}")
+cols[1].metric("tok/s per replica", shown(d.tok_s_per_replica, fmt=",.0f"))
+cols[2].metric("Prefill time", shown(result.prefill.time_s, "s"),
+               help=f"p90 TTFT at the operating point, queueing included: {shown(result.operating_point.ttft_p90_s, 's')}")
+cols[3].metric("Chunked TTFT", shown(result.prefill.chunked_ttft_s, "s"),
                help=f"{result.prefill.chunks} chunks of {result.prefill.chunk_tokens} tokens")
 
 st.subheader("Throughput vs ITL as the batch grows")

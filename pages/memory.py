@@ -7,28 +7,28 @@ import pandas as pd
 import streamlit as st
 
 from pages._charts import show_chart
+from pages._format import derivation_md, shown
 from pages._sidebar import KV_DTYPES, cached_curve, page_plan, page_scenario
-from planner import human
 
 st.title("Memory & KV cache")
 scenario = page_scenario()
 result = page_plan(scenario)
 m = result.memory
 cols = st.columns(4)
-cols[0].metric("Weights per GPU", human(m.weight_bytes_per_gpu, "bytes"))
-cols[1].metric("KV budget per GPU", human(m.kv_budget_bytes, "bytes"))
-cols[2].metric("KV per token", human(m.kv_bytes_per_token, "bytes"),
-               help=f"{human(m.kv_bytes_per_token_per_gpu, 'bytes')} per GPU")
-cols[3].metric("KV per sequence", human(m.kv_bytes_per_sequence, "bytes"), help=f"{m.context_tokens:,} tokens")
+cols[0].metric("Weights per GPU", shown(m.weight_bytes_per_gpu, "bytes"))
+cols[1].metric("KV budget per GPU", shown(m.kv_budget_bytes, "bytes"))
+cols[2].metric("KV per token", shown(m.kv_bytes_per_token, "bytes"),
+               help=f"{shown(m.kv_bytes_per_token_per_gpu, 'bytes')} per GPU")
+cols[3].metric("KV per sequence", shown(m.kv_bytes_per_sequence, "bytes"), help=f"{m.context_tokens:,} tokens")
 cols = st.columns(4)
-cols[0].metric("Max sequences", f"{m.max_sequences:,.1f}", help=f"at {m.context_tokens:,} tokens each")
-cols[1].metric("HBM per GPU", human(m.hbm_bytes, "bytes"))
+cols[0].metric("Max sequences", shown(m.max_sequences, fmt=",.1f"), help=f"at {m.context_tokens:,} tokens each")
+cols[1].metric("HBM per GPU", shown(m.hbm_bytes, "bytes"))
 cols[2].metric("GPUs per replica", f"{m.gpus_per_replica}")
 cols[3].metric("Fits", "yes" if m.fits else "no")
 
 st.subheader("One GPU's HBM")
 parts = pd.DataFrame(cached_curve("memory_breakdown", scenario))
-parts["GB"] = [human(b, "bytes") for b in parts["bytes"]]
+parts["GB"] = [shown(b, "bytes") for b in parts["bytes"]]
 parts["order"] = range(len(parts))
 parts["gpu"] = result.gpu
 bar = alt.Chart(parts).mark_bar(size=36).encode(
@@ -61,17 +61,17 @@ st.caption("Red cross: the scenario's context and max sequences.")
 c1, c2 = st.columns(2)
 with c1:
     st.subheader("Paged vs contiguous")
-    st.metric("Contiguous reservation per request", human(m.contiguous_reservation_bytes, "bytes"),
+    st.metric("Contiguous reservation per request", shown(m.contiguous_reservation_bytes, "bytes"),
               help="max context × KV/token: the pre-paged worst case")
-    st.metric("Paged allocation per request", human(m.paged_reservation_bytes, "bytes"),
+    st.metric("Paged allocation per request", shown(m.paged_reservation_bytes, "bytes"),
               help=f"ceil(used / {scenario.serving.block_tokens}) blocks × block × KV/token")
 with c2:
     st.subheader("Prefix sharing")
-    st.metric("KV saved by sharing the prefix", human(m.prefix_sharing_saved_bytes, "bytes"),
+    st.metric("KV saved by sharing the prefix", shown(m.prefix_sharing_saved_bytes, "bytes"),
               help=f"{scenario.workload.prefix_tokens:,}-token prefix stored once instead of once per sequence")
     if scenario.workload.prefix_tokens == 0:
         st.caption("Set shared prefix tokens in the sidebar to see the saving.")
 with st.expander("Derivations"):
     for key, dv in result.derivations.items():
         if key.startswith("memory."):
-            st.markdown(f"**{dv.name}** = `{dv.formula}` = `{dv.substituted}` = **{dv.value:.6g} {dv.unit}**")
+            st.markdown(derivation_md(dv, name=True))

@@ -7,8 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from pages._charts import show_chart
+from pages._format import shown
 from pages._sidebar import cached_curve, page_plan, page_scenario
-from planner import human
 
 st.title("Parallelism")
 scenario = page_scenario()
@@ -24,23 +24,23 @@ if not bool(opts.loc[opts["current"], "fits"].any()):
     st.info(f"The sidebar's layout (TP {scenario.parallel.tp} · PP {scenario.parallel.pp} · EP "
             f"{scenario.parallel.ep}) does not fit; the layouts below do.")
 fits_only = st.toggle("Only layouts that fit", value=True, key="par_fits")
-shown = opts[opts["fits"]] if fits_only else opts
-if shown.empty:
+layouts = opts[opts["fits"]] if fits_only else opts
+if layouts.empty:
     st.error("No layout fits: lower the weights or KV precision, or shorten the context.")
     st.stop()
 table = pd.DataFrame({
-    "layout": [f"TP{t}·PP{p}·EP{e}" for t, p, e in zip(shown["tp"], shown["pp"], shown["ep"], strict=True)],
-    "GPUs": shown["gpus"], "fits": shown["fits"],
-    "weights/GPU": [human(v, "bytes") for v in shown["weight_bytes_per_gpu"]],
-    "KV budget/GPU": [human(v, "bytes") for v in shown["kv_budget_bytes"]],
-    "max seqs": shown["max_sequences"].round(1), "batch": shown["batch_size"],
-    "collectives/step": [human(v, "s") for v in shown["comm_s"]],
-    "ITL": [human(v, "s") for v in shown["itl_s"]],
-    "tok/s per GPU": shown["tok_s_per_gpu"].round(0),
-    "TP over PCIe": shown["tp_over_pcie"], "current": shown["current"],
+    "layout": [f"TP{t}·PP{p}·EP{e}" for t, p, e in zip(layouts["tp"], layouts["pp"], layouts["ep"], strict=True)],
+    "GPUs": layouts["gpus"], "fits": layouts["fits"],
+    "weights/GPU": [shown(v, "bytes") for v in layouts["weight_bytes_per_gpu"]],
+    "KV budget/GPU": [shown(v, "bytes") for v in layouts["kv_budget_bytes"]],
+    "max seqs": layouts["max_sequences"].round(1), "batch": layouts["batch_size"],
+    "collectives/step": [shown(v, "s") for v in layouts["comm_s"]],
+    "ITL": [shown(v, "s") for v in layouts["itl_s"]],
+    "tok/s per GPU": layouts["tok_s_per_gpu"].round(0),
+    "TP over PCIe": layouts["tp_over_pcie"], "current": layouts["current"],
 })
 st.dataframe(table, hide_index=True, width="stretch")
-plot = shown.assign(layout=table["layout"].values, itl_ms=shown["itl_s"] * 1e3)
+plot = layouts.assign(layout=table["layout"].values, itl_ms=layouts["itl_s"] * 1e3)
 show_chart(alt.Chart(plot).mark_point(filled=True, size=120).encode(
     x=alt.X("itl_ms:Q", title="ITL at each layout's batch (ms)"),
     y=alt.Y("tok_s_per_gpu:Q", title="tok/s per GPU"),

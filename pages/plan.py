@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages._format import derivation_md, shown
 from pages._sidebar import page_plan, page_scenario
-from planner import human
 
 st.title("Plan")
 scenario = page_scenario()
@@ -20,19 +20,19 @@ else:
     st.error("Does not fit: see the warnings below")
 cols = st.columns(4)
 cols[0].metric("Fits", "yes" if m.fits else "no")
-cols[1].metric("Max sequences", f"{m.max_sequences:,.1f}")
+cols[1].metric("Max sequences", shown(m.max_sequences, fmt=",.1f"))
 cols[2].metric("Decode batch", f"{d.batch_size}")
 cols[3].metric("Bound", d.bound)
 cols = st.columns(4)
-cols[0].metric("ITL", human(d.itl_s, "s"), help=f"target {human(scenario.slo.itl_s, 's')}")
-cols[1].metric("tok/s per sequence", f"{d.tok_s_per_sequence:,.1f}")
-cols[2].metric("tok/s per replica", f"{d.tok_s_per_replica:,.0f}")
-cols[3].metric("TTFT", human(result.ttft_s, "s"), help=f"target {human(scenario.slo.ttft_s, 's')}")
+cols[0].metric("ITL", shown(d.itl_s, "s"), help=f"target {shown(scenario.slo.itl_s, 's')}")
+cols[1].metric("tok/s per sequence", shown(d.tok_s_per_sequence, fmt=",.1f"))
+cols[2].metric("tok/s per replica", shown(d.tok_s_per_replica, fmt=",.0f"))
+cols[3].metric("TTFT", shown(result.ttft_s, "s"), help=f"target {shown(scenario.slo.ttft_s, 's')}")
 cols = st.columns(4)
-cols[0].metric("Weights per GPU", human(m.weight_bytes_per_gpu, "bytes"))
-cols[1].metric("KV budget per GPU", human(m.kv_budget_bytes, "bytes"))
-cols[2].metric("MBU", human(d.mbu, "fraction"))
-cols[3].metric("Prefill MFU", human(p.mfu, "fraction"))
+cols[0].metric("Weights per GPU", shown(m.weight_bytes_per_gpu, "bytes"))
+cols[1].metric("KV budget per GPU", shown(m.kv_budget_bytes, "bytes"))
+cols[2].metric("MBU", shown(d.mbu, "fraction"))
+cols[3].metric("Prefill MFU", shown(p.mfu, "fraction"))
 for w in result.warnings:
     st.warning(w)
 st.subheader("How these numbers were derived")
@@ -42,5 +42,4 @@ for title, prefixes in groups.items():
     with st.expander(title):
         for key, dv in result.derivations.items():
             if key.split(".")[0] in prefixes:
-                st.markdown(f"**{dv.name}** = `{dv.formula}`  \n= `{dv.substituted}` = "
-                            f"**{dv.value:.6g} {dv.unit}** · *{dv.origin}*")
+                st.markdown(derivation_md(dv, name=True))

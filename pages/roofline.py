@@ -8,8 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from pages._charts import show_chart
+from pages._format import derivation_md, shown
 from pages._sidebar import DTYPES, cached_curve, page_plan, page_scenario
-from planner import human, load_catalog, log_grid, roof_lines
+from planner import load_catalog, log_grid, roof_lines
 
 st.title("Roofline")
 scenario = page_scenario()
@@ -44,9 +45,9 @@ r = result.roofline
 cols = st.columns(4)
 cols[0].metric("Ridge point", f"{r.ridge_flop_per_byte:,.0f} FLOP/B")
 cols[1].metric("Decode intensity", f"{r.decode_intensity_flop_per_byte:,.1f} FLOP/B", help=r.decode_bound + " bound")
-cols[2].metric("Decode attainable", human(r.decode_attainable_flops_per_s, "FLOP/s"))
+cols[2].metric("Decode attainable", shown(r.decode_attainable_flops_per_s, "FLOP/s"))
 cols[3].metric("Prefill intensity", f"{r.prefill_intensity_flop_per_byte:,.0f} FLOP/B", help=r.prefill_bound + " bound")
 with st.expander("Derivations"):
     for key, dv in result.derivations.items():
         if key.startswith("roofline."):
-            st.markdown(f"**{dv.name}** = `{dv.formula}` = `{dv.substituted}` = **{dv.value:.6g} {dv.unit}**")
+            st.markdown(derivation_md(dv, name=True))

@@ -14,6 +14,7 @@ __all__ = [
     "PlannerError",
     "ProbeError",
     "ScenarioError",
+    "StoreError",
 ]
 
 
@@ -43,3 +44,7 @@ class ConflictError(PlannerError):
 
 class ProbeError(PlannerError):
     """The live probe could not run (bad URL, host not allowed, ...)."""
+
+
+class StoreError(PlannerError):
+    """The scenario store cannot be used: unreachable, not a database, or at an unknown revision."""

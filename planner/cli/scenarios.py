@@ -16,10 +16,10 @@ from typing import Any
 from sqlalchemy import Engine
 
 from planner.cli.main import add_format_arg, add_scenario_args, emit, scenario_from_args
-from planner.errors import ScenarioError
 from planner.spec.scenario import apply_overrides, load_scenario_file, scenario_from_dict
 from planner.store import repository as repo
 from planner.store.db import make_engine
+from planner.store.limits import parse_import_bytes, read_import_file
 from planner.store.migrate import require_current
 
 __all__ = ["register"]
@@ -126,12 +126,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    try:
-        doc = json.loads(Path(args.file).read_text())
-    except OSError as exc:
-        raise ScenarioError(f"cannot read {args.file}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{args.file}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    doc = parse_import_bytes(read_import_file(args.file), source=str(args.file))
     _show(args.format, repo.import_scenario(engine=_engine(), document=doc, slug=args.slug))
     return 0
 

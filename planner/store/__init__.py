@@ -1,8 +1,18 @@
 """Saved scenarios and probe runs: SQLAlchemy rows, Alembic-owned schema, a
 keyword-only repository.  SQLite by default, ``DATABASE_URL`` for PostgreSQL."""
 
-from planner.store.db import database_url, make_engine
+from planner.store.db import database_url, display_url, make_engine
 from planner.store.frozen import FrozenCatalog, catalog_drift, freeze_catalog, frozen_scenario
+from planner.store.limits import (
+    DESCRIPTION_MAX_CHARS,
+    IMPORT_MAX_BYTES,
+    NAME_MAX_CHARS,
+    QUERY_MAX_CHARS,
+    TAG_MAX_CHARS,
+    TAGS_MAX,
+    parse_import_bytes,
+    parse_json_bytes,
+)
 from planner.store.migrate import require_current
 from planner.store.repository import (
     ProbeRun,
@@ -29,6 +39,15 @@ from planner.store.repository import (
 )
 
 __all__ = [
+    "DESCRIPTION_MAX_CHARS",
+    "IMPORT_MAX_BYTES",
+    "NAME_MAX_CHARS",
+    "QUERY_MAX_CHARS",
+    "TAG_MAX_CHARS",
+    "TAGS_MAX",
+    "parse_import_bytes",
+    "parse_json_bytes",
+    "display_url",
     "require_current",
     "FrozenCatalog",
     "ProbeRun",

@@ -13,12 +13,25 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.script.revision import RevisionError
+from alembic.util import CommandError
 from sqlalchemy import Engine
 
-from planner.errors import PlannerError
-from planner.store.db import make_engine
+from planner.errors import PlannerError, StoreError
+from planner.store.db import display_url, make_engine, store_errors
 
-__all__ = ["MIGRATIONS_DIR", "alembic_config", "current", "downgrade", "head", "main", "require_current", "upgrade"]
+__all__ = [
+    "MIGRATIONS_DIR",
+    "alembic_config",
+    "current",
+    "downgrade",
+    "head",
+    "known_revisions",
+    "main",
+    "require_current",
+    "require_known",
+    "upgrade",
+]
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -40,35 +53,73 @@ def head() -> str:
     return rev
 
 
-def upgrade(url: str | None = None, rev: str = "head") -> None:
-    """Upgrade the database at ``url`` to ``rev`` (default: head)."""
+def known_revisions() -> list[str]:
+    """Every revision id in ``migrations/versions``, oldest first."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return [r.revision for r in reversed(list(script.walk_revisions()))]
+
+
+def _check_target(rev: str) -> None:
+    """An unknown target (``upgrade zzz``) is one line listing what is known.
+    Relative targets (``+1``, ``-1``, ``0001+1``) are left to Alembic."""
+    if "+" in rev or "-" in rev:
+        return
+    script = ScriptDirectory.from_config(alembic_config())
+    try:
+        script.get_revisions(rev)
+    except (CommandError, RevisionError):
+        known = ", ".join([*known_revisions(), "head", "base"])
+        raise StoreError(f"migrate: unknown revision {rev[:40]!r} (known: {known})") from None
+
+
+def _run(command_fn: object, url: str | None, rev: str) -> None:
+    _check_target(rev)
     engine = make_engine(url)
     try:
-        command.upgrade(alembic_config(engine), rev)
+        require_known(engine)
+        with store_errors(engine.url):
+            try:
+                command_fn(alembic_config(engine), rev)  # type: ignore[operator]
+            except (CommandError, RevisionError) as exc:
+                raise StoreError(f"migrate: {str(exc).splitlines()[0][:200]}") from None
     finally:
         engine.dispose()
+
+
+def upgrade(url: str | None = None, rev: str = "head") -> None:
+    """Upgrade the database at ``url`` to ``rev`` (default: head)."""
+    _run(command.upgrade, url, rev)
 
 
 def downgrade(url: str | None, rev: str) -> None:
     """Downgrade the database at ``url`` to ``rev`` (``base`` drops every table)."""
-    engine = make_engine(url)
-    try:
-        command.downgrade(alembic_config(engine), rev)
-    finally:
-        engine.dispose()
+    _run(command.downgrade, url, rev)
 
 
 def current(engine: Engine) -> str | None:
-    """The revision the database is at (None: not migrated)."""
-    with engine.connect() as conn:
+    """The revision the database is at (None: not migrated); a database that
+    cannot be opened is a StoreError, never a driver traceback."""
+    with store_errors(engine.url), engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+def require_known(engine: Engine) -> str | None:
+    """The database's revision, or a StoreError when this app does not know it
+    (the database was migrated by a newer Ridgeline)."""
+    at = current(engine)
+    if at is not None and at not in known_revisions():
+        raise StoreError(
+            f"database {display_url(engine.url)} is at revision {at[:40]!r}, which this app does not know: "
+            f"the app is older than the database (it knows revisions up to {head()}); "
+            "run a newer Ridgeline, or point DATABASE_URL at another database")
+    return at
 
 
 def require_current(engine: Engine) -> None:
     """Raise a clear PlannerError unless the database is at head."""
-    at, want = current(engine), head()
+    at, want = require_known(engine), head()
     if at != want:
-        where = engine.url.render_as_string(hide_password=True)
+        where = display_url(engine.url)
         state = "not migrated" if at is None else f"at revision {at}, not {want}"
         raise PlannerError(f"database {where} is {state}: run `make migrate` (python -m planner.store.migrate upgrade)")
 
@@ -82,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
             downgrade(None, args[1])
         elif args[0] == "current":
             engine = make_engine()
-            print(current(engine) or "(not migrated)")
-            engine.dispose()
+            try:
+                print(current(engine) or "(not migrated)")
+            finally:
+                engine.dispose()
         else:
             print("usage: python -m planner.store.migrate [upgrade [REV] | downgrade REV | current]", file=sys.stderr)
             return 2

@@ -9,11 +9,12 @@ holds every saved payload and any of them can be restored.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, delete, func, or_, select, update
@@ -22,8 +23,17 @@ from sqlalchemy.orm import Session
 
 from planner.errors import ConflictError, ProbeError, ScenarioError
 from planner.spec.scenario import SCHEMA_VERSION, Scenario, scenario_from_dict
-from planner.store.db import writer
+from planner.store.db import store_errors, writer
 from planner.store.frozen import FrozenCatalog, catalog_drift, freeze_catalog, frozen_from_json, frozen_scenario
+from planner.store.limits import (
+    check_description,
+    check_id,
+    check_name,
+    check_query,
+    check_slug,
+    check_tags,
+    parse_ref,
+)
 from planner.store.models import ProbeRunRow, ProbeSampleRow, ScenarioRevisionRow, ScenarioRow
 
 __all__ = [
@@ -56,13 +66,27 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 EXPORT_KIND = "ridgeline.scenario"
-_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,118}[a-z0-9])?$")
 # Credential-like keys: api_key, Authorization, *_token, secret, password ... but
 # not token counts such as prompt_tokens or token_count_source.
 _SECRET = re.compile(r"(api[_-]?key|authorization|secret|password|bearer)|(^|[_-])token$", re.I)
 _FROZEN = ConfigDict(frozen=True)
 
 Ref = int | str
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _guarded(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A public operation: any database failure inside is one StoreError line
+    naming the database (password masked), never the driver's traceback or SQL."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        engine = kwargs.get("engine")
+        with store_errors(engine.url if isinstance(engine, Engine) else None):
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 class ScenarioSummary(BaseModel):
@@ -160,36 +184,11 @@ def slugify(text: str) -> str:
     return slug
 
 
-def _check_slug(slug: str) -> str:
-    if not _SLUG.match(slug) or slug.isdigit():
-        raise ScenarioError(
-            f"slug: {slug!r} must be 1-120 lowercase letters, digits and inner dashes, not only digits"
-        )
-    return slug
-
-
-def _check_name(name: str) -> str:
-    name = name.strip()
-    if not name or len(name) > 200:
-        raise ScenarioError("name: must be 1-200 characters")
-    return name
-
-
-def _check_tags(tags: Iterable[str]) -> list[str]:
-    out: list[str] = []
-    for tag in tags:
-        tag = str(tag).strip().lower()
-        if not tag or len(tag) > 50 or "," in tag:
-            raise ScenarioError(f"tags: {tag!r} must be 1-50 characters without commas")
-        if tag not in out:
-            out.append(tag)
-    return out
-
-
 def _where_ref(ref: Ref) -> Any:
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        return ScenarioRow.id == int(ref)
-    return ScenarioRow.slug == ref
+    checked = parse_ref(ref)  # an id in range or a well-formed slug, else ScenarioError naming it
+    if isinstance(checked, int):
+        return ScenarioRow.id == checked
+    return ScenarioRow.slug == checked
 
 
 def _row(session: Session, ref: Ref) -> ScenarioRow:
@@ -254,7 +253,7 @@ def _free_slug(session: Session, base: str) -> str:
 
 
 def _insert(engine: Engine, *, values: dict[str, Any], slug: str | None, note: str) -> StoredScenario:
-    explicit = _check_slug(slug) if slug is not None else None
+    explicit = check_slug(slug) if slug is not None else None
     base = slugify(values["name"])
     for _attempt in range(8):
         when = _now()
@@ -279,11 +278,12 @@ def _insert(engine: Engine, *, values: dict[str, Any], slug: str | None, note: s
     raise ConflictError(f"could not find a free slug for {base!r}; pass one explicitly")
 
 
-def _values(*, scenario: Scenario, name: str, description: str, tags: Iterable[str],
+def _values(*, scenario: Scenario, name: str, description: str, tags: Sequence[str],
             frozen: FrozenCatalog | None = None) -> dict[str, Any]:
+    name, description, checked_tags = check_name(name), check_description(description), check_tags(tags)
     frozen = frozen if frozen is not None else freeze_catalog(scenario)
     return {
-        "name": _check_name(name), "description": description, "tags": _check_tags(tags),
+        "name": name, "description": description, "tags": checked_tags,
         "payload": scenario.model_dump(mode="json"), "schema_version": SCHEMA_VERSION,
         "frozen_catalog": frozen.model_dump(mode="json"),
     }
@@ -292,6 +292,7 @@ def _values(*, scenario: Scenario, name: str, description: str, tags: Iterable[s
 # ---------------------------------------------------------------- scenarios
 
 
+@_guarded
 def save_scenario(*, engine: Engine, scenario: Scenario, name: str | None = None, slug: str | None = None,
                   description: str = "", tags: Sequence[str] = ()) -> StoredScenario:
     """Save a new scenario (version 1), freezing the catalog entries it uses.
@@ -300,34 +301,38 @@ def save_scenario(*, engine: Engine, scenario: Scenario, name: str | None = None
     return _insert(engine, values=values, slug=slug, note="created")
 
 
+@_guarded
 def get_scenario(*, engine: Engine, ref: Ref) -> StoredScenario:
     """A saved scenario by id or slug (ScenarioError when there is none)."""
     with Session(engine) as session:
         return _stored(_row(session, ref))
 
 
+@_guarded
 def list_scenarios(*, engine: Engine, query: str | None = None, tag: str | None = None,
                    limit: int = 500) -> list[ScenarioSummary]:
     """Saved scenarios, newest first; ``query`` matches name or slug (any case),
     ``tag`` one of the tags."""
     stmt = select(ScenarioRow).order_by(ScenarioRow.updated_at.desc(), ScenarioRow.id.desc())
     if query:
-        q = query.strip().lower()
+        q = check_query(query.strip().lower())
         stmt = stmt.where(or_(func.lower(ScenarioRow.name).contains(q, autoescape=True),
                               ScenarioRow.slug.contains(q, autoescape=True)))
     with Session(engine) as session:
         rows = list(session.scalars(stmt))
-    wanted = tag.strip().lower() if tag else None
+    wanted = check_query(tag.strip().lower(), "tag") if tag else None
     out = [_summary(r) for r in rows if wanted is None or wanted in (r.tags or ())]
     return out[:limit]
 
 
+@_guarded
 def update_scenario(*, engine: Engine, ref: Ref, expected_version: int, scenario: Scenario | None = None,
                     name: str | None = None, description: str | None = None, tags: Sequence[str] | None = None,
                     note: str = "update", _frozen: FrozenCatalog | None = None) -> StoredScenario:
     """Save a new version.  ``expected_version`` is the version the caller loaded;
     if the store has moved on, ConflictError and nothing is written.  A changed
     scenario re-freezes the catalog entries it uses."""
+    check_id(expected_version, "expected_version")
     with Session(writer(engine)) as session, session.begin():
         row = _row(session, ref)
         if row.version != expected_version:
@@ -367,11 +372,13 @@ def _conflict(slug: str, loaded: int, now: int | None) -> ConflictError:
     )
 
 
+@_guarded
 def rename_scenario(*, engine: Engine, ref: Ref, name: str, expected_version: int) -> StoredScenario:
     """Change the display name (the slug, and so share links, stay)."""
     return update_scenario(engine=engine, ref=ref, expected_version=expected_version, name=name, note="rename")
 
 
+@_guarded
 def duplicate_scenario(*, engine: Engine, ref: Ref, name: str | None = None,
                        slug: str | None = None) -> StoredScenario:
     """A new scenario with the same inputs and frozen catalog entries."""
@@ -382,8 +389,11 @@ def duplicate_scenario(*, engine: Engine, ref: Ref, name: str | None = None,
     return _insert(engine, values=values, slug=slug, note=f"duplicate of {src.slug} v{src.version}")
 
 
+@_guarded
 def delete_scenario(*, engine: Engine, ref: Ref, expected_version: int | None = None) -> None:
     """Delete a scenario and its history (only at ``expected_version`` if given)."""
+    if expected_version is not None:
+        check_id(expected_version, "expected_version")
     with Session(writer(engine)) as session, session.begin():
         row = _row(session, ref)
         if expected_version is not None and row.version != expected_version:
@@ -397,6 +407,7 @@ def delete_scenario(*, engine: Engine, ref: Ref, expected_version: int | None = 
             raise _conflict(row.slug, expected_version or row.version, None)
 
 
+@_guarded
 def list_revisions(*, engine: Engine, ref: Ref) -> list[Revision]:
     """Every saved version, newest first."""
     with Session(engine) as session:
@@ -406,8 +417,10 @@ def list_revisions(*, engine: Engine, ref: Ref) -> list[Revision]:
         return [_revision(r) for r in revs]
 
 
+@_guarded
 def get_revision(*, engine: Engine, ref: Ref, version: int) -> Revision:
     """One saved version (ScenarioError when there is none)."""
+    check_id(version, "version")
     with Session(engine) as session:
         row = _row(session, ref)
         rev = session.scalars(select(ScenarioRevisionRow).where(
@@ -417,6 +430,7 @@ def get_revision(*, engine: Engine, ref: Ref, version: int) -> Revision:
         return _revision(rev)
 
 
+@_guarded
 def restore_revision(*, engine: Engine, ref: Ref, version: int, expected_version: int) -> StoredScenario:
     """Save an old version's inputs (and frozen catalog) as a new version."""
     rev = get_revision(engine=engine, ref=ref, version=version)
@@ -427,6 +441,7 @@ def restore_revision(*, engine: Engine, ref: Ref, version: int, expected_version
                            note=f"restore of version {version}", _frozen=frozen)
 
 
+@_guarded
 def drift(*, engine: Engine, ref: Ref) -> tuple[str, ...]:
     """What changed in the catalog since the scenario was saved (empty: nothing)."""
     return get_scenario(engine=engine, ref=ref).catalog_drift()
@@ -435,6 +450,7 @@ def drift(*, engine: Engine, ref: Ref) -> tuple[str, ...]:
 # ---------------------------------------------------------------- export / import
 
 
+@_guarded
 def export_scenario(*, engine: Engine, ref: Ref) -> dict[str, Any]:
     """A JSON-ready document that :func:`import_scenario` reads back."""
     s = get_scenario(engine=engine, ref=ref)
@@ -494,14 +510,16 @@ def parse_export(document: Any) -> tuple[Scenario, dict[str, Any]]:
         frozen = frozen_from_json(parsed.frozen_catalog)
     except ScenarioError as exc:
         raise ScenarioError(f"import: {exc}") from None
-    _check_tags(parsed.tags)
-    _check_name(parsed.name)
+    check_tags(parsed.tags)
+    check_name(parsed.name)
+    check_description(parsed.description)
     if parsed.slug is not None:
-        _check_slug(parsed.slug)
+        check_slug(parsed.slug)
     return scenario, {"name": parsed.name, "description": parsed.description, "tags": parsed.tags,
                       "slug": parsed.slug, "frozen": frozen}
 
 
+@_guarded
 def import_scenario(*, engine: Engine, document: Any, slug: str | None = None) -> StoredScenario:
     """Validate an export document and save it as a new scenario.  Nothing is
     written unless the whole document is valid.  The slug is ``slug``, else the
@@ -531,6 +549,7 @@ def _reject_secrets(data: Any, where: str) -> None:
             _reject_secrets(item, where)
 
 
+@_guarded
 def save_probe_run(*, engine: Engine, endpoint_url: str, settings: dict[str, Any], summary: dict[str, Any],
                    started_at: datetime, finished_at: datetime | None = None,
                    samples: Sequence[ProbeSample] = (), scenario_ref: Ref | None = None) -> int:
@@ -562,8 +581,10 @@ def _probe(run: ProbeRunRow, samples: Iterable[ProbeSampleRow]) -> ProbeRun:
     )
 
 
+@_guarded
 def get_probe_run(*, engine: Engine, run_id: int) -> ProbeRun:
     """A stored probe run with its samples in order."""
+    check_id(run_id, "run id")
     with Session(engine) as session:
         run = session.get(ProbeRunRow, run_id)
         if run is None:
@@ -573,6 +594,7 @@ def get_probe_run(*, engine: Engine, run_id: int) -> ProbeRun:
         return _probe(run, samples)
 
 
+@_guarded
 def list_probe_runs(*, engine: Engine, scenario_ref: Ref | None = None, limit: int = 100) -> list[ProbeRun]:
     """Probe runs, newest first (without samples)."""
     with Session(engine) as session:
