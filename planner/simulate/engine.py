@@ -35,7 +35,7 @@ from planner.errors import InsufficientMemoryError, ScenarioError
 from planner.plan import plan_resolved
 from planner.scenario import Scenario
 from planner.simulate.arrivals import Request, generate_requests
-from planner.simulate.options import SimOptions
+from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions
 from planner.simulate.router import ReplicaLoad, choose_replica
 from planner.step import decode_step, prefill_step
 from planner.techniques import kv_transfer_s
@@ -565,6 +565,8 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
              requests: tuple[Request, ...] | None = None) -> SimRun:
     """Simulate serving ``requests`` (default: generated from the scenario and options)."""
     options = options or SimOptions()
+    if requests is not None and len(requests) > MAX_SIM_REQUESTS:
+        raise ScenarioError(f"requests: {len(requests):,} requests is over the limit of {MAX_SIM_REQUESTS:,}")
     reqs = tuple(requests) if requests is not None else generate_requests(scenario, options)
     if not reqs:
         raise ScenarioError("requests: empty; give at least one request")
