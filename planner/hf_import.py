@@ -13,6 +13,7 @@ from typing import Any
 
 from planner.errors import CatalogError
 from planner.jsonfile import read_json
+from planner.specs import MAX_SPEC_INT
 
 __all__ = ["MAX_CONFIG_INT", "SUPPORTED_MODEL_TYPES", "load_hf_config", "spec_kwargs_from_hf_config"]
 
@@ -20,9 +21,9 @@ _DENSE = {"llama", "mistral", "qwen2", "qwen3"}
 _MOE = {"mixtral", "qwen2_moe", "qwen3_moe"}
 _MLA = {"deepseek_v2", "deepseek_v3"}
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_DENSE | _MOE | _MLA))
-# Largest shape a config.json may give: frameworks store shapes as int32, and the
-# largest real values (vocab ~256k, 10M-token contexts) are far below it.
-MAX_CONFIG_INT = 2**31 - 1
+# Largest shape a config.json may give: the ModelSpec bound (int32, as frameworks
+# store shapes; real values such as vocab ~256k or 10M-token contexts are far below).
+MAX_CONFIG_INT = MAX_SPEC_INT
 
 
 def _req(cfg: dict[str, Any], key: str) -> Any:
