@@ -50,8 +50,9 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 # Bounds every scenario, from anywhere, is held to.
-# Longest prompt or output a workload may name: 10× the longest context in the
-# catalog (1M tokens); past it the planner's arrays are meaningless.
+# Longest prompt or output a workload may name (the schema's bound since the
+# start): ~60× the longest context in the catalog (DeepSeek-V3, 163,840 tokens),
+# room for 10M-token-context models; past it the planner's arrays mean nothing.
 MAX_SEQUENCE_TOKENS = 10_000_000
 # Lognormal σ of prompt/output lengths: at σ = 3 the p99 length is already
 # e^(2.33·3 − 4.5) ≈ 12× the mean and the median 1% of it; larger values overflow
@@ -60,13 +61,13 @@ MAX_LENGTH_SIGMA = 3.0
 # Trace rows a scenario may carry: the planner reduces a trace to its moments,
 # so a day of traffic at ~1 req/s is plenty (and ~1.5 MB of JSON).
 MAX_TRACE_ROWS = 100_000
-# Layout bounds (Parallel): a TP group stays inside one node (the largest scale-up
-# domain in the catalog is 72 GPUs, the largest node 8); PP and EP as deep as
-# any published deployment (DeepSeek-V3: EP 256).
+# Layout bounds (Parallel; the schema's bounds since the start): no catalog node
+# has more than 8 GPUs, so TP past that is refused by the cross-check anyway; PP
+# and EP as deep as any published deployment (DeepSeek-V3 experts: EP 256).
 MAX_TP = 64
 MAX_PP = 64
 MAX_EP = 256
-# A catalog id (gpu, model): the longest catalog id is under 40 characters.
+# A catalog id (gpu, model): the longest catalog id has 14 characters.
 MAX_ID_CHARS = 200
 
 # The one message for a path-shaped ``model`` outside the CLI.  It never depends

@@ -37,12 +37,12 @@ DEFAULT_KV_TRANSFER_SETUP_S = 1e-3
 DEFAULT_LENGTH_SIGMA = 0.5
 
 # Bounds on one run (each error names the option and its bound).
-# Requests per run: measured on a 2-core machine, 10,000 requests take 2.3 s and
-# 150 MB, 50,000 take 6 s and 400 MB; 100,000 stays under ~15 s and 1 GB
-# (10,000,000 ran past 3.7 GB before).  Also the most rows a trace may hold.
+# Requests per run: measured on a 2-core machine (default scenario), 10,000
+# requests take 2.3 s and 150 MB, 50,000 take 6 s and 400 MB, 100,000 take 10.5 s
+# and 570 MB (10,000,000 ran past 3.7 GB before).  Also the most rows a trace holds.
 MAX_SIM_REQUESTS = 100_000
-# KV capacity per replica: 8 × 192 GB of HBM at 1 KB/token (MLA, fp8) is ~1.5e9
-# tokens, so 1e9 covers any real replica.
+# KV capacity per replica: 8 × 192 GB of HBM (B200) at the smallest KV per token
+# in the catalog (DeepSeek-V3 MLA, fp8: 35 KB) is ~4.4e7 tokens; 1e9 is 20× that.
 MAX_KV_CAPACITY_TOKENS = 1_000_000_000
 # Running sequences per replica: the same bound as serving.batch_size.
 MAX_SIM_BATCH = 65_536
