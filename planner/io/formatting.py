@@ -8,17 +8,27 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["format_value", "human"]
+__all__ = ["NOT_A_NUMBER", "format_value", "human", "is_number"]
+
+# What a table or page shows where a value does not exist (an infeasible
+# plan's cost, a queue that never drains): never "nan" or "inf".
+NOT_A_NUMBER = "—"
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float (not a bool): something a reader can use as a number."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def human(value: Any, unit: str) -> str:
-    """Format an SI value with its unit for people: bytes→GB, s→ms, FLOP/s→TFLOP/s."""
+    """Format an SI value with its unit for people: bytes→GB, s→ms, FLOP/s→TFLOP/s.
+    None, NaN and ±inf show as NOT_A_NUMBER ("—")."""
     if value is None:
-        return "—"
+        return NOT_A_NUMBER
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return str(value)
+    if not math.isfinite(value):
+        return NOT_A_NUMBER
     if unit == "bytes":
         if abs(value) >= 1e8:
             return f"{value / 1e9:,.2f} GB"
@@ -56,5 +66,6 @@ def _unit_of(key: str) -> str:
 
 
 def format_value(key: str, value: Any) -> str:
-    """Human form of a flattened plan value, its unit read from the key's suffix."""
+    """Human form of a flattened plan value, its unit read from the key's suffix;
+    "—" for a value that does not exist (None, NaN, inf)."""
     return human(value, _unit_of(key))
