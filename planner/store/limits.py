@@ -8,7 +8,6 @@ Every check is linear in its input and stops at the cap.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import ScenarioError
+from planner.io.jsonfile import parse_json
 
 __all__ = [
     "DESCRIPTION_MAX_CHARS",
@@ -163,25 +163,12 @@ def check_query(text: str, field: str = "query") -> str:
 
 def parse_json_bytes(data: bytes, *, label: str, max_bytes: int = IMPORT_MAX_BYTES,
                      max_depth: int = IMPORT_MAX_DEPTH) -> Any:
-    """Untrusted JSON bytes -> the parsed value: at most ``max_bytes``, strict UTF-8
-    (a BOM is allowed), at most ``max_depth`` levels; every failure one
-    ScenarioError starting with ``label``."""
+    """Untrusted JSON bytes -> the parsed value: at most ``max_bytes``, then the one
+    JSON reader (``planner.io.jsonfile.parse_json``: strict UTF-8, a BOM allowed,
+    at most ``max_depth`` levels); every failure one ScenarioError starting with ``label``."""
     if len(data) > max_bytes:
         raise ScenarioError(f"{label} is over the {max_bytes:,}-byte limit")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"{label} is not UTF-8 text (invalid byte at offset {exc.start})") from None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{label}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise ScenarioError(f"{label}: JSON nested too deeply (at most {max_depth} levels)") from None
-    except ValueError as exc:  # e.g. an integer literal past Python's digit limit
-        raise ScenarioError(f"{label}: not valid JSON ({str(exc).splitlines()[0][:120]})") from None
-    _check_depth(value, label, max_depth)
-    return value
+    return parse_json(data, source=label, error=ScenarioError, max_depth=max_depth)
 
 
 def parse_import_bytes(data: bytes, *, source: str) -> Any:
@@ -214,19 +201,3 @@ def read_import_file(path: str | Path) -> bytes:
         raise ScenarioError(f"import: cannot read {p}: {exc.strerror}") from None
     finally:
         os.close(fd)
-
-
-def _check_depth(value: Any, label: str, max_depth: int) -> None:
-    """Iterative (no recursion), one visit per node."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        if depth > max_depth:
-            raise ScenarioError(f"{label}: JSON nested more than {max_depth} levels deep")
-        stack.extend((child, depth + 1) for child in children)
