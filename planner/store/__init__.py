@@ -1,16 +1,28 @@
 """Saved scenarios and probe runs: SQLAlchemy rows, Alembic-owned schema, a
 keyword-only repository.  SQLite by default, ``DATABASE_URL`` for PostgreSQL."""
 
-from planner.store.db import database_url, make_engine
-from planner.store.frozen import FrozenCatalog, catalog_drift, freeze_catalog, frozen_scenario
-from planner.store.migrate import require_current
+from planner.store.db import BUSY_TIMEOUT_MS, WRITE_OPTION, database_url, default_sqlite_path, make_engine, writer
+from planner.store.frozen import FrozenCatalog, catalog_drift, freeze_catalog, frozen_from_json, frozen_scenario
+from planner.store.migrate import (
+    MIGRATIONS_DIR,
+    alembic_config,
+    current,
+    downgrade,
+    head,
+    main,
+    require_current,
+    upgrade,
+)
+from planner.store.models import Base, ProbeRunRow, ProbeSampleRow, ScenarioRevisionRow, ScenarioRow
 from planner.store.repository import (
+    EXPORT_KIND,
     ProbeRun,
     ProbeSample,
     Revision,
     ScenarioSummary,
     StoredScenario,
     delete_scenario,
+    drift,
     duplicate_scenario,
     export_scenario,
     get_probe_run,
@@ -25,10 +37,31 @@ from planner.store.repository import (
     restore_revision,
     save_probe_run,
     save_scenario,
+    slugify,
     update_scenario,
 )
 
 __all__ = [
+    "frozen_from_json",
+    "MIGRATIONS_DIR",
+    "alembic_config",
+    "current",
+    "downgrade",
+    "head",
+    "main",
+    "upgrade",
+    "Base",
+    "ProbeRunRow",
+    "ProbeSampleRow",
+    "ScenarioRevisionRow",
+    "ScenarioRow",
+    "EXPORT_KIND",
+    "drift",
+    "slugify",
+    "BUSY_TIMEOUT_MS",
+    "WRITE_OPTION",
+    "default_sqlite_path",
+    "writer",
     "require_current",
     "FrozenCatalog",
     "ProbeRun",

@@ -2,6 +2,8 @@
 
 from planner.validate.names import (
     ENGINE_FAMILIES,
+    PRECISIONS,
+    EngineFamily,
     engine_family,
     precision_dtypes,
     resolve_gpu_name,
@@ -26,7 +28,9 @@ __all__ = [
     "ENGINE_MAX_BATCH",
     "ENGINE_MEMORY_UTILIZATION",
     "METRICS",
+    "PRECISIONS",
     "EfficiencySet",
+    "EngineFamily",
     "MeasurementRow",
     "MetricSummary",
     "OperatingPoint",
