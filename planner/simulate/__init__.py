@@ -8,7 +8,7 @@ from planner.simulate.arrivals import (
     load_trace,
     parse_trace_csv,
 )
-from planner.simulate.engine import CACHED_GRID_TOKENS, CONTEXT_GRID_TOKENS, SimRun, StepTimes, simulate
+from planner.simulate.engine import CACHED_GRID_TOKENS, CONTEXT_GRID_TOKENS, KvBlocks, SimRun, StepTimes, simulate
 from planner.simulate.options import (
     DEFAULT_KV_LINK_BYTES_PER_S,
     DEFAULT_KV_LINK_EFFICIENCY,
@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_KV_TRANSFER_SETUP_S",
     "DEFAULT_LENGTH_SIGMA",
     "Router",
+    "KvBlocks",
     "ReplicaLoad",
     "Request",
     "SimOptions",
