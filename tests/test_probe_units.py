@@ -269,6 +269,20 @@ tgi_queue_size 5
 tgi_batch_current_size 9
 """
 
+LLAMACPP = """# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 243
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total 12
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 1024
+# TYPE llamacpp:n_decode_total counter
+llamacpp:n_decode_total 128
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 8
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 0
+"""
+
 
 def test_metrics_map_engine_names():
     v = parse_metrics(VLLM)
@@ -279,6 +293,13 @@ def test_metrics_map_engine_names():
     assert g.preemptions_total is None and g.generation_tokens_total is None
     t = parse_metrics(TGI)
     assert (t.engine, t.running, t.waiting, t.kv_usage) == ("tgi", 9, 5, None)
+    assert v.engine_steps_total is None and t.engine_steps_total is None
+    ll = parse_metrics(LLAMACPP)
+    assert (ll.engine, ll.running, ll.waiting, ll.kv_usage) == ("llama.cpp", 8, 0, None)
+    assert (ll.prompt_tokens_total, ll.prompt_cached_tokens_total) == (243, 12)
+    assert (ll.generation_tokens_total, ll.engine_steps_total) == (1024, 128)
+    d = engine_delta([parse_metrics(LLAMACPP.replace(" 1024", " 0").replace(" 128", " 0")), ll])
+    assert (d.generation_tokens, d.engine_steps) == (1024, 128)  # 8 tokens a step: a batch of 8
 
 
 def test_engine_delta_uses_counter_differences():
