@@ -211,17 +211,35 @@ def test_catalog_import_bad_config_is_a_message(app: AppTest) -> None:
     assert any("not valid JSON" in e.value for e in app.error)
 
 
+def _gpus_by_mode(at: AppTest) -> tuple[float, float]:
+    """(colocated, disaggregated) "GPUs total", the page's two columns in that order."""
+    col, dis = (_num(m.value) for m in at.metric if m.label == "GPUs total")
+    return col, dis
+
+
 def test_fleet_page_more_traffic_needs_more_gpus(app: AppTest) -> None:
     _goto(app, "fleet")
-    before = _num(_metric(app, "GPUs total"))  # the colocated column comes first
+    # 10 req/s of the default 8B on one H100 sits on the floor of min_replicas 2 per pool (TP 1):
+    # 2 colocated GPUs against 2 prefill + 2 decode; the verdict says so.
+    before = _gpus_by_mode(app)
+    assert before == (2, 4)
+    assert app.info[0].value.startswith("colocated with chunked prefill needs fewer GPUs (2 vs 4)")
     app.number_input(key="rps").set_value(40.0).run()
     assert not app.exception
-    after = _num(_metric(app, "GPUs total"))
-    assert after > before
-    # $/hour is GPUs × the catalog's $/GPU-hour on both sides of the change.
+    after = _gpus_by_mode(app)
+    assert after[0] > before[0] and after[1] > before[1]
+    # $/hour is GPUs × the catalog's $/GPU-hour in each column.
     price = get_gpu("h100-sxm").usd_per_gpu_hour
-    assert _num(_metric(app, "$/hour").lstrip("$")) == pytest.approx(after * price)
-    assert any("disaggregated" in i.value or "colocated" in i.value for i in app.info)  # the verdict
+    usd = [_num(m.value.lstrip("$")) for m in app.metric if m.label == "$/hour"]
+    assert usd == [pytest.approx(after[0] * price), pytest.approx(after[1] * price)]
+    # The verdict names the mode with fewer GPUs and both counts, as the columns show them.
+    col, dis = after
+    verdict = app.info[0].value
+    if col == dis:
+        assert verdict.startswith(f"a tie at {col:.0f} GPUs")
+    else:
+        winner = "colocated with chunked prefill" if col < dis else "disaggregated"
+        assert verdict.startswith(f"{winner} needs fewer GPUs ({min(col, dis):.0f} vs {max(col, dis):.0f})")
 
 
 def test_explore_page_loads_a_candidate_as_the_current_scenario(app: AppTest) -> None:

@@ -40,8 +40,11 @@ def test_probe_page_measures_saves_and_calibrates(pacer, tmp_path: Path, monkeyp
     assert not at.exception and not at.error, [e.value for e in at.error]
     run = at.session_state["probe_run"]
     assert [lv.concurrency for lv in run.levels] == [1, 2, 4]
-    # The pacing server's first token comes 20 ms after the request: the page measured it.
-    assert run.levels[0].ttft_s.p50 == pytest.approx(0.02, abs=0.015)
+    # The pacing server's first token comes 20 ms after the request arrives: the page measured that
+    # (a busy machine only adds; 1 ms off for the moment between sending and reading the clock),
+    # and every token of every request.
+    assert all(lv.ttft_s.p50 >= 0.019 for lv in run.levels)
+    assert all(lv.failures == 0 and lv.output_tokens_total == 4 * 8 for lv in run.levels)
     assert run.predicted is not None
     at.button(key="pr_save").click().run()
     assert any("Saved as probe run" in s.value for s in at.success)

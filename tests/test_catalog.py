@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from planner import CatalogError, ModelSpec, load_catalog, param_counts
-from planner.spec.catalog import _load
 from planner.spec.hf_import import load_hf_config
 
 HF = Path(__file__).parent / "data" / "hf"
@@ -94,7 +93,7 @@ def test_bad_catalog_entry_names_field(tmp_path: Path) -> None:
     for name in ("models.yaml", "prices.yaml"):
         (tmp_path / name).write_text((root / name).read_text())
     with pytest.raises(CatalogError, match="h100-sxm.*hbm_bytes_per_s"):
-        _load(str(tmp_path))
+        load_catalog(tmp_path)
 
 
 def test_custom_model_validation() -> None:

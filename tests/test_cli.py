@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 import sys
@@ -84,11 +86,28 @@ def test_model_from_hf_config_path(capsys) -> None:
     assert data["memory"]["kv_bytes_per_token"] == 2 * 48 * 4 * 128 * 2  # 98,304
 
 
-@pytest.mark.parametrize("fmt", ["csv", "table"])
-def test_other_formats(fmt: str, capsys) -> None:
-    assert main(["plan", "--format", fmt]) == 0
-    text = capsys.readouterr().out
-    assert "decode.step_s" in text
+def test_csv_is_one_row_of_the_plan(capsys) -> None:
+    assert main(["plan", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    want = plan(Scenario())
+    assert len(rows) == 1
+    # 8,030,261,248 bf16 parameters (test_curves works them out from the config) = 16,060,522,496 B.
+    assert float(rows[0]["memory.weight_bytes_per_gpu"]) == 16_060_522_496
+    assert float(rows[0]["decode.step_s"]) == want.decode.step_s  # written at full precision
+    assert rows[0]["scenario.gpu"] == "h100-sxm" and rows[0]["scenario.model"] == "llama-3.1-8b"
+
+
+def test_table_shows_units_and_derivations(capsys) -> None:
+    assert main(["plan", "--format", "table"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    want = plan(Scenario())
+    row = next(line for line in lines if line.startswith("decode.step_s "))
+    assert row.split()[1:] == [f"{want.decode.step_s * 1e3:.2f}", "ms"]
+    assert next(line for line in lines if line.startswith("memory.weight_bytes_per_gpu ")).split()[1:] == [
+        "16.06", "GB"]
+    # each number's working follows, ending in the value it states
+    assert any(line.strip().startswith("decode.step_s = ") and f"= {want.decode.step_s * 1e3:.2f} ms" in line
+               for line in lines)
 
 
 def test_sweep_cli_json_and_bad_flags() -> None:

@@ -53,11 +53,32 @@ def test_roofline_points_decode_intensity_rises_with_batch() -> None:
     assert pre["bound"] == "compute" and dec[1]["bound"] == "memory"
 
 
-def test_memory_breakdown_sums_to_hbm() -> None:
-    rows = memory_breakdown(BASE)
-    assert sum(r["bytes"] for r in rows) == pytest.approx(get_gpu("h100-sxm").hbm_bytes)
-    # Headroom with memory_utilization 0.9 is 10 % of 80 GB.
-    assert [r["bytes"] for r in rows if r["part"].startswith("headroom")] == [pytest.approx(8e9)]
+# Llama-3.1-8B by hand from its config (32 layers, hidden 4,096, 32 heads / 8 KV heads of 128,
+# FFN 14,336, vocabulary 128,256, untied embeddings):
+#   per layer: attention 4,096 × (4,096 + 1,024 + 1,024 + 4,096) = 41,943,040, MLP 3 × 4,096 × 14,336
+#   = 176,160,768, two norms 8,192 -> 218,112,000; × 32 = 6,979,584,000; embeddings and LM head
+#   2 × 128,256 × 4,096 = 1,050,673,152; final norm 4,096 -> 8,030,261,248 parameters.
+PARAMS_8B = 8_030_261_248
+# Profile-run activations at 2,048 chunk + 256 tokens: 2,304 × 4 × (4,096 + 14,336) × 2 B = 339,738,624,
+# fp32 logits for 1,024 sampled tokens 1,024 × 128,256 × 4 B = 525,336,576, CUDA graphs 0.5 GB.
+ACTIVATIONS_8B = 339_738_624 + 525_336_576 + 500_000_000
+
+
+def test_memory_breakdown_parts_by_hand() -> None:
+    rows = {r["part"]: r["bytes"] for r in memory_breakdown(BASE)}
+    weights = PARAMS_8B * 2  # bf16
+    assert rows["weights"] == pytest.approx(weights, rel=1e-12)
+    assert rows["activations + CUDA graphs"] == pytest.approx(ACTIVATIONS_8B, rel=1e-12)
+    assert rows["non-torch (CUDA, NCCL)"] == pytest.approx(1e9)
+    # memory_utilization 0.9 of 80 GB, less the three parts above.
+    assert rows["KV budget"] == pytest.approx(0.9 * 80e9 - weights - ACTIVATIONS_8B - 1e9, rel=1e-12)
+    assert rows["headroom (1 − utilization)"] == pytest.approx(0.1 * 80e9)
+    assert len(rows) == 5
+    # Seeds' accounting (no utilization): HBM − weights − 4 GB reserved is all KV, nothing left over.
+    seeds = scenario_from_dict({"gpu": "h100-sxm", "model": "llama-3.1-8b", "serving": {"memory_utilization": None}})
+    rows = {r["part"]: r["bytes"] for r in memory_breakdown(seeds)}
+    assert rows == {"weights": pytest.approx(weights, rel=1e-12), "reserved": pytest.approx(4e9),
+                    "KV budget": pytest.approx(80e9 - weights - 4e9, rel=1e-12)}
 
 
 def test_max_sequences_curve_halves_with_context_and_doubles_with_fp8() -> None:
@@ -65,6 +86,9 @@ def test_max_sequences_curve_halves_with_context_and_doubles_with_fp8() -> None:
     v = {(r["kv_dtype"], r["context_tokens"]): r["max_sequences"] for r in rows}
     assert v[("bf16", 4096)] == pytest.approx(v[("bf16", 2048)] / 2)
     assert v[("fp8", 2048)] == pytest.approx(2 * v[("bf16", 2048)])
+    # KV per token 2 × 32 layers × 8 KV heads × 128 × 2 B = 131,072 B; the budget as in the breakdown.
+    budget = 0.9 * 80e9 - PARAMS_8B * 2 - ACTIVATIONS_8B - 1e9
+    assert v[("bf16", 2048)] == pytest.approx(budget / (2048 * 131_072), rel=1e-12)
 
 
 def test_batch_curve_throughput_rises_itl_rises() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -31,9 +32,17 @@ def test_operating_point_holds_the_slo_and_next_batch_breaks_it() -> None:
     op = p.operating_point
     assert op.feasible and op.itl_s <= 0.05 and op.ttft_p90_s <= 1.0
     assert p.decode.batch_size == op.batch_size
-    nxt = plan(_scenario(serving={"batch_size": op.batch_size + 1})).operating_point
-    assert not nxt.feasible  # the largest feasible batch was chosen
-    assert nxt.itl_s > 0.05 or nxt.ttft_p90_s > 1.0 or nxt.max_sequences < op.batch_size + 1 or nxt.reason
+    # Colocated ITL = decode step at B + (B / E[output]) × the one 2,000-token chunk (1 chunk per prompt,
+    # spread over 250 output tokens): each extra sequence adds its share of prefill to every iteration.
+    assert op.itl_s == pytest.approx(p.decode.step_s + op.batch_size / 250 * p.prefill.chunk_s, rel=1e-12)
+    nxt_plan = plan(_scenario(serving={"batch_size": op.batch_size + 1}))
+    nxt = nxt_plan.operating_point
+    # The largest feasible batch was chosen: one more sequence breaks the ITL target, and only it
+    # (KV has room for ~94 sequences of 2,250 tokens; TTFT stays well under 1 s).
+    assert not nxt.feasible and nxt.reason == "misses ITL"
+    assert nxt.itl_s == pytest.approx(
+        nxt_plan.decode.step_s + (op.batch_size + 1) / 250 * nxt_plan.prefill.chunk_s, rel=1e-12)
+    assert nxt.itl_s > 0.05 and nxt.ttft_p90_s <= 1.0 and nxt.max_sequences > op.batch_size + 1
 
 
 def test_cost_arithmetic_by_hand() -> None:
@@ -75,14 +84,39 @@ def test_disaggregated_kv_transfer_seed_example() -> None:
     assert p.fleet.kv_transfer_fits_ttft
 
 
-def test_verdict_names_the_cheaper_mode() -> None:
-    p = plan(_scenario(workload={"requests_per_s": 100}))
-    c, d = p.fleet.colocated_gpus, p.fleet.disaggregated_gpus
-    if c == d:
-        assert p.fleet.verdict.startswith("a tie")
-    else:
-        assert ("colocated" if c < d else "disaggregated") in p.fleet.verdict.split(" needs")[0]
-    assert f"{min(c, d):.0f}" in p.fleet.verdict
+def test_verdict_at_low_traffic_is_colocated_by_the_replica_floor() -> None:
+    # 0.1 req/s fits one replica of each kind; min_replicas 2 sets the floor per pool:
+    # colocated 2 replicas × TP 2 = 4 GPUs, disaggregated (2 prefill + 2 decode) × TP 2 = 8 GPUs.
+    p = plan(_scenario(workload={"requests_per_s": 0.1}))
+    assert (p.fleet.colocated_gpus, p.fleet.disaggregated_gpus) == (4, 8)
+    assert p.fleet.verdict.startswith("colocated with chunked prefill needs fewer GPUs (4 vs 8)")
+
+
+def test_verdict_at_high_traffic_is_disaggregated() -> None:
+    """At 100 req/s the pools' floors do not bind, and the GPU-seconds each request costs decide.
+
+    Per request, a colocated replica spends E[o] × ITL / B = E[o] × step(B) / B + chunk (its ITL is
+    step(B) + (B / E[o]) × chunk); a disaggregated pair spends prefill(n) + E[o] × step(B') / B'.  The chunk
+    is the whole 2,000-token prompt (chunk 2,048), so both pay the same prefill and differ only in
+    step/B: decode amortises the weights over a bigger batch B' once no prefill share eats the ITL
+    budget, so disaggregated wins.  The counts follow by hand from the sections' step times.
+    """
+    col = plan(_scenario(workload={"requests_per_s": 100}))
+    dis = plan(_scenario(workload={"requests_per_s": 100}, serving={"mode": "disaggregated"}))
+    eo, u, peak, tp = 250, 0.7, 100, 2
+    assert col.prefill.chunk_s == pytest.approx(col.prefill.time_s, rel=1e-12)  # one chunk holds the prompt
+    b_c, b_d = col.decode.batch_size, dis.decode.batch_size
+    assert b_d > b_c  # the decode batch grows without the chunk share (to the KV limit here)
+    assert b_d <= dis.operating_point.max_sequences < b_d + 1
+    col_s = eo * col.decode.step_s / b_c + col.prefill.chunk_s  # replica-seconds per request
+    dec_s, pre_s = eo * dis.decode.step_s / b_d, dis.prefill.time_s
+    assert dec_s + pre_s < 0.8 * col_s
+    col_gpus = tp * math.ceil(peak / u * col_s)
+    dis_gpus = tp * (math.ceil(peak / u * pre_s) + math.ceil(peak / u * dec_s))
+    assert (col_gpus, dis_gpus) == (100, 74)
+    assert (col.fleet.colocated_gpus, col.fleet.disaggregated_gpus) == (col_gpus, dis_gpus)
+    assert col.fleet.verdict.startswith("disaggregated needs fewer GPUs (74 vs 100)")
+    assert dis.fleet.verdict == col.fleet.verdict  # the comparison does not depend on the current mode
 
 
 def test_long_tail_lowers_capacity_and_worsens_p90_ttft() -> None:
@@ -92,10 +126,27 @@ def test_long_tail_lowers_capacity_and_worsens_p90_ttft() -> None:
     assert tail.operating_point.ttft_p90_s > mean.operating_point.ttft_p90_s
 
 
-def test_trace_distribution(tmp_path) -> None:
+def test_trace_distribution() -> None:
     rows = parse_trace_csv("prompt_tokens,output_tokens\n1000,100\n3000,400\n")
+    assert rows == ((1000, 100), (3000, 400))
     p = plan(_scenario(workload={"distribution": "trace", "trace": rows}))
+    fixed = plan(_scenario())  # the trace's means: 2,000 prompt and 250 output tokens
     assert p.operating_point.feasible
+    # KV capacity weighs each sequence by its residence (output tokens): weights 100/500 and 400/500 on
+    # final contexts 1,100 and 3,400: mean 0.2 × 1,100 + 0.8 × 3,400 = 2,940, std √(9,490,000 − 2,940²) = 920;
+    # with the p99 tail z = 2.326: √B = (−z·σ + √((z·σ)² + 4·μ·cap)) / (2μ), cap = KV budget / K per GPU.
+    cap = p.memory.kv_budget_bytes / p.memory.kv_bytes_per_token_per_gpu
+    mu, sd, z = 2940.0, 920.0, 2.326
+    root = (-z * sd + math.sqrt((z * sd) ** 2 + 4 * mu * cap)) / (2 * mu)
+    assert p.operating_point.max_sequences == pytest.approx(root**2, rel=1e-9)
+    assert fixed.operating_point.max_sequences == pytest.approx(cap / 2250, rel=1e-9)  # no spread: cap / (n + o)
+    assert p.operating_point.batch_size < fixed.operating_point.batch_size
+    # $/Mtok input uses the trace's mean prompt of 2,000 tokens: 10 req/s × 2,000 × 3,600 / 1e6 = 72 Mtok/h.
+    assert p.cost.usd_per_mtok_input == pytest.approx(p.cost.usd_per_hour / 72)
+    # A trace of one repeated row is the fixed distribution: the same plan, number for number.
+    same = plan(_scenario(workload={"distribution": "trace",
+                                    "trace": parse_trace_csv("prompt_tokens,output_tokens\n2000,250\n2000,250\n")}))
+    assert same.operating_point == fixed.operating_point and same.fleet == fixed.fleet
 
 
 @pytest.mark.parametrize(

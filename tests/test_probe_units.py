@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 import pytest
-from servers.procs import start_script
+from servers.procs import log_lines, start_script
 
 from planner import GpuSpec, ModelSpec, ProbeError, Scenario
 from planner.cli import main
@@ -202,22 +202,35 @@ def test_stats_percentiles():
 def test_open_loop_rate_against_pacing_server():
     srv = start_script("pacing_server", "--ttft-s", "0.01", "--tpot-s", "0.005")
     try:
+        before = len(log_lines(srv.url))
         s = probe_settings(url=srv.url, model="m", rate_req_s=20.0, arrival="constant", requests=20,
                            output_tokens=4, prompt_tokens=8)
         lv = run_probe_sync(s).levels[0]
+        server = [json.loads(line) for line in log_lines(srv.url)[before:]]
         assert lv.rate_req_s == 20.0 and lv.concurrency is None and lv.arrival == "constant"
         assert lv.requests == 20 and lv.failures == 0
-        # 20 arrivals 50 ms apart: the level lasts about 19 × 50 ms + one request
-        assert lv.duration_s == pytest.approx(0.95 + 0.01 + 3 * 0.005, abs=0.1)
+        # The schedule is 20 arrivals 50 ms apart, and no request leaves before its time.
+        smp = sorted(lv.samples, key=lambda x: x.index)
+        assert [x.scheduled_s for x in smp] == pytest.approx([0.05 * i for i in range(20)], abs=1e-6)
+        assert all(x.sent_s >= x.scheduled_s - 1e-6 for x in smp)
+        # On the server's own clock the requests arrived at that pace: a late wake-up stretches one gap
+        # and shortens the next, so the median gap stays 50 ms even on a busy machine.
+        measured = {x.index for x in smp}  # the warm-up request before the level is not one of them
+        recv = sorted(e["recv_ns"] for e in server if int(e["prompt_head"].rsplit("-", 1)[1]) in measured)
+        assert len(recv) == 20
+        assert float(np.median(np.diff(recv))) / 1e9 == pytest.approx(0.05, abs=0.005)
+        # The level cannot end before the last arrival (0.95 s) plus its 10 ms TTFT and 3 × 5 ms gaps.
+        assert lv.duration_s >= 0.95 + 0.01 + 3 * 0.005 - 1e-3
         assert lv.req_s == pytest.approx(20 / lv.duration_s)
-        # the duration cap stops issuing
+        # The duration cap stops issuing: the seeded Poisson schedule (seed 0) at 10 req/s has 9 arrivals
+        # in the first second (the 10th is at 1.35 s), whatever the machine's speed.
         s2 = probe_settings(url=srv.url, model="m", rate_req_s=10.0, arrival="poisson", requests=1000,
                             duration_s=1.0, output_tokens=2)
         lv2 = run_probe_sync(s2).levels[0]
-        assert 3 <= lv2.requests <= 30
+        assert lv2.requests == 9
         # and engine series from /metrics (vLLM names), counters moved by what was sent
         assert lv2.engine.engine == "vllm"
-        assert lv2.engine.generation_tokens == lv2.output_tokens_total
+        assert lv2.engine.generation_tokens == lv2.output_tokens_total == 9 * 2
         assert lv2.engine.preemptions is None  # not exported: unavailable, not zero
     finally:
         srv.stop()
@@ -256,6 +269,20 @@ tgi_queue_size 5
 tgi_batch_current_size 9
 """
 
+LLAMACPP = """# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 243
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total 12
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 1024
+# TYPE llamacpp:n_decode_total counter
+llamacpp:n_decode_total 128
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 8
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 0
+"""
+
 
 def test_metrics_map_engine_names():
     v = parse_metrics(VLLM)
@@ -266,6 +293,13 @@ def test_metrics_map_engine_names():
     assert g.preemptions_total is None and g.generation_tokens_total is None
     t = parse_metrics(TGI)
     assert (t.engine, t.running, t.waiting, t.kv_usage) == ("tgi", 9, 5, None)
+    assert v.engine_steps_total is None and t.engine_steps_total is None
+    ll = parse_metrics(LLAMACPP)
+    assert (ll.engine, ll.running, ll.waiting, ll.kv_usage) == ("llama.cpp", 8, 0, None)
+    assert (ll.prompt_tokens_total, ll.prompt_cached_tokens_total) == (243, 12)
+    assert (ll.generation_tokens_total, ll.engine_steps_total) == (1024, 128)
+    d = engine_delta([parse_metrics(LLAMACPP.replace(" 1024", " 0").replace(" 128", " 0")), ll])
+    assert (d.generation_tokens, d.engine_steps) == (1024, 128)  # 8 tokens a step: a batch of 8
 
 
 def test_engine_delta_uses_counter_differences():
@@ -331,18 +365,31 @@ def test_calibration_needs_two_levels():
 
 
 def test_prediction_physics_by_hand():
-    """c=1 decode on the unit CPU at full efficiency, no overhead:
-    bytes = 90,919,936 params × 4 B + KV (8 layers × 2 × 256 × 4 B = 16,384 B/token × 124 tokens)
-          = 363,679,744 + 2,031,616 = 365,711,360 B → / 50e9 B/s = 7.314 ms
-    FLOPs = 2 × 90,919,936 + attention 2·128·8·16·124 = 181,839,872 + 4,063,232 → / 200e9 = 0.93 ms
-    so the step is memory-bound at 7.314 ms."""
+    """Decode on the unit CPU at full efficiency, no overhead; 90,919,936 parameters of fp32
+    (8 layers × 11,274,240 + 2 × 354 × 1,024 embeddings + 1,024 final norm), KV 2 × 8 layers × 4 KV heads
+    × 64 × 4 B = 16,384 B/token, attention 2·(64 + 64)·8 layers·16 heads = 32,768 FLOP per token pair.
+
+    c = 1, live context 100 + 48/2 = 124 tokens:
+    decode bytes = 90,919,936 × 4 + 124 × 16,384 = 363,679,744 + 2,031,616 = 365,711,360 B / 50e9 B/s
+                 = 7.3142272 ms; FLOPs 2 × 90,919,936 + 32,768 × 124 = 185,903,104 / 200e9 = 0.93 ms:
+                 memory-bound.
+    prefill of 100 tokens: 2 × 90,919,936 × 100 + 32,768 × 100²/2 = 18,347,827,200 FLOP / 200e9
+                 = 91.739136 ms (memory 365,318,144 B / 50e9 = 7.3 ms): compute-bound.
+    c = 4: decode 363,679,744 + 4 × 124 × 16,384 = 371,806,208 B -> 7.43612416 ms; prefill of 4 × 100 tokens
+                 together: 2 × 90,919,936 × 400 + 32,768 × 400²/2 = 75,357,388,800 FLOP -> 376.786944 ms.
+    """
     sc = Scenario(gpu=CPU, model=SMALL, weights_dtype="fp32", kv_dtype="fp32",
                   efficiency={"bandwidth": 1.0, "compute": 1.0, "step_overhead_s": 0.0})
     from planner import resolve
 
     p = predict_level(resolve(sc), prompt_tokens=100, output_tokens=48, concurrency=1)
-    assert p.tpot_s == pytest.approx(365_711_360 / 50e9, rel=1e-6)
-    assert p.output_tok_s == pytest.approx(48 / (p.ttft_s + 47 * p.tpot_s))
+    assert p.tpot_s == pytest.approx(0.0073142272, rel=1e-9)
+    assert p.ttft_s == pytest.approx(0.091739136, rel=1e-9)
+    assert p.e2e_s == pytest.approx(0.091739136 + 47 * 0.0073142272, rel=1e-9)
+    assert p.output_tok_s == pytest.approx(48 / (0.091739136 + 47 * 0.0073142272), rel=1e-9)  # 110.2 tok/s
+    p4 = predict_level(resolve(sc), prompt_tokens=100, output_tokens=48, concurrency=4)
+    assert (p4.tpot_s, p4.ttft_s) == (pytest.approx(0.00743612416, rel=1e-9), pytest.approx(0.376786944, rel=1e-9))
+    assert p4.output_tok_s == pytest.approx(4 * 48 / (0.376786944 + 47 * 0.00743612416), rel=1e-9)
 
 
 def test_cancel_before_start_yields_no_levels():
@@ -378,6 +425,10 @@ def test_kv_capacity_ramp_stops_where_the_engine_fills():
     chk = kv_capacity_check(run, sc)
     assert chk.observed_full_concurrency == 8 and chk.reason == "kv_usage"
     assert chk.highest_concurrency_tried == 8
-    # planner side, by hand: 64e9 × 0.9 − 4e9 reserved − weights 363,679,744 B − activations, over
-    # (context × 16,384 B/token); only its order is checked here, the formula is memory.py's own test
-    assert chk.planner_max_sequences > 1000
+    # Context: the pacing server counts a prompt's words (126 for the default 128-token prompt: 125
+    # filler words and the unique head) plus the 20 output tokens.
+    assert chk.context_tokens == 126 + 20
+    # Planner side, by hand (vLLM accounting, memory_utilization 0.9): 0.9 × 64e9 − weights 363,679,744 B
+    # − activations (2,304 tokens × 4 × (1,024 + 2,816) × 2 B + 1,024 × 354 × 4 B logits + 0.5e9 CUDA graphs
+    # = 572,228,864 B) − 1e9 non-torch = 55,664,091,392 B of KV, over 146 tokens × 16,384 B/token.
+    assert chk.planner_max_sequences == pytest.approx(55_664_091_392 / (146 * 16_384), rel=1e-9)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from planner import (
@@ -63,19 +64,26 @@ def test_tp_splits_weight_bytes_per_gpu(mid, wd, tp) -> None:
     m = get_model(mid)
     one = weight_bytes_per_gpu(model=m, weights_dtype=wd, tp=tp)
     two = weight_bytes_per_gpu(model=m, weights_dtype=wd, tp=2 * tp)
-    assert two * 2 == __import__("pytest").approx(one, rel=1e-12)
+    assert two * 2 == pytest.approx(one, rel=1e-12)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gpu_ids, model_ids, weights_dtypes, kv_dtypes, st.sampled_from([1, 2, 4, 8]))
 def test_every_fitting_combination_is_finite(gid, mid, wd, kd, tp) -> None:
-    model = get_model(mid)
-    if model.heads % tp:
-        return
+    assume(get_model(mid).heads % tp == 0)
     p = plan(Scenario(gpu=gid, model=mid, weights_dtype=wd, kv_dtype=kd, parallel={"tp": tp}))
-    if not p.memory.fits:
-        assert any("does not fit" in w for w in p.warnings)
-        return
+    assume(p.memory.fits)
     values = [p.decode.step_s, p.decode.tok_s_per_replica, p.decode.mbu, p.decode.mfu, p.prefill.time_s, p.ttft_s,
               p.memory.max_sequences, p.roofline.decode_intensity_flop_per_byte]
     assert all(math.isfinite(v) and v > 0 for v in values)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gpu_ids, st.sampled_from(["llama-3.1-405b", "deepseek-v3", "qwen2.5-72b", "llama-3.1-70b"]),
+       st.sampled_from(["bf16", "fp16"]), kv_dtypes)
+def test_a_combination_that_does_not_fit_says_so(gid, mid, wd, kd) -> None:
+    # 16-bit weights of a ≥ 70B model on one GPU: ≥ 141 GB against at most 192 GB of HBM, less the KV room.
+    p = plan(Scenario(gpu=gid, model=mid, weights_dtype=wd, kv_dtype=kd, parallel={"tp": 1}))
+    assume(not p.memory.fits)
+    assert p.memory.kv_budget_bytes <= 0 or p.memory.max_sequences < 1
+    assert any("does not fit" in w for w in p.warnings)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -140,5 +139,16 @@ def test_fit_recovers_known_efficiencies() -> None:
 
 def test_fixed_file_parses() -> None:
     rows = load_measurements(Path(__file__).parent / "data" / "validate_small.json")
-    assert [r.id for r in rows][:2] == ["nim_70b_c1_ttft", "triton_8b_qps2_out"]
-    assert json.loads((Path(__file__).parent / "data" / "validate_small.json").read_text())["measurements"][0]["value"] == 406.77
+    # The fixture's seven rows, in order, as written in the file.
+    assert [r.id for r in rows] == ["nim_70b_c1_ttft", "triton_8b_qps2_out", "replicas_8b_qps8_out", "unknown_model",
+                                    "unknown_gpu", "no_lengths", "odd_metric"]
+    nim = rows[0]
+    assert (nim.engine, nim.model, nim.precision, nim.gpu, nim.n_gpus, nim.tp, nim.pp) == (
+        "NVIDIA NIM", "Llama-3.3-70B-Instruct", "fp8", "h100_sxm", 2, 2, None)
+    assert (nim.isl, nim.osl, nim.concurrency, nim.request_rate, nim.metric, nim.value, nim.trust) == (
+        5000, 500, 1, None, "ttft_ms", 406.77, "high")
+    triton = rows[1]
+    assert (triton.concurrency, triton.request_rate, triton.metric, triton.value) == (None, 2.0, "output_tok_s_total", 504)
+    assert rows[5].isl is None and rows[5].osl is None and rows[5].request_rate == 100
+    assert [r.trust for r in rows] == ["high", "high", "low", "low", "low", "high", "low"]
+    assert rows[3].notes is None and rows[1].notes == "TensorRT-LLM 0.14 Triton backend table"

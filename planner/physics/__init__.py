@@ -3,10 +3,10 @@ techniques, length distributions.  Pure functions that broadcast over numpy arra
 ``planner.spec``, ``planner.io`` and ``planner.errors``.
 """
 
-from __future__ import annotations
-
 from planner.physics.lengths import (
+    MAX_TRACE_CSV_BYTES,
     LengthSamples,
+    csv_rows,
     length_samples,
     lognormal_quantiles,
     parse_trace_csv,
@@ -73,6 +73,7 @@ __all__ = [
     "DEFAULT_NON_TORCH_BYTES",
     "DecodeStep",
     "LengthSamples",
+    "MAX_TRACE_CSV_BYTES",
     "NVLINK_COLLECTIVE_LATENCY_S",
     "PCIE_COLLECTIVE_LATENCY_S",
     "PrefillStep",
@@ -84,6 +85,7 @@ __all__ = [
     "collective_s",
     "compute_dtype",
     "contiguous_reservation_bytes",
+    "csv_rows",
     "decode_intensity",
     "decode_step",
     "expert_weight_bytes",

@@ -13,43 +13,90 @@ from planner.probe.calibrate import (
     calibrate,
     calibrated_scenario,
     kv_capacity_check,
+    level_is_kv_full,
     measured_vs_predicted,
     predict_level,
     with_prediction,
 )
-from planner.probe.client import RequestRecord, make_client, stream_request
-from planner.probe.load import arrival_offsets_s, make_prompt, new_run_id, run_probe, run_probe_sync
-from planner.probe.metrics import METRIC_NAMES, EngineDelta, EngineSnapshot, engine_delta, parse_metrics
-from planner.probe.persist import save_run
-from planner.probe.safety import ALLOWED_HOSTS_ENV, api_key_from, check_url_allowed
-from planner.probe.settings import ProbeSettings, base_url, probe_settings
-from planner.probe.summary import LevelSummary, ProbeRun, RequestSample, Stats, stats, summarize_level
+from planner.probe.client import (
+    Endpoint,
+    RequestRecord,
+    endpoint_path,
+    make_client,
+    stream_request,
+)
+from planner.probe.load import (
+    arrival_offsets_s,
+    make_prompt,
+    new_run_id,
+    request_body,
+    run_probe,
+    run_probe_sync,
+)
+from planner.probe.metrics import (
+    METRIC_NAMES,
+    EngineDelta,
+    EngineSnapshot,
+    engine_delta,
+    parse_metrics,
+)
+from planner.probe.persist import (
+    save_run,
+)
+from planner.probe.safety import (
+    ALLOWED_HOSTS_ENV,
+    allowed_hosts,
+    api_key_from,
+    check_url_allowed,
+)
+from planner.probe.settings import (
+    MAX_CONCURRENCY,
+    MAX_DURATION_S,
+    MAX_REQUESTS,
+    ProbeSettings,
+    base_url,
+    probe_settings,
+)
+from planner.probe.summary import (
+    LevelSummary,
+    ProbeRun,
+    RequestSample,
+    Stats,
+    stats,
+    summarize_level,
+)
 
 __all__ = [
-    "save_run",
     "ALLOWED_HOSTS_ENV",
-    "KV_FULL_USAGE",
-    "METRIC_NAMES",
     "Calibration",
     "CalibrationResidual",
+    "Endpoint",
     "EngineDelta",
     "EngineSnapshot",
+    "KV_FULL_USAGE",
     "KvCapacityCheck",
     "LevelPrediction",
     "LevelSummary",
+    "MAX_CONCURRENCY",
+    "MAX_DURATION_S",
+    "MAX_REQUESTS",
+    "METRIC_NAMES",
     "ProbeRun",
     "ProbeSettings",
     "RequestRecord",
     "RequestSample",
     "Stats",
+    "allowed_hosts",
     "api_key_from",
     "arrival_offsets_s",
     "base_url",
     "calibrate",
     "calibrated_scenario",
     "check_url_allowed",
+    "endpoint_path",
     "engine_delta",
     "kv_capacity_check",
+    "level_is_kv_full",
     "make_client",
     "make_prompt",
     "measured_vs_predicted",
@@ -57,8 +104,10 @@ __all__ = [
     "parse_metrics",
     "predict_level",
     "probe_settings",
+    "request_body",
     "run_probe",
     "run_probe_sync",
+    "save_run",
     "stats",
     "stream_request",
     "summarize_level",

@@ -4,7 +4,7 @@ Parsed with ``prometheus_client.parser.text_string_to_metric_families``.  Each
 engine names the same things differently; :data:`METRIC_NAMES` maps them to
 ``kv_usage`` (fraction 0..1), ``running``, ``waiting``, ``preemptions_total``,
 ``prefix_queries_total``/``prefix_hits_total`` or a ``prefix_hit_rate`` gauge,
-and the prompt/generation token counters.  A series the engine does not export
+and the prompt/generation token and engine step counters.  A series the engine does not export
 is None (unavailable), never 0.  Samples with labels are summed.
 """
 
@@ -37,6 +37,9 @@ METRIC_NAMES: dict[str, tuple[str, ...]] = {
     "prompt_cached_tokens_total": ("llamacpp:prompt_tokens_cached_total",),
     "generation_tokens_total": ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
                                 "llamacpp:tokens_predicted_total"),
+    # forward passes the engine ran (llama.cpp: llama_decode() calls); generation tokens per
+    # step is the batch the engine actually formed
+    "engine_steps_total": ("llamacpp:n_decode_total",),
 }
 _ENGINE_PREFIX = {"vllm:": "vllm", "sglang:": "sglang", "tgi_": "tgi", "llamacpp:": "llama.cpp"}
 
@@ -57,6 +60,7 @@ class EngineSnapshot(BaseModel):
     prompt_tokens_total: float | None = None
     prompt_cached_tokens_total: float | None = None
     generation_tokens_total: float | None = None
+    engine_steps_total: float | None = None
 
 
 def parse_metrics(text: str, *, t_s: float = 0.0) -> EngineSnapshot:
@@ -89,6 +93,7 @@ class EngineDelta(BaseModel):
     prompt_tokens: float | None = None
     prompt_cached_tokens: float | None = None
     generation_tokens: float | None = None
+    engine_steps: float | None = None
 
 
 def _delta(before: EngineSnapshot, after: EngineSnapshot, key: str) -> float | None:
@@ -123,4 +128,5 @@ def engine_delta(samples: Sequence[EngineSnapshot]) -> EngineDelta:
         prompt_tokens=_delta(first, last, "prompt_tokens_total"),
         prompt_cached_tokens=_delta(first, last, "prompt_cached_tokens_total"),
         generation_tokens=_delta(first, last, "generation_tokens_total"),
+        engine_steps=_delta(first, last, "engine_steps_total"),
     )

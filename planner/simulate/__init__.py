@@ -1,14 +1,67 @@
 """An iteration-level serving simulator on the planner's one step-time physics."""
 
-from planner.simulate.arrivals import Request, arrival_times, generate_requests, load_trace, parse_trace_csv
-from planner.simulate.engine import SimRun, StepTimes, simulate
-from planner.simulate.options import SimOptions, sim_options
-from planner.simulate.report import find_knee, latency_stats, rate_sweep, summarize
-from planner.simulate.router import ReplicaLoad, affinity_score, choose_replica
+from planner.simulate.arrivals import (
+    MAX_TRACE_FILE_BYTES,
+    Request,
+    arrival_times,
+    generate_requests,
+    length_samples,
+    load_trace,
+    parse_trace_csv,
+)
+from planner.simulate.engine import (
+    CACHED_GRID_TOKENS,
+    CONTEXT_GRID_TOKENS,
+    KvBlocks,
+    SimRun,
+    StepTimes,
+    simulate,
+)
+from planner.simulate.options import (
+    DEFAULT_KV_LINK_BYTES_PER_S,
+    DEFAULT_KV_LINK_EFFICIENCY,
+    DEFAULT_KV_TRANSFER_SETUP_S,
+    DEFAULT_LENGTH_SIGMA,
+    MAX_KV_CAPACITY_TOKENS,
+    MAX_RATE_REQ_S,
+    MAX_SIM_BATCH,
+    MAX_SIM_REQUESTS,
+    MAX_THINK_S,
+    Router,
+    SimOptions,
+    sim_options,
+)
+from planner.simulate.report import (
+    MAX_RATES,
+    find_knee,
+    latency_stats,
+    rate_sweep,
+    summarize,
+)
+from planner.simulate.router import (
+    ReplicaLoad,
+    affinity_score,
+    choose_replica,
+)
 
 __all__ = [
+    "CACHED_GRID_TOKENS",
+    "CONTEXT_GRID_TOKENS",
+    "DEFAULT_KV_LINK_BYTES_PER_S",
+    "DEFAULT_KV_LINK_EFFICIENCY",
+    "DEFAULT_KV_TRANSFER_SETUP_S",
+    "DEFAULT_LENGTH_SIGMA",
+    "KvBlocks",
+    "MAX_KV_CAPACITY_TOKENS",
+    "MAX_RATES",
+    "MAX_RATE_REQ_S",
+    "MAX_SIM_BATCH",
+    "MAX_SIM_REQUESTS",
+    "MAX_THINK_S",
+    "MAX_TRACE_FILE_BYTES",
     "ReplicaLoad",
     "Request",
+    "Router",
     "SimOptions",
     "SimRun",
     "StepTimes",
@@ -18,6 +71,7 @@ __all__ = [
     "find_knee",
     "generate_requests",
     "latency_stats",
+    "length_samples",
     "load_trace",
     "parse_trace_csv",
     "rate_sweep",

@@ -40,7 +40,7 @@ from planner.spec.context import Resolved, resolve
 from planner.spec.defaults import DEFAULT_MAX_BATCH
 from planner.spec.scenario import Scenario
 
-__all__ = ["CACHED_GRID_TOKENS", "CONTEXT_GRID_TOKENS", "SimRun", "StepTimes", "simulate"]
+__all__ = ["CACHED_GRID_TOKENS", "CONTEXT_GRID_TOKENS", "KvBlocks", "SimRun", "StepTimes", "simulate"]
 
 # Decode step times are tabulated per batch size on a context grid of this pitch
 # and interpolated linearly (the step time is piecewise linear in context).
@@ -379,6 +379,17 @@ class _Replica:
 
 
 @dataclass(frozen=True)
+class KvBlocks:
+    """One replica's KV blocks when the run ends: after every request finished, nothing is
+    referenced and free + cached = capacity (blocks are conserved through preemption and sharing)."""
+
+    capacity: int
+    free: int
+    cached: int  # held by prefix-cache entries no sequence references
+    referenced: int  # held by referenced prefix entries or by sequences' private blocks
+
+
+@dataclass(frozen=True)
 class SimRun:
     """One simulated run: per-request arrays (seconds, tokens) and run totals."""
 
@@ -396,6 +407,7 @@ class SimRun:
     iterations: int
     kv_capacity_tokens: int
     timeline: tuple[dict[str, Any], ...]  # per replica: t_s, batch_size, kv_utilization (downsampled)
+    kv_blocks: tuple[KvBlocks, ...] = ()  # per replica, at the end of the run
 
     @property
     def requests(self) -> int:
@@ -561,6 +573,13 @@ def _downsample(rep: _Replica, points: int) -> dict[str, Any]:
             "kv_utilization": np.asarray(rep.kv_series)[idx].tolist() if n else []}
 
 
+def _kv_blocks(rep: _Replica) -> KvBlocks:
+    held = sum(q.blocks for q in (*rep.running, *rep.waiting))
+    return KvBlocks(capacity=rep.capacity, free=rep.free,
+                    cached=sum(e.blocks for e in rep.entries.values() if e.refs == 0),
+                    referenced=held + sum(e.blocks for e in rep.entries.values() if e.refs > 0))
+
+
 def simulate(scenario: Scenario, options: SimOptions | None = None,
              requests: tuple[Request, ...] | None = None) -> SimRun:
     """Simulate serving ``requests`` (default: generated from the scenario and options)."""
@@ -599,4 +618,5 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
         iterations=sum(len(rp.times) for rp in sim.replicas),
         kv_capacity_tokens=sim.kv_capacity_tokens,
         timeline=tuple(_downsample(rp, options.timeline_points) for rp in sim.replicas),
+        kv_blocks=tuple(_kv_blocks(rp) for rp in sim.replicas),
     )

@@ -2,8 +2,6 @@
 fleet sizing and ``plan``.  Imports physics and below.
 """
 
-from __future__ import annotations
-
 from planner.sizing.fleet import (
     FleetArrays,
     fleet_arrays,

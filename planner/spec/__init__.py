@@ -3,8 +3,6 @@ parameter counts, the Scenario schema, share tokens, fitted defaults and the res
 Imports only ``planner.errors`` and ``planner.io``.
 """
 
-from __future__ import annotations
-
 from planner.spec.catalog import (
     Catalog,
     PriceQuote,
@@ -37,6 +35,7 @@ from planner.spec.fitted import (
     MIN_ROWS_COVERED,
 )
 from planner.spec.hf_import import (
+    MAX_CONFIG_INT,
     SUPPORTED_MODEL_TYPES,
     load_hf_config,
     spec_kwargs_from_hf_config,
@@ -57,6 +56,14 @@ from planner.spec.precision import (
     compute_dtype_candidates,
 )
 from planner.spec.scenario import (
+    MAX_EP,
+    MAX_ID_CHARS,
+    MAX_LENGTH_SIGMA,
+    MAX_PP,
+    MAX_SEQUENCE_TOKENS,
+    MAX_TP,
+    MAX_TRACE_ROWS,
+    MODEL_PATH_MESSAGE,
     SCHEMA_VERSION,
     Cost,
     Efficiency,
@@ -68,8 +75,10 @@ from planner.spec.scenario import (
     Speculative,
     Workload,
     apply_overrides,
+    is_model_path,
     load_scenario_file,
     resolve_gpu,
+    resolve_local_model_file,
     resolve_model,
     scenario_from_dict,
     validation_message,
@@ -80,6 +89,8 @@ from planner.spec.share import (
     share_token,
 )
 from planner.spec.specs import (
+    MAX_SPEC_FLOAT,
+    MAX_SPEC_INT,
     DenseFlops,
     GpuSpec,
     ModelSpec,
@@ -105,8 +116,19 @@ __all__ = [
     "GpuSpec",
     "KV_DTYPES",
     "KvDtype",
+    "MAX_CONFIG_INT",
+    "MAX_EP",
+    "MAX_ID_CHARS",
+    "MAX_LENGTH_SIGMA",
+    "MAX_PP",
+    "MAX_SEQUENCE_TOKENS",
+    "MAX_SPEC_FLOAT",
+    "MAX_SPEC_INT",
     "MAX_TOKEN_CHARS",
+    "MAX_TP",
+    "MAX_TRACE_ROWS",
     "MIN_ROWS_COVERED",
+    "MODEL_PATH_MESSAGE",
     "ModelSpec",
     "Origin",
     "Parallel",
@@ -131,12 +153,14 @@ __all__ = [
     "fmt_num",
     "get_gpu",
     "get_model",
+    "is_model_path",
     "load_catalog",
     "load_hf_config",
     "load_scenario_file",
     "param_counts",
     "resolve",
     "resolve_gpu",
+    "resolve_local_model_file",
     "resolve_model",
     "scenario_from_dict",
     "scenario_from_token",

@@ -27,7 +27,6 @@ __all__ = [
     "downgrade",
     "head",
     "known_revisions",
-    "main",
     "require_current",
     "require_known",
     "upgrade",

@@ -2,6 +2,8 @@
 
 from planner.validate.names import (
     ENGINE_FAMILIES,
+    PRECISIONS,
+    EngineFamily,
     engine_family,
     precision_dtypes,
     resolve_gpu_name,
@@ -18,18 +20,33 @@ from planner.validate.predict import (
     predict_row,
     setup_row,
 )
-from planner.validate.report import MetricSummary, RowResult, summarize, validate_rows, validation_payload
-from planner.validate.rows import METRICS, MeasurementRow, load_measurements, parse_measurements
+from planner.validate.report import (
+    MetricSummary,
+    RowResult,
+    summarize,
+    validate_rows,
+    validation_payload,
+)
+from planner.validate.rows import (
+    MAX_MEASUREMENT_ROWS,
+    METRICS,
+    MeasurementRow,
+    load_measurements,
+    parse_measurements,
+)
 
 __all__ = [
     "ENGINE_FAMILIES",
     "ENGINE_MAX_BATCH",
     "ENGINE_MEMORY_UTILIZATION",
-    "METRICS",
     "EfficiencySet",
+    "EngineFamily",
+    "MAX_MEASUREMENT_ROWS",
+    "METRICS",
     "MeasurementRow",
     "MetricSummary",
     "OperatingPoint",
+    "PRECISIONS",
     "RowResult",
     "RowSetup",
     "efficiency_for",

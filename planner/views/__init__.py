@@ -2,8 +2,6 @@
 and below.
 """
 
-from __future__ import annotations
-
 from planner.views.curves import (
     Row,
     batch_curve,
@@ -30,6 +28,7 @@ from planner.views.sweep import (
     DEFAULT_DTYPES,
     DEFAULT_PP,
     DEFAULT_TP,
+    MAX_SWEEP_CANDIDATES,
     pareto_front,
     sweep,
 )
@@ -38,6 +37,7 @@ __all__ = [
     "DEFAULT_DTYPES",
     "DEFAULT_PP",
     "DEFAULT_TP",
+    "MAX_SWEEP_CANDIDATES",
     "MODES",
     "RATE_GRID_FRACTIONS",
     "Row",
