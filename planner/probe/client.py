@@ -274,8 +274,7 @@ async def stream_request(
 
 async def _read_events(content: aiohttp.StreamReader, rec: RequestRecord, max_events: int) -> bool:
     """Parse the SSE stream into ``rec`` line by line within the caps; True once ``[DONE]`` came."""
-    buf = bytearray()
-    scan = 0  # buf[:scan] holds no newline
+    buf = bytearray()  # an unfinished line (a bytearray: a trickled long line is not copied quadratically)
     data: list[bytes] = []  # the current event's data payloads
     data_bytes = 0
     total = 0
@@ -285,11 +284,14 @@ async def _read_events(content: aiohttp.StreamReader, rec: RequestRecord, max_ev
         total += len(raw)
         if total > MAX_STREAM_BYTES:
             raise _TooLarge("stream_too_large", f"stream over {MAX_STREAM_BYTES} bytes")
-        buf += raw
-        start = 0
-        while (nl := buf.find(b"\n", scan)) >= 0:
-            line = bytes(buf[start:nl])
-            start = scan = nl + 1
+        if b"\n" not in raw:
+            buf += raw
+            if len(buf) > MAX_SSE_LINE_BYTES:
+                raise _TooLarge("sse_line_too_long", f"SSE line over {MAX_SSE_LINE_BYTES} bytes without a newline")
+            continue
+        lines = (bytes(buf) + raw if buf else raw).split(b"\n")
+        buf = bytearray(lines.pop())
+        for line in lines:
             if line.endswith(b"\r"):
                 line = line[:-1]
             if not line:  # a blank line ends the event
@@ -306,8 +308,6 @@ async def _read_events(content: aiohttp.StreamReader, rec: RequestRecord, max_ev
                     raise _TooLarge("sse_line_too_long", f"SSE event over {MAX_SSE_LINE_BYTES} bytes")
             elif not line.startswith((b":", b"event:", b"id:", b"retry:")):
                 raise _MalformedSse("not an SSE line", line)
-        del buf[:start]
-        scan = len(buf)
         if len(buf) > MAX_SSE_LINE_BYTES:
             raise _TooLarge("sse_line_too_long", f"SSE line over {MAX_SSE_LINE_BYTES} bytes without a newline")
     if buf.strip() or data:

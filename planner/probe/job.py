@@ -56,7 +56,7 @@ class ProbeJob:
         except PlannerError as exc:
             self._error = exc
         except Exception as exc:  # noqa: BLE001 - reported as one line, never a traceback on the page
-            log.exception("probe run failed")
+            log.error("probe run failed: %s", type(exc).__name__)  # no message: it could quote a header
             self._error = ProbeError(f"probe failed unexpectedly ({type(exc).__name__})")
         finally:
             self._api_key = None

@@ -71,7 +71,8 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 
 def clip(text: str, limit: int, secrets: Iterable[str]) -> str:
-    """Redact, cut to ``limit`` characters, then drop a secret's prefix left at the cut."""
+    """Redact, cut to at most ``limit`` characters, then drop a secret's prefix
+    left at the cut (replaced by "…")."""
     secrets = list(secrets)
     out = redact(text, secrets)
     if len(out) <= limit:
@@ -81,7 +82,7 @@ def clip(text: str, limit: int, secrets: Iterable[str]) -> str:
         for form in _forms(secret):
             for n in range(min(len(form) - 1, len(out)), min(_MIN_PREFIX, len(form)) - 1, -1):
                 if n > 0 and out.endswith(form[:n]):
-                    out = out[:-n] + REDACTED
+                    out = out[:-n] + "…"
                     break
     return out
 

@@ -153,17 +153,20 @@ def _in(addr: IpAddr, nets: tuple[Network, ...]) -> bool:
 def check_address(addr: IpAddr, *, host: str, rules: tuple[tuple[str, ...], tuple[Network, ...]] | None,
                   name_listed: bool = False) -> None:
     """Raise :class:`ProbeError` unless the probe may connect to ``addr``."""
-    shown = f"{addr}" if normalise_address(addr) == addr else f"{addr} = {normalise_address(addr)}"
+    v4 = normalise_address(addr)
+    if host == str(addr):  # an IP literal
+        shown = f"address {addr}" + ("" if v4 == addr else f" (= {v4})")
+    else:
+        shown = f"host {host!r} ({addr}" + ("" if v4 == addr else f" = {v4}") + ")"
     why = refusal_reason(addr)
     if why is not None:
-        raise ProbeError(f"url: host {host!r} ({shown}) is not allowed: {why}; "
-                         f"refused even if {ALLOWED_HOSTS_ENV} lists it")
+        raise ProbeError(f"url: {shown} is not allowed: {why}; refused even if {ALLOWED_HOSTS_ENV} lists it")
     if name_listed:
         return
     ok = _in(addr, DEFAULT_ALLOWED) if rules is None else _in(addr, rules[1])
     if not ok:
         where = "loopback and private addresses" if rules is None else f"{ALLOWED_HOSTS_ENV}"
-        raise ProbeError(f"url: host {host!r} ({shown}) is not allowed; the probe only loads {where} "
+        raise ProbeError(f"url: {shown} is not allowed; the probe only loads {where} "
                          f"(set {ALLOWED_HOSTS_ENV} to allow it)")
 
 
