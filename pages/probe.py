@@ -69,13 +69,14 @@ def _running() -> None:
             job.cancel()
         return
     del st.session_state["probe_job"]
+    st.session_state.pop("probe_cal", None)
     try:
         run = job.result()
-        st.session_state["probe_run"] = with_prediction(run, scenario)
-        st.session_state.pop("probe_cal", None)
         if run.cancelled:
             st.session_state["probe_note"] = ("warning", f"Run {run.run_id} was cancelled: what it measured "
                                               "before is shown.")
+        st.session_state["probe_run"] = run
+        st.session_state["probe_run"] = with_prediction(run, scenario)
     except PlannerError as exc:
         st.session_state["probe_note"] = ("error", str(exc))
     st.rerun()
@@ -90,11 +91,12 @@ run = st.session_state.get("probe_run")
 if run is not None and run.levels:
     st.subheader(f"Run {run.run_id}: measured beside predicted")
     st.dataframe(pd.DataFrame(run.csv_rows()), hide_index=True, key="pr_table")
-    long = pd.DataFrame(measured_vs_predicted(run)).melt(["load", "metric"], var_name="source")
-    show_chart(alt.Chart(long).mark_line(point=True).encode(
-        x=alt.X("load:Q", title="concurrency"), y=alt.Y("value:Q", title=None), color="source:N",
-        tooltip=["load", "metric", "source", "value"]).properties(width=220, height=180).facet(
-        column=alt.Column("metric:N", title=None)).resolve_scale(y="independent"), name="probe-vs-plan")
+    if compared := measured_vs_predicted(run):
+        long = pd.DataFrame(compared).melt(["load", "metric"], var_name="source")
+        show_chart(alt.Chart(long).mark_line(point=True).encode(
+            x=alt.X("load:Q", title="concurrency"), y=alt.Y("value:Q", title=None), color="source:N",
+            tooltip=["load", "metric", "source", "value"]).properties(width=220, height=180).facet(
+            column=alt.Column("metric:N", title=None)).resolve_scale(y="independent"), name="probe-vs-plan")
     samples = pd.DataFrame(run.sample_rows())
     if not samples.empty and samples["ttft_s"].notna().any():
         show_chart(alt.Chart(samples.dropna(subset=["ttft_s"])).mark_bar().encode(

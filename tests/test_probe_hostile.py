@@ -221,3 +221,16 @@ def test_unexpected_exception_in_a_request_is_a_failure(hostile):
     assert rec.error == "unexpected" and rec.error_detail and "sk-zz" not in rec.error_detail
     lv = summarize_level([rec], concurrency=1, slo_ttft_s=1.0, slo_tpot_s=1.0)
     assert lv.failures == 1 and lv.failure_reasons == {"unexpected": 1} and lv.req_s == 0
+
+
+def test_tokens_in_one_chunk_with_a_scenario_is_not_a_crash(hostile):
+    """The ok stream sends its five tokens in one chunk (TPOT 0): the prediction
+    still comes, measured MBU is null (no decode step was observed), no traceback."""
+    proc = subprocess.run([sys.executable, "-m", "planner", "probe", "--url", f"{hostile.url}/ok", "--model", "m",
+                           "--concurrency", "1,2", "--requests", "2", "--output-tokens", str(TOKENS),
+                           "--set", "gpu=h100-sxm", "--set", "model=llama-3.1-8b", "--format", "json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    levels = json.loads(proc.stdout)["levels"]
+    assert all(lv["failures"] == 0 and lv["tpot_s"]["p50"] == 0 for lv in levels)
+    assert all(lv["mbu"] is None and lv["predicted"]["tpot_s"] > 0 for lv in levels)
