@@ -67,10 +67,11 @@ log = logging.getLogger(__name__)
 # in-memory counters); 5 s tolerates a saturated server, and a page that trickles
 # is cut there.  A shorter --timeout-s applies to scrapes too.
 METRICS_TIMEOUT_S = 5.0
-# One /metrics page: a vLLM or SGLang page for one model is tens of KB (a few
-# dozen histograms of 10-40 buckets), llama.cpp's is under 2 KB.  Parsing runs at
-# about 6 MB/s here (measured: a 3.9 MB page took 0.64 s), so 2 MiB costs at most
-# a third of a second, off the event loop.
+# One /metrics page: llama.cpp's is 2.6 KB (measured: llama-server 0.3.36 after one
+# request); a vLLM or SGLang page for one model is estimated at tens of KB from its
+# metric list (a few dozen histograms of 10-40 buckets; not measured here), so
+# 2 MiB leaves ample room.  Parsing runs at about 6 MB/s here (measured: a 3.9 MB
+# page took 0.64 s), so a full page costs at most a third of a second, off the event loop.
 MAX_METRICS_BYTES = 2 * 1024 * 1024
 # Consecutive failed scrapes after which the run stops scraping (the endpoint's
 # /metrics is broken or hostile; its requests are still measured).
