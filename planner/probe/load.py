@@ -15,11 +15,8 @@ cancelled through an ``asyncio.Event`` or, from another thread (a page), a
 unless ``shared_prefix`` is asked for.
 
 Hosts are resolved and checked once before any connection and the run connects
-only to the checked addresses (:mod:`planner.probe.safety`).  Each ``/metrics``
-scrape is bounded by :data:`METRICS_TIMEOUT_S` (or the request timeout, if
-shorter) and :data:`MAX_METRICS_BYTES`; a failed scrape is counted by reason in
-``metrics.scrape_failures`` and after :data:`MAX_SCRAPE_FAILURES_IN_A_ROW` the run
-stops scraping.
+only to the checked addresses (:mod:`planner.probe.safety`); ``/metrics`` scrapes
+are bounded in time and bytes (:mod:`planner.probe.scrape`).
 """
 
 from __future__ import annotations
@@ -32,26 +29,23 @@ import logging
 import secrets
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 import numpy as np
 
-from planner.errors import PlannerError, ProbeError
-from planner.probe.client import ERROR_DETAIL_CHARS, RequestRecord, make_client, read_capped, stream_request
-from planner.probe.metrics import EngineSnapshot, engine_delta, parse_metrics
+from planner.errors import ProbeError
+from planner.probe.client import ERROR_DETAIL_CHARS, RequestRecord, make_client, stream_request
+from planner.probe.metrics import EngineSnapshot, engine_delta
 from planner.probe.redact import check_api_key, clip
 from planner.probe.safety import PinnedResolver, pin_urls
+from planner.probe.scrape import Scraper
 from planner.probe.settings import ProbeSettings
 from planner.probe.summary import LevelSummary, ProbeRun, summarize_level
 
 __all__ = [
     "CANCEL_POLL_S",
-    "MAX_METRICS_BYTES",
-    "MAX_SCRAPE_FAILURES_IN_A_ROW",
-    "METRICS_TIMEOUT_S",
     "arrival_offsets_s",
     "base_url_for_record",
     "make_prompt",
@@ -63,19 +57,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# One /metrics scrape: engines answer in milliseconds (the page is rendered from
-# in-memory counters); 5 s tolerates a saturated server, and a page that trickles
-# is cut there.  A shorter --timeout-s applies to scrapes too.
-METRICS_TIMEOUT_S = 5.0
-# One /metrics page: llama.cpp's is 2.6 KB (measured: llama-server 0.3.36 after one
-# request); a vLLM or SGLang page for one model is estimated at tens of KB from its
-# metric list (a few dozen histograms of 10-40 buckets; not measured here), so
-# 2 MiB leaves ample room.  Parsing runs at about 6 MB/s here (measured: a 3.9 MB
-# page took 0.64 s), so a full page costs at most a third of a second, off the event loop.
-MAX_METRICS_BYTES = 2 * 1024 * 1024
-# Consecutive failed scrapes after which the run stops scraping (the endpoint's
-# /metrics is broken or hostile; its requests are still measured).
-MAX_SCRAPE_FAILURES_IN_A_ROW = 3
 # How often a run looks at a threading.Event cancel flag set by another thread.
 CANCEL_POLL_S = 0.1
 
@@ -219,65 +200,6 @@ async def _open_loop(lv: _Level, progress: Progress | None, label: str) -> None:
     await _gather_cancellable(tasks, lv.cancel)
 
 
-class _TooLarge(Exception):
-    pass
-
-
-class _Scraper:
-    """Bounded /metrics scrapes of one run, their failures counted by reason."""
-
-    def __init__(self, client: aiohttp.ClientSession, url: str | None, t0_ns: int, timeout_s: float) -> None:
-        self.client, self.url, self.t0_ns = client, url, t0_ns
-        self.timeout_s = min(timeout_s, METRICS_TIMEOUT_S)
-        self.failures: Counter[str] = Counter()
-        self.in_a_row = 0
-
-    @property
-    def active(self) -> bool:
-        return self.url is not None and self.in_a_row < MAX_SCRAPE_FAILURES_IN_A_ROW
-
-    async def _fetch(self, url: str) -> EngineSnapshot:
-        async with asyncio.timeout(self.timeout_s):
-            async with self.client.get(url, allow_redirects=False) as resp:
-                if resp.status != 200:
-                    raise aiohttp.ClientResponseError(resp.request_info, (), status=resp.status)
-                if (resp.content_length or 0) > MAX_METRICS_BYTES:
-                    raise _TooLarge
-                raw = await read_capped(resp.content, MAX_METRICS_BYTES + 1)
-            if len(raw) > MAX_METRICS_BYTES:
-                raise _TooLarge
-            t_s = (time.perf_counter_ns() - self.t0_ns) / 1e9
-            return await asyncio.to_thread(parse_metrics, raw.decode("utf-8", "replace"), t_s=t_s)
-
-    async def once(self) -> EngineSnapshot | None:
-        if not self.active or self.url is None:
-            return None
-        try:
-            snap = await self._fetch(self.url)
-        except Exception as exc:  # noqa: BLE001 - a scrape never fails the run
-            reason = (f"http_{exc.status}" if isinstance(exc, aiohttp.ClientResponseError)
-                      else "too_large" if isinstance(exc, _TooLarge)
-                      else "timeout" if isinstance(exc, TimeoutError)
-                      else "not_prometheus" if isinstance(exc, PlannerError)
-                      else "connection" if isinstance(exc, aiohttp.ClientError | OSError) else "unexpected")
-            self.failures[reason] += 1
-            self.in_a_row += 1
-            log.info("metrics scrape failed: %s", reason)
-            return None
-        self.in_a_row = 0
-        return snap
-
-    async def during(self, interval_s: float, out: list[EngineSnapshot], stop: asyncio.Event) -> None:
-        while not stop.is_set() and self.active:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval_s)
-            if stop.is_set():
-                return
-            snap = await self.once()
-            if snap is not None:
-                out.append(snap)
-
-
 async def _watch_thread_event(event: threading.Event, cancel: asyncio.Event) -> None:
     while not event.is_set():
         await asyncio.sleep(CANCEL_POLL_S)
@@ -330,7 +252,7 @@ async def run_probe(
                                read_timeout_s=settings.read_timeout_s, resolver=resolver) as client, \
                 make_client(max_connections=2, connect_timeout_s=settings.connect_timeout_s,
                             read_timeout_s=settings.read_timeout_s, resolver=resolver) as mclient:
-            scrape = _Scraper(mclient, murl, t0, settings.request_timeout_s)
+            scrape = Scraper(mclient, murl, t0, settings.request_timeout_s)
             plan: list[tuple[int | None, float | None]] = (
                 [(c, None) for c in settings.levels] if settings.rate_req_s is None
                 else [(None, settings.rate_req_s)]
