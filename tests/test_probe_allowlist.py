@@ -224,6 +224,40 @@ def test_unchecked_host_is_never_resolved_by_the_client(monkeypatch):
     assert dns.calls == {"pinned.test": 1, "other.test": 0}
 
 
+def test_a_resolver_that_never_answers_costs_the_connect_timeout(monkeypatch):
+    """getaddrinfo cannot be interrupted: the run gives up after connect_timeout_s
+    and returns (it does not wait for the stuck lookup)."""
+    import threading
+
+    release = threading.Event()
+    real = socket.getaddrinfo
+
+    def stuck(host, *args, **kwargs):
+        if str(host).startswith("stuck.test"):
+            release.wait(120)
+            raise socket.gaierror(socket.EAI_AGAIN, "timed out")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", stuck)
+    s = probe_settings(url="http://stuck.test:8000", model="m", concurrency=(1,), requests=1, connect_timeout_s=1)
+    errors: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            run_probe_sync(s)
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            errors.append(exc)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(60)  # far below the stuck lookup's 120 s
+    finished = not t.is_alive()
+    release.set()
+    assert finished, "the run waited for the stuck lookup"
+    assert len(errors) == 1 and isinstance(errors[0], ProbeError)
+    assert "resolving the host took over 1 s" in str(errors[0])
+
+
 # ---------------------------------------------------------------- secrets in URLs and text
 
 SECRET = "sk-url-0a1b2c3d4e5f"

@@ -207,10 +207,35 @@ async def _watch_thread_event(event: threading.Event, cancel: asyncio.Event) -> 
 
 
 async def _checked_resolver(settings: ProbeSettings, murl: str | None) -> PinnedResolver:
-    """Resolve each host once (bounded by the connect timeout) and check every address."""
+    """Resolve each host once and check every address, within the connect timeout.
+
+    The system resolver cannot be interrupted, so it runs on a daemon thread of
+    its own (not the loop's executor, whose shutdown would wait for it): a DNS
+    server that never answers costs the timeout, not the process."""
     urls = tuple(u for u in (settings.request_url, murl) if u)
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[PinnedResolver] = loop.create_future()
+
+    def settle(result: PinnedResolver | None, exc: BaseException | None) -> None:
+        if fut.done():
+            return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)  # type: ignore[arg-type]
+
+    def work() -> None:
+        try:
+            result: PinnedResolver | None = pin_urls(urls)
+            exc: BaseException | None = None
+        except Exception as e:  # noqa: BLE001 - handed to the waiting coroutine
+            result, exc = None, e
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(settle, result, exc)
+
+    threading.Thread(target=work, name="ridgeline-resolve", daemon=True).start()
     try:
-        return await asyncio.wait_for(asyncio.to_thread(pin_urls, urls), timeout=settings.connect_timeout_s)
+        return await asyncio.wait_for(fut, timeout=settings.connect_timeout_s)
     except TimeoutError:
         raise ProbeError(f"url: resolving the host took over {settings.connect_timeout_s:g} s") from None
 
