@@ -44,9 +44,11 @@ DURATION_S = 2.0
 RUN_BOUND_S = 4 * TIMEOUT_S
 # Peak Python allocations (tracemalloc) of one probe command against a hostile server,
 # and growth of the process's peak RSS (getrusage maxrss) over its warmed-up baseline.
-# Measured here: at most 5.1 MB and 7.7 MB (the 300 MB /metrics page, read up to
-# MAX_METRICS_BYTES = 2 MiB), 0.4-1.0 MB for every other attack.  Before the caps the
-# same page cost 2.2 GB and a 400 MB error body 954 MB (issue 11).
+# Measured here (two runs): peak at most 5.1 MB (the 300 MB /metrics page, read up to
+# MAX_METRICS_BYTES = 2 MiB; 0.4-3.1 MB for every other attack), RSS growth at most
+# 9.1 MB (endless SSE comments; 5.3-7.7 MB for that page).  The whole CLI process
+# peaked at 134-143 MB RSS, imports included.  Before the caps the same page cost
+# 2.2 GB and a 400 MB error body 954 MB (issue 11).
 MAX_PEAK_BYTES = 32 * 1024 * 1024
 MAX_RSS_GROWTH_BYTES = 64 * 1024 * 1024
 # A subprocess that runs past this has hung (the unfixed probe never returns on a trickling /metrics).
