@@ -4,6 +4,7 @@ Definitions (as in the README): TTFT from the scheduled time (client queueing
 counts) and from the sent time; TPOT = (last token − first token) / (tokens − 1);
 goodput = requests/s meeting both SLOs, failures counted as violations.
 The API key lives only in this session's memory: never in the URL, the store or exports.
+The probe runs in the background (planner.probe.ProbeJob); the page polls it and can cancel it.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from pages._sidebar import page_scenario, request_load
 from pages._store import store_engine
 from planner import PlannerError
 from planner.probe import (
+    ProbeJob,
     calibrate,
     calibrated_scenario,
     measured_vs_predicted,
     probe_settings,
-    run_probe_sync,
     save_run,
     with_prediction,
 )
+
+POLL_S = 0.5  # how often the page looks at a running probe
 
 st.title("Live probe")
 scenario = page_scenario()
@@ -40,32 +43,60 @@ requests = c[1].number_input("Requests per level", 1, 10_000, 16, key="pr_reques
 prompt = c[2].number_input("Prompt tokens", 1, 1_000_000, 128, key="pr_prompt")
 output = c[3].number_input("Output tokens", 1, 100_000, 64, key="pr_output")
 
-if st.button("Run probe", type="primary", key="pr_run"):
+job: ProbeJob | None = st.session_state.get("probe_job")
+if st.button("Run probe", type="primary", key="pr_run", disabled=job is not None):
     try:
         conc = tuple(int(x) for x in levels.split(",") if x.strip())
         settings = probe_settings(url=url, model=model, concurrency=conc, requests=int(requests),
                                   prompt_tokens=int(prompt), output_tokens=int(output),
                                   slo_ttft_s=scenario.slo.ttft_s, slo_tpot_s=scenario.slo.itl_s)
-        bar = st.progress(0.0, text="starting")
-        with st.status("Probing…", expanded=False) as status:
-            run = run_probe_sync(settings, api_key=api_key or None,
-                                 progress=lambda label, done, total: bar.progress(done / max(total, 1), text=label))
-            st.session_state["probe_run"] = with_prediction(run, scenario)
-            status.update(label=f"Done: run {run.run_id}", state="complete")
+        st.session_state["probe_job"] = job = ProbeJob.start(settings, api_key=api_key or None)
     except ValueError:
         st.error("Concurrency levels: give comma-separated integers, e.g. 1,2,4,8")
     except PlannerError as exc:
         st.error(str(exc))
 
+
+@st.fragment(run_every=POLL_S)
+def _running() -> None:
+    job: ProbeJob | None = st.session_state.get("probe_job")
+    if job is None:
+        return
+    if not job.done:
+        label, done, total = job.progress
+        st.progress(min(done / max(total, 1), 1.0), text="cancelling…" if job.cancelled else label)
+        if st.button("Cancel probe", key="pr_cancel", disabled=job.cancelled):
+            job.cancel()
+        return
+    del st.session_state["probe_job"]
+    st.session_state.pop("probe_cal", None)
+    try:
+        run = job.result()
+        if run.cancelled:
+            st.session_state["probe_note"] = ("warning", f"Run {run.run_id} was cancelled: what it measured "
+                                              "before is shown.")
+        st.session_state["probe_run"] = run
+        st.session_state["probe_run"] = with_prediction(run, scenario)
+    except PlannerError as exc:
+        st.session_state["probe_note"] = ("error", str(exc))
+    st.rerun()
+
+
+if job is not None:
+    _running()
+if note := st.session_state.pop("probe_note", None):
+    (st.error if note[0] == "error" else st.warning)(note[1])
+
 run = st.session_state.get("probe_run")
-if run is not None:
+if run is not None and run.levels:
     st.subheader(f"Run {run.run_id}: measured beside predicted")
     st.dataframe(pd.DataFrame(run.csv_rows()), hide_index=True, key="pr_table")
-    long = pd.DataFrame(measured_vs_predicted(run)).melt(["load", "metric"], var_name="source")
-    show_chart(alt.Chart(long).mark_line(point=True).encode(
-        x=alt.X("load:Q", title="concurrency"), y=alt.Y("value:Q", title=None), color="source:N",
-        tooltip=["load", "metric", "source", "value"]).properties(width=220, height=180).facet(
-        column=alt.Column("metric:N", title=None)).resolve_scale(y="independent"), name="probe-vs-plan")
+    if compared := measured_vs_predicted(run):
+        long = pd.DataFrame(compared).melt(["load", "metric"], var_name="source")
+        show_chart(alt.Chart(long).mark_line(point=True).encode(
+            x=alt.X("load:Q", title="concurrency"), y=alt.Y("value:Q", title=None), color="source:N",
+            tooltip=["load", "metric", "source", "value"]).properties(width=220, height=180).facet(
+            column=alt.Column("metric:N", title=None)).resolve_scale(y="independent"), name="probe-vs-plan")
     samples = pd.DataFrame(run.sample_rows())
     if not samples.empty and samples["ttft_s"].notna().any():
         show_chart(alt.Chart(samples.dropna(subset=["ttft_s"])).mark_bar().encode(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
+from servers.hits import wait_until_received
 from servers.procs import start_script
 
 from planner.store.db import make_engine
@@ -13,6 +15,20 @@ from planner.store.repository import get_probe_run, list_probe_runs
 from tests.apptest_v2 import new_app_test
 
 SECRET = "sk-page-91c2e7"
+
+
+# Polls of a running probe before a test gives up (0.2 s apart: at most a minute).
+MAX_POLLS = 300
+
+
+def _wait_for_run(at) -> None:
+    """The probe runs in the background: rerun the page until it has taken the result."""
+    for _ in range(MAX_POLLS):
+        if "probe_job" not in at.session_state:
+            return
+        time.sleep(0.2)
+        at.run()
+    raise AssertionError("the probe did not finish")
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +53,7 @@ def test_probe_page_measures_saves_and_calibrates(pacer, tmp_path: Path, monkeyp
     at.number_input(key="pr_requests").set_value(4)
     at.number_input(key="pr_output").set_value(8)
     at.button(key="pr_run").click().run()
+    _wait_for_run(at)
     assert not at.exception and not at.error, [e.value for e in at.error]
     run = at.session_state["probe_run"]
     assert [lv.concurrency for lv in run.levels] == [1, 2, 4]
@@ -59,3 +76,32 @@ def test_probe_page_measures_saves_and_calibrates(pacer, tmp_path: Path, monkeyp
     assert not at.exception
     # The key never reaches the URL.
     assert all(SECRET not in str(v) for v in at.query_params.values())
+
+
+@pytest.fixture()
+def hanging():
+    """The first request (the warm-up) is answered, every later one is held open."""
+    srv = start_script("hostile_server")
+    yield srv
+    srv.stop()
+
+
+def test_probe_page_cancels_a_running_probe(hanging) -> None:
+    at = new_app_test()
+    at.run()
+    at.switch_page("pages/probe.py").run()
+    at.text_input(key="pr_url").set_value(hanging.url + "/hang-after-first")
+    at.text_input(key="pr_levels").set_value("1,2")
+    at.number_input(key="pr_requests").set_value(50)
+    at.number_input(key="pr_output").set_value(5)
+    at.button(key="pr_run").click().run()
+    job = at.session_state["probe_job"]
+    # the warm-up came back, the next one hangs
+    assert wait_until_received(job, hanging.url, "/hang-after-first/v1/completions", 2)
+    at.button(key="pr_cancel").click().run()
+    _wait_for_run(at)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("was cancelled" in w.value for w in at.warning)
+    run = at.session_state["probe_run"]
+    assert run.cancelled and [lv.concurrency for lv in run.levels] == [1]
+    assert run.levels[0].failure_reasons == {"cancelled": 1} and run.levels[0].requests == 1

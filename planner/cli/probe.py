@@ -142,7 +142,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--ramp-up-s", type=float, default=0.0,
                    help="closed loop: stagger the streams' first requests over this many seconds")
     p.add_argument("--warmup", type=int, default=None, help="warm-up requests per level (default: one per stream)")
-    p.add_argument("--timeout-s", type=float, default=120.0, help="per-request limit")
+    p.add_argument("--timeout-s", type=float, default=120.0,
+                   help="limit on each request (and on each /metrics scrape, at most 5 s)")
     p.add_argument("--metrics-url", default=None, help="Prometheus page (default: <server>/metrics)")
     p.add_argument("--no-metrics", action="store_true", help="do not scrape /metrics")
     p.add_argument("--shared-prefix", action="store_true", help="same prompt prefix for every request")

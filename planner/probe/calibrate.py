@@ -128,7 +128,8 @@ def _level_output(run: ProbeRun, lv: LevelSummary) -> float:
 
 
 def _measured_mbu_mfu(r: Resolved, run: ProbeRun, lv: LevelSummary) -> tuple[float | None, float | None]:
-    if lv.tpot_s.p50 is None or lv.e2e_s.mean is None:
+    # a stream whose tokens all arrived in one chunk has TPOT 0: no decode step was observed
+    if not lv.tpot_s.p50 or lv.tpot_s.p50 <= 0 or lv.e2e_s.mean is None:
         return None, None
     batch = lv.concurrency if lv.concurrency is not None else max(1.0, lv.req_s * lv.e2e_s.mean)
     context = _level_prompt(run, lv) + _level_output(run, lv) / 2.0

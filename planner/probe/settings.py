@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from planner.errors import ProbeError
 from planner.probe.client import Endpoint, endpoint_path
+from planner.probe.redact import check_url_secrets
 
 __all__ = [
     "MAX_CONCURRENCY",
     "MAX_DURATION_S",
     "MAX_REQUESTS",
+    "MAX_URL_CHARS",
     "ProbeSettings",
     "base_url",
     "probe_settings",
@@ -22,6 +24,7 @@ __all__ = [
 MAX_CONCURRENCY = 1024
 MAX_REQUESTS = 100_000
 MAX_DURATION_S = 3600.0
+MAX_URL_CHARS = 2048  # the de-facto limit of browsers and proxies
 
 _SUFFIXES = ("/v1/chat/completions", "/v1/completions", "/v1")
 
@@ -38,8 +41,9 @@ def base_url(url: str) -> str:
 class ProbeSettings(BaseModel):
     """A probe's inputs (no API key: that is passed to the run, never stored)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    url: Annotated[str, Field(min_length=1)]
+    # hide_input_in_errors: a refused URL (it may carry a credential) is never echoed
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+    url: Annotated[str, Field(min_length=1, max_length=MAX_URL_CHARS)]
     model: Annotated[str, Field(min_length=1, max_length=200)]
     endpoint: Endpoint = "completions"
     concurrency: tuple[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)], ...] | None = None
@@ -58,13 +62,18 @@ class ProbeSettings(BaseModel):
     request_timeout_s: Annotated[float, Field(gt=0, le=MAX_DURATION_S)] = 120.0
     connect_timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
     read_timeout_s: Annotated[float, Field(gt=0, le=MAX_DURATION_S)] = 60.0
-    metrics_url: str | None = None  # None: <server root>/metrics; "": do not scrape
+    metrics_url: Annotated[str, Field(max_length=MAX_URL_CHARS)] | None = None  # None: <root>/metrics; "": none
     metrics_interval_s: Annotated[float, Field(gt=0, le=60)] = 0.5
     slo_ttft_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
     slo_tpot_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 0.05
     stop_when_kv_full: bool = False  # end the sweep at the first level with KV usage ≥ 95% or preemptions
     seed: int = 0
     keep_samples: bool = True
+
+    @field_validator("url", "metrics_url")
+    @classmethod
+    def _no_credentials(cls, v: str | None) -> str | None:
+        return check_url_secrets(v) if v else v
 
     @model_validator(mode="after")
     def _pattern(self) -> ProbeSettings:

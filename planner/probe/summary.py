@@ -187,6 +187,8 @@ class ProbeRun(BaseModel):
     prompt_tokens: int
     output_tokens: int
     started_at: str
+    duration_s: float = 0.0  # the whole run on the probe's monotonic clock (after the host check)
+    cancelled: bool = False  # stopped before its plan finished; levels hold what was measured
     levels: tuple[LevelSummary, ...]
     settings: dict[str, Any] = {}  # the ProbeSettings (they never hold the API key)
     metrics: dict[str, Any] = {}

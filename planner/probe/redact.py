@@ -1,0 +1,126 @@
+"""Secrets out of everything the probe stores or prints.
+
+- :func:`redact` replaces an API key, by value, in any text that came from the
+  endpoint or from an exception (an error body that echoes the Authorization
+  header, a malformed event that quotes it), in its raw, JSON-escaped and
+  percent-encoded spellings; :func:`clip` also drops a key cut in half at the
+  end of a truncated text.
+- :func:`check_url_secrets` refuses a probe URL that carries credentials: a
+  ``user:password@`` part or a credential-looking query parameter (``key``,
+  ``api_key``, ``token``, ``access_token``, ``sig``, ``password``, ...).
+- :func:`check_api_key` refuses a key that cannot travel in an HTTP header
+  (a line break would otherwise make every request fail with an exception).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
+
+from planner.errors import ProbeError
+
+__all__ = ["REDACTED", "check_api_key", "check_url_secrets", "clip", "credential_params", "redact",
+           "secrets_of_headers"]
+
+REDACTED = "[redacted]"
+# A key cut at the end of a truncated text is dropped when at least this many of
+# its first characters remain (fewer cannot identify it).
+_MIN_PREFIX = 4
+
+# Query parameter names that carry credentials: exact names, and any name ending
+# in _key/-key/_token/-token/_secret/_password/_sig (e.g. x-api-key, id_token,
+# client_secret, X-Amz-Signature, sv/sig of SAS URLs).
+_CRED_EXACT = re.compile(
+    r"^(key|apikey|api[-_]key|token|access[-_]?token|auth|authorization|bearer|sig|signature|password|passwd|"
+    r"pass|pwd|secret|credential|credentials|session|sessionid|code|jwt|x-amz-credential|x-amz-security-token)$",
+    re.I,
+)
+_CRED_SUFFIX = re.compile(r"[-_.](key|token|secret|password|sig|signature|credential)$", re.I)
+
+
+def _forms(secret: str) -> list[str]:
+    """The spellings a server may echo a secret in."""
+    forms = [secret, json.dumps(secret)[1:-1], quote(secret, safe=""), quote_plus(secret)]
+    return sorted({f for f in forms if f}, key=len, reverse=True)
+
+
+def secrets_of_headers(headers: dict[str, str]) -> list[str]:
+    """The secret values among request headers: an Authorization header's value
+    and its credential (after ``Bearer``/``Basic``), and any *key*/*token* header."""
+    out: list[str] = []
+    for name, value in headers.items():
+        low = name.lower()
+        if low in ("authorization", "proxy-authorization"):
+            out.append(value)
+            parts = value.split(None, 1)
+            if len(parts) == 2:
+                out.append(parts[1])
+        elif "key" in low or "token" in low or "secret" in low:
+            out.append(value)
+    return [s for s in out if s]
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every spelling of every secret replaced by ``[redacted]``."""
+    for secret in secrets:
+        for form in _forms(secret):
+            text = text.replace(form, REDACTED)
+    return text
+
+
+def clip(text: str, limit: int, secrets: Iterable[str]) -> str:
+    """Redact, cut to at most ``limit`` characters, then drop a secret's prefix
+    left at the cut (replaced by "…")."""
+    secrets = list(secrets)
+    out = redact(text, secrets)
+    if len(out) <= limit:
+        return out
+    out = out[:limit]
+    for secret in secrets:
+        for form in _forms(secret):
+            for n in range(min(len(form) - 1, len(out)), min(_MIN_PREFIX, len(form)) - 1, -1):
+                if n > 0 and out.endswith(form[:n]):
+                    out = out[:-n] + "…"
+                    break
+    return out
+
+
+def credential_params(url: str) -> list[str]:
+    """Names of the query (and fragment) parameters of ``url`` that look like credentials."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    names = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    names += [k for k, _ in parse_qsl(parts.fragment, keep_blank_values=True)]
+    return [n for n in dict.fromkeys(names) if _CRED_EXACT.match(n.strip()) or _CRED_SUFFIX.search(n.strip())]
+
+
+def check_url_secrets(url: str) -> str:
+    """Return ``url``, or raise ValueError (the settings turn it into one line
+    naming the field) when it carries credentials; the message never quotes them."""
+    try:
+        parts = urlsplit(url)
+        has_userinfo = "@" in parts.netloc
+    except ValueError:
+        raise ValueError("not a valid URL") from None
+    if has_userinfo:
+        raise ValueError("credentials in the URL (user:password@) are not accepted; use --api-key-env")
+    names = credential_params(url)
+    if names:
+        raise ValueError(f"query parameter {names[0][:40]!r} looks like a credential and would be stored with "
+                         "the run; remove it and pass the key with --api-key-env (never stored)")
+    return url
+
+
+def check_api_key(key: str | None) -> str | None:
+    """Return ``key``, or raise :class:`ProbeError` if it cannot be sent as a header
+    value (the message does not quote it)."""
+    if key is None:
+        return None
+    if not key or any(not (0x21 <= ord(c) <= 0x7E) for c in key):
+        raise ProbeError("api key: only visible ASCII characters are accepted (it contains a line break, "
+                         "space, control or non-ASCII character); check the variable's value")
+    return key
