@@ -9,9 +9,9 @@ import pytest
 from servers.hits import wait_until_received
 from servers.procs import start_script
 
+from planner.store import get_probe_run, list_probe_runs
 from planner.store.db import make_engine
 from planner.store.migrate import upgrade
-from planner.store.repository import get_probe_run, list_probe_runs
 from tests.apptest_v2 import new_app_test
 
 SECRET = "sk-page-91c2e7"

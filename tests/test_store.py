@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from planner import ConflictError, ProbeError, Scenario, ScenarioError, get_gpu, get_model, plan
+from planner import ConflictError, ProbeError, Scenario, ScenarioError, get_gpu, get_model, plan, store
 from planner.spec.catalog import catalog_dir
 from planner.store import repository as repo
 from planner.store.models import ScenarioRevisionRow, ScenarioRow
@@ -145,19 +145,19 @@ def test_export_import_round_trip(engine: sa.Engine) -> None:  # noqa: F811
     src = Scenario(name="Inline", gpu=get_gpu("h200-sxm"), model="llama-3.1-70b", weights_dtype="fp8",
                    parallel={"tp": 2}, workload={"requests_per_s": 3.25})
     s = repo.save_scenario(engine=engine, scenario=src, description="d", tags=["a", "b"])
-    doc = repo.export_scenario(engine=engine, ref=s.slug)
+    doc = store.export_scenario(engine=engine, ref=s.slug)
     assert doc["kind"] == "ridgeline.scenario" and doc["schema_version"] == 1
-    imported = repo.import_scenario(engine=engine, document=doc)
+    imported = store.import_scenario(engine=engine, document=doc)
     assert imported.slug == "inline-2"  # the exported slug is taken here
     assert imported.scenario == src and imported.frozen_catalog == s.frozen_catalog
     assert (imported.name, imported.description, imported.tags) == ("Inline", "d", ("a", "b"))
-    named = repo.import_scenario(engine=engine, document=doc, slug="from-file")
+    named = store.import_scenario(engine=engine, document=doc, slug="from-file")
     assert named.slug == "from-file"
 
 
 def test_import_version0_bare_scenario_is_upgraded(engine: sa.Engine) -> None:  # noqa: F811
     legacy = {"name": "old file", "gpu": "h100-sxm", "model": "llama-3.1-8b", "parallel": {"tp": 2}}
-    s = repo.import_scenario(engine=engine, document=legacy)
+    s = store.import_scenario(engine=engine, document=legacy)
     assert s.name == "old file" and s.scenario.parallel.tp == 2 and s.frozen_catalog is not None
 
 
@@ -177,7 +177,7 @@ def test_import_version0_bare_scenario_is_upgraded(engine: sa.Engine) -> None:  
 def test_import_rejects_malformed_and_writes_nothing(engine: sa.Engine, document: object,  # noqa: F811
                                                      message: str) -> None:
     with pytest.raises(ScenarioError, match=message):
-        repo.import_scenario(engine=engine, document=document)
+        store.import_scenario(engine=engine, document=document)
     assert _count(engine, ScenarioRow) == 0 and _count(engine, ScenarioRevisionRow) == 0
 
 
@@ -210,22 +210,22 @@ def test_frozen_catalog_reproduces_plan_after_catalog_change(engine: sa.Engine, 
 def test_probe_runs_store_no_credentials(engine: sa.Engine) -> None:  # noqa: F811
     s = repo.save_scenario(engine=engine, scenario=BASE)
     t0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    samples = [repo.ProbeSample(seq=i, started_at=t0 + timedelta(seconds=i), ttft_s=0.01 * (i + 1), e2e_s=0.5,
+    samples = [store.ProbeSample(seq=i, started_at=t0 + timedelta(seconds=i), ttft_s=0.01 * (i + 1), e2e_s=0.5,
                                 prompt_tokens=100, output_tokens=20, data={"itl_s": [0.01, 0.02]})
                for i in range(3)]
-    run_id = repo.save_probe_run(engine=engine, endpoint_url="http://127.0.0.1:8080/v1", settings={"streams": 8},
+    run_id = store.save_probe_run(engine=engine, endpoint_url="http://127.0.0.1:8080/v1", settings={"streams": 8},
                                  summary={"ttft_s_p50": 0.02}, started_at=t0, finished_at=t0 + timedelta(seconds=5),
                                  samples=samples, scenario_ref=s.slug)
-    run = repo.get_probe_run(engine=engine, run_id=run_id)
+    run = store.get_probe_run(engine=engine, run_id=run_id)
     assert run.samples == tuple(samples) and run.scenario_id == s.id and run.started_at == t0
-    assert [r.id for r in repo.list_probe_runs(engine=engine, scenario_ref=s.id)] == [run_id]
+    assert [r.id for r in store.list_probe_runs(engine=engine, scenario_ref=s.id)] == [run_id]
     for bad in ({"api_key": "sk-1"}, {"headers": {"Authorization": "Bearer x"}}):
         with pytest.raises(ProbeError, match="never stored"):
-            repo.save_probe_run(engine=engine, endpoint_url="http://h/v1", settings=bad, summary={}, started_at=t0)
+            store.save_probe_run(engine=engine, endpoint_url="http://h/v1", settings=bad, summary={}, started_at=t0)
     with pytest.raises(ProbeError, match="user:password"):
-        repo.save_probe_run(engine=engine, endpoint_url="http://u:p@h/v1", settings={}, summary={}, started_at=t0)
-    assert len(repo.list_probe_runs(engine=engine)) == 1
+        store.save_probe_run(engine=engine, endpoint_url="http://u:p@h/v1", settings={}, summary={}, started_at=t0)
+    assert len(store.list_probe_runs(engine=engine)) == 1
     columns = [c["name"] for t in ("probe_runs", "probe_samples") for c in sa.inspect(engine).get_columns(t)]
     assert not [c for c in columns if "key" in c or "token" in c.replace("_tokens", "")]
     repo.delete_scenario(engine=engine, ref=s.id)
-    assert repo.get_probe_run(engine=engine, run_id=run_id).scenario_id is None
+    assert store.get_probe_run(engine=engine, run_id=run_id).scenario_id is None

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner import Scenario, ScenarioError
+from planner import Scenario, ScenarioError, store
 from planner.cli import main
 from planner.store import repository as repo
 from planner.store.limits import (
@@ -49,7 +49,7 @@ def _counts(engine: sa.Engine) -> tuple[int, int]:  # noqa: F811
 
 
 def _export(**fields: object) -> dict[str, object]:
-    return {"kind": repo.EXPORT_KIND, "schema_version": 1, "name": "imported", "scenario": {}, **fields}
+    return {"kind": store.EXPORT_KIND, "schema_version": 1, "name": "imported", "scenario": {}, **fields}
 
 
 HOSTILE_SAVES = [
@@ -79,7 +79,7 @@ def test_save_refuses_with_the_field_and_limit_and_writes_nothing(engine: sa.Eng
 def test_import_refuses_the_same_and_writes_nothing(engine: sa.Engine, kwargs: dict[str, object],  # noqa: F811
                                                     message: str) -> None:
     with pytest.raises(ScenarioError, match=re.escape(message)):
-        repo.import_scenario(engine=engine, document=_export(**kwargs))
+        store.import_scenario(engine=engine, document=_export(**kwargs))
     assert _counts(engine) == (0, 0)
 
 
@@ -103,7 +103,7 @@ def test_a_slug_with_a_newline_cannot_be_saved_shown_or_deleted(engine: sa.Engin
             repo.delete_scenario(engine=engine, ref=ref)
     # A document carrying such a slug is refused whole (the old check accepted it, then no command could reach it).
     with pytest.raises(ScenarioError, match=re.escape("slug: 'abc\\n'")):
-        repo.import_scenario(engine=engine, document=_export(slug="abc\n"))
+        store.import_scenario(engine=engine, document=_export(slug="abc\n"))
     assert repo.get_scenario(engine=engine, ref="abc") == stored and _counts(engine) == (1, 1)
 
 
@@ -121,7 +121,7 @@ def test_a_slug_with_a_newline_cannot_be_saved_shown_or_deleted(engine: sa.Engin
 ])
 def test_refs_out_of_range_or_malformed_are_one_error(engine: sa.Engine, ref: object, message: str) -> None:  # noqa: F811
     repo.save_scenario(engine=engine, scenario=BASE)
-    for call in (repo.get_scenario, repo.list_revisions, repo.export_scenario, repo.delete_scenario):
+    for call in (repo.get_scenario, repo.list_revisions, store.export_scenario, repo.delete_scenario):
         with pytest.raises(ScenarioError, match=re.escape(message)):
             call(engine=engine, ref=ref)  # type: ignore[operator]
     assert _counts(engine) == (1, 1)
@@ -139,12 +139,12 @@ def test_versions_and_run_ids_out_of_range_are_one_error(engine: sa.Engine) -> N
     with pytest.raises(ScenarioError, match=f"version: {huge} is out of range"):
         repo.get_revision(engine=engine, ref=s.id, version=huge)
     with pytest.raises(ScenarioError, match=f"run id: {huge} is out of range"):
-        repo.get_probe_run(engine=engine, run_id=huge)
+        store.get_probe_run(engine=engine, run_id=huge)
     with pytest.raises(ScenarioError, match="scenario id"):
-        repo.save_probe_run(engine=engine, endpoint_url="http://127.0.0.1:1/v1", settings={}, summary={},
+        store.save_probe_run(engine=engine, endpoint_url="http://127.0.0.1:1/v1", settings={}, summary={},
                             started_at=datetime(2026, 1, 1, tzinfo=UTC), scenario_ref=huge)
     assert repo.get_scenario(engine=engine, ref=s.id).version == 1 and _counts(engine) == (1, 1)
-    assert repo.list_probe_runs(engine=engine) == []
+    assert store.list_probe_runs(engine=engine) == []
 
 
 def test_search_and_tag_filter_are_capped(engine: sa.Engine) -> None:  # noqa: F811
@@ -212,7 +212,7 @@ def test_tags_are_normalised_and_deduplicated_in_order(tags: list[str]) -> None:
 def test_import_of_a_hundred_thousand_tags_writes_nothing(engine: sa.Engine) -> None:  # noqa: F811
     doc = _export(tags=[f"t{i}" for i in range(100_000)])
     with pytest.raises(ScenarioError, match="tags: 100,000 given"):
-        repo.import_scenario(engine=engine, document=doc)
+        store.import_scenario(engine=engine, document=doc)
     assert _counts(engine) == (0, 0)
 
 

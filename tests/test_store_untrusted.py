@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from planner import ScenarioError
+from planner import ScenarioError, store
 from planner.store import repository as repo
 from planner.store.limits import parse_import_bytes
 from planner.store.models import ScenarioRevisionRow, ScenarioRow
@@ -72,11 +72,11 @@ def test_an_import_naming_a_file_gives_one_message_and_opens_nothing(engine: sa.
     messages = set()
     with no_python_file_access() as calls:
         for p in paths:
-            for doc in ({"model": p}, {"kind": repo.EXPORT_KIND, "schema_version": 1, "name": "x",
+            for doc in ({"model": p}, {"kind": store.EXPORT_KIND, "schema_version": 1, "name": "x",
                                        "scenario": {"model": p}}):
                 data = json.dumps(doc).encode()
                 with pytest.raises(ScenarioError) as exc:
-                    repo.import_scenario(engine=engine, document=parse_import_bytes(data, source="'upload.json'"))
+                    store.import_scenario(engine=engine, document=parse_import_bytes(data, source="'upload.json'"))
                 messages.add(str(exc.value))
     assert calls == []
     assert len(messages) == 1, messages  # the same words whether or not a file is there

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from planner import store
 from planner.cli.main import add_format_arg, add_scenario_args, emit, scenario_from_args
 from planner.spec.scenario import apply_overrides, load_scenario_file, scenario_from_dict
 from planner.store import repository as repo
@@ -116,7 +117,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    doc = repo.export_scenario(engine=_engine(), ref=args.ref)
+    doc = store.export_scenario(engine=_engine(), ref=args.ref)
     text = json.dumps(doc, indent=2) + "\n"
     if args.output:
         Path(args.output).write_text(text)
@@ -127,7 +128,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     doc = parse_import_bytes(read_import_file(args.file), source=str(args.file))
-    _show(args.format, repo.import_scenario(engine=_engine(), document=doc, slug=args.slug))
+    _show(args.format, store.import_scenario(engine=_engine(), document=doc, slug=args.slug))
     return 0
 
 

@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from planner.probe.summary import ProbeRun
-from planner.store.repository import ProbeSample, Ref, save_probe_run
+from planner.store.common import Ref
+from planner.store.probe_runs import ProbeSample, save_probe_run
 
 __all__ = ["save_run"]
 

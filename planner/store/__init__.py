@@ -1,6 +1,12 @@
 """Saved scenarios and probe runs: SQLAlchemy rows, Alembic-owned schema, a
 keyword-only repository.  SQLite by default, ``DATABASE_URL`` for PostgreSQL."""
 
+from planner.store.common import (
+    Ref,
+    as_utc,
+    guarded,
+    utc_now,
+)
 from planner.store.db import (
     BUSY_TIMEOUT_MS,
     CONNECT_TIMEOUT_S,
@@ -61,31 +67,38 @@ from planner.store.models import (
     ScenarioRevisionRow,
     ScenarioRow,
 )
-from planner.store.repository import (
-    EXPORT_KIND,
+from planner.store.probe_runs import (
     ProbeRun,
     ProbeSample,
+    get_probe_run,
+    list_probe_runs,
+    save_probe_run,
+)
+from planner.store.repository import (
     Revision,
     ScenarioSummary,
     StoredScenario,
     delete_scenario,
     drift,
     duplicate_scenario,
-    export_scenario,
-    get_probe_run,
     get_revision,
     get_scenario,
-    import_scenario,
-    list_probe_runs,
+    insert_scenario,
     list_revisions,
     list_scenarios,
-    parse_export,
     rename_scenario,
     restore_revision,
-    save_probe_run,
     save_scenario,
+    scenario_row,
+    scenario_values,
     slugify,
     update_scenario,
+)
+from planner.store.transfer import (
+    EXPORT_KIND,
+    export_scenario,
+    import_scenario,
+    parse_export,
 )
 
 __all__ = [
@@ -107,6 +120,7 @@ __all__ = [
     "ProbeSampleRow",
     "QUERY_MAX_CHARS",
     "REF_MAX_CHARS",
+    "Ref",
     "Revision",
     "SLUG_MAX_CHARS",
     "ScenarioRevisionRow",
@@ -117,6 +131,7 @@ __all__ = [
     "TAG_MAX_CHARS",
     "WRITE_OPTION",
     "alembic_config",
+    "as_utc",
     "catalog_drift",
     "check_description",
     "check_id",
@@ -139,8 +154,10 @@ __all__ = [
     "get_probe_run",
     "get_revision",
     "get_scenario",
+    "guarded",
     "head",
     "import_scenario",
+    "insert_scenario",
     "known_revisions",
     "list_probe_runs",
     "list_revisions",
@@ -157,10 +174,13 @@ __all__ = [
     "restore_revision",
     "save_probe_run",
     "save_scenario",
+    "scenario_row",
+    "scenario_values",
     "slugify",
     "store_error",
     "store_errors",
     "update_scenario",
     "upgrade",
+    "utc_now",
     "writer",
 ]

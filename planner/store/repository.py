@@ -1,4 +1,5 @@
-"""Saved-scenario operations, keyword-only, over an Engine.
+"""Saved-scenario operations (the scenarios aggregate), keyword-only, over an Engine.
+Probe runs are the other aggregate: ``planner.store.probe_runs``.
 
 Every write is one transaction.  ``update_scenario`` takes the version the
 caller loaded: a stale version raises :class:`ConflictError` and writes nothing
@@ -9,21 +10,21 @@ holds every saved payload and any of them can be restored.
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from planner.errors import ConflictError, ProbeError, ScenarioError
+from planner.errors import ConflictError, ScenarioError
 from planner.spec.scenario import SCHEMA_VERSION, Scenario, scenario_from_dict
-from planner.store.db import store_errors, writer
+from planner.store.common import Ref, as_utc, guarded, utc_now
+from planner.store.db import writer
 from planner.store.frozen import FrozenCatalog, catalog_drift, freeze_catalog, frozen_from_json, frozen_scenario
 from planner.store.limits import (
     check_description,
@@ -34,60 +35,32 @@ from planner.store.limits import (
     check_tags,
     parse_ref,
 )
-from planner.store.models import ProbeRunRow, ProbeSampleRow, ScenarioRevisionRow, ScenarioRow
+from planner.store.models import ScenarioRevisionRow, ScenarioRow
 
 __all__ = [
-    "EXPORT_KIND",
-    "ProbeRun",
-    "ProbeSample",
     "Revision",
     "StoredScenario",
     "ScenarioSummary",
     "delete_scenario",
     "drift",
     "duplicate_scenario",
-    "export_scenario",
-    "get_probe_run",
     "get_revision",
     "get_scenario",
-    "import_scenario",
-    "list_probe_runs",
     "list_revisions",
     "list_scenarios",
-    "parse_export",
     "rename_scenario",
     "restore_revision",
-    "save_probe_run",
     "save_scenario",
+    "insert_scenario",
+    "scenario_row",
+    "scenario_values",
     "slugify",
     "update_scenario",
 ]
 
 log = logging.getLogger(__name__)
 
-EXPORT_KIND = "ridgeline.scenario"
-# Credential-like keys: api_key, Authorization, *_token, secret, password ... but
-# not token counts such as prompt_tokens or token_count_source.
-_SECRET = re.compile(r"(api[_-]?key|authorization|secret|password|bearer)|(^|[_-])token$", re.I)
 _FROZEN = ConfigDict(frozen=True)
-
-Ref = int | str
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _guarded(fn: Callable[_P, _R]) -> Callable[_P, _R]:
-    """A public operation: any database failure inside is one StoreError line
-    naming the database (password masked), never the driver's traceback or SQL."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        engine = kwargs.get("engine")
-        with store_errors(engine.url if isinstance(engine, Engine) else None):
-            return fn(*args, **kwargs)
-
-    return wrapper
-
 
 class ScenarioSummary(BaseModel):
     """A row of the scenario list (no payload)."""
@@ -137,43 +110,7 @@ class Revision(BaseModel):
     created_at: datetime
 
 
-class ProbeSample(BaseModel):
-    """One request of a probe run."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    seq: int
-    started_at: datetime
-    ttft_s: float | None = None
-    e2e_s: float | None = None
-    prompt_tokens: int | None = None
-    output_tokens: int | None = None
-    error: str | None = None
-    data: dict[str, Any] = {}
-
-
-class ProbeRun(BaseModel):
-    """A stored probe run with its samples."""
-
-    model_config = _FROZEN
-    id: int
-    scenario_id: int | None
-    endpoint_url: str
-    settings: dict[str, Any]
-    summary: dict[str, Any]
-    started_at: datetime
-    finished_at: datetime | None
-    samples: tuple[ProbeSample, ...] = ()
-
-
 # ---------------------------------------------------------------- helpers
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def slugify(text: str) -> str:
@@ -191,7 +128,7 @@ def _where_ref(ref: Ref) -> Any:
     return ScenarioRow.slug == checked
 
 
-def _row(session: Session, ref: Ref) -> ScenarioRow:
+def scenario_row(session: Session, ref: Ref) -> ScenarioRow:
     row = session.scalars(select(ScenarioRow).where(_where_ref(ref))).first()
     if row is None:
         raise ScenarioError(f"no saved scenario {ref!r}: `python -m planner scenarios list` shows the saved ones")
@@ -212,7 +149,7 @@ def _stored(row: ScenarioRow) -> StoredScenario:
     frozen = frozen_from_json(row.frozen_catalog)
     return StoredScenario(
         id=row.id, slug=row.slug, name=row.name, description=row.description, tags=tuple(row.tags or ()),
-        version=row.version, updated_at=_utc(row.updated_at), created_at=_utc(row.created_at),
+        version=row.version, updated_at=as_utc(row.updated_at), created_at=as_utc(row.created_at),
         scenario=_payload_scenario(row.payload, frozen, repr(row.slug)), payload=row.payload,
         schema_version=row.schema_version, frozen_catalog=frozen,
     )
@@ -221,7 +158,7 @@ def _stored(row: ScenarioRow) -> StoredScenario:
 def _summary(row: ScenarioRow) -> ScenarioSummary:
     return ScenarioSummary(
         id=row.id, slug=row.slug, name=row.name, description=row.description, tags=tuple(row.tags or ()),
-        version=row.version, updated_at=_utc(row.updated_at),
+        version=row.version, updated_at=as_utc(row.updated_at),
     )
 
 
@@ -229,7 +166,7 @@ def _revision(row: ScenarioRevisionRow) -> Revision:
     return Revision(
         scenario_id=row.scenario_id, version=row.version, name=row.name, description=row.description,
         tags=tuple(row.tags or ()), payload=row.payload, frozen_catalog=frozen_from_json(row.frozen_catalog),
-        note=row.note, created_at=_utc(row.created_at),
+        note=row.note, created_at=as_utc(row.created_at),
     )
 
 
@@ -252,11 +189,11 @@ def _free_slug(session: Session, base: str) -> str:
     return f"{base}-{n}"
 
 
-def _insert(engine: Engine, *, values: dict[str, Any], slug: str | None, note: str) -> StoredScenario:
+def insert_scenario(engine: Engine, *, values: dict[str, Any], slug: str | None, note: str) -> StoredScenario:
     explicit = check_slug(slug) if slug is not None else None
     base = slugify(values["name"])
     for _attempt in range(8):
-        when = _now()
+        when = utc_now()
         try:
             with Session(writer(engine)) as session, session.begin():
                 if explicit is not None:
@@ -278,7 +215,7 @@ def _insert(engine: Engine, *, values: dict[str, Any], slug: str | None, note: s
     raise ConflictError(f"could not find a free slug for {base!r}; pass one explicitly")
 
 
-def _values(*, scenario: Scenario, name: str, description: str, tags: Sequence[str],
+def scenario_values(*, scenario: Scenario, name: str, description: str, tags: Sequence[str],
             frozen: FrozenCatalog | None = None) -> dict[str, Any]:
     name, description, checked_tags = check_name(name), check_description(description), check_tags(tags)
     frozen = frozen if frozen is not None else freeze_catalog(scenario)
@@ -292,23 +229,23 @@ def _values(*, scenario: Scenario, name: str, description: str, tags: Sequence[s
 # ---------------------------------------------------------------- scenarios
 
 
-@_guarded
+@guarded
 def save_scenario(*, engine: Engine, scenario: Scenario, name: str | None = None, slug: str | None = None,
                   description: str = "", tags: Sequence[str] = ()) -> StoredScenario:
     """Save a new scenario (version 1), freezing the catalog entries it uses.
     The slug defaults to one made from the name (``-2``, ``-3`` ... when taken)."""
-    values = _values(scenario=scenario, name=name or scenario.name, description=description, tags=tags)
-    return _insert(engine, values=values, slug=slug, note="created")
+    values = scenario_values(scenario=scenario, name=name or scenario.name, description=description, tags=tags)
+    return insert_scenario(engine, values=values, slug=slug, note="created")
 
 
-@_guarded
+@guarded
 def get_scenario(*, engine: Engine, ref: Ref) -> StoredScenario:
     """A saved scenario by id or slug (ScenarioError when there is none)."""
     with Session(engine) as session:
-        return _stored(_row(session, ref))
+        return _stored(scenario_row(session, ref))
 
 
-@_guarded
+@guarded
 def list_scenarios(*, engine: Engine, query: str | None = None, tag: str | None = None,
                    limit: int = 500) -> list[ScenarioSummary]:
     """Saved scenarios, newest first; ``query`` matches name or slug (any case),
@@ -325,7 +262,7 @@ def list_scenarios(*, engine: Engine, query: str | None = None, tag: str | None 
     return out[:limit]
 
 
-@_guarded
+@guarded
 def update_scenario(*, engine: Engine, ref: Ref, expected_version: int, scenario: Scenario | None = None,
                     name: str | None = None, description: str | None = None, tags: Sequence[str] | None = None,
                     note: str = "update", _frozen: FrozenCatalog | None = None) -> StoredScenario:
@@ -334,7 +271,7 @@ def update_scenario(*, engine: Engine, ref: Ref, expected_version: int, scenario
     scenario re-freezes the catalog entries it uses."""
     check_id(expected_version, "expected_version")
     with Session(writer(engine)) as session, session.begin():
-        row = _row(session, ref)
+        row = scenario_row(session, ref)
         if row.version != expected_version:
             raise _conflict(row.slug, expected_version, row.version)
         current = _stored(row)
@@ -342,14 +279,14 @@ def update_scenario(*, engine: Engine, ref: Ref, expected_version: int, scenario
         frozen = _frozen
         if frozen is None and scenario is None and current.frozen_catalog is not None:
             frozen = current.frozen_catalog
-        values = _values(
+        values = scenario_values(
             scenario=new_scenario, name=name if name is not None else row.name,
             description=description if description is not None else row.description,
             tags=tags if tags is not None else row.tags, frozen=frozen,
         )
         if scenario is None:
             values["payload"] = row.payload
-        when = _now()
+        when = utc_now()
         result = session.execute(
             update(ScenarioRow)
             .where(ScenarioRow.id == row.id, ScenarioRow.version == expected_version)
@@ -372,30 +309,30 @@ def _conflict(slug: str, loaded: int, now: int | None) -> ConflictError:
     )
 
 
-@_guarded
+@guarded
 def rename_scenario(*, engine: Engine, ref: Ref, name: str, expected_version: int) -> StoredScenario:
     """Change the display name (the slug, and so share links, stay)."""
     return update_scenario(engine=engine, ref=ref, expected_version=expected_version, name=name, note="rename")
 
 
-@_guarded
+@guarded
 def duplicate_scenario(*, engine: Engine, ref: Ref, name: str | None = None,
                        slug: str | None = None) -> StoredScenario:
     """A new scenario with the same inputs and frozen catalog entries."""
     src = get_scenario(engine=engine, ref=ref)
-    values = _values(scenario=src.scenario, name=name or f"{src.name} (copy)", description=src.description,
+    values = scenario_values(scenario=src.scenario, name=name or f"{src.name} (copy)", description=src.description,
                      tags=src.tags, frozen=src.frozen_catalog)
     values["payload"] = src.payload
-    return _insert(engine, values=values, slug=slug, note=f"duplicate of {src.slug} v{src.version}")
+    return insert_scenario(engine, values=values, slug=slug, note=f"duplicate of {src.slug} v{src.version}")
 
 
-@_guarded
+@guarded
 def delete_scenario(*, engine: Engine, ref: Ref, expected_version: int | None = None) -> None:
     """Delete a scenario and its history (only at ``expected_version`` if given)."""
     if expected_version is not None:
         check_id(expected_version, "expected_version")
     with Session(writer(engine)) as session, session.begin():
-        row = _row(session, ref)
+        row = scenario_row(session, ref)
         if expected_version is not None and row.version != expected_version:
             raise _conflict(row.slug, expected_version, row.version)
         stmt = delete(ScenarioRow).where(ScenarioRow.id == row.id)
@@ -407,22 +344,22 @@ def delete_scenario(*, engine: Engine, ref: Ref, expected_version: int | None = 
             raise _conflict(row.slug, expected_version or row.version, None)
 
 
-@_guarded
+@guarded
 def list_revisions(*, engine: Engine, ref: Ref) -> list[Revision]:
     """Every saved version, newest first."""
     with Session(engine) as session:
-        row = _row(session, ref)
+        row = scenario_row(session, ref)
         revs = session.scalars(select(ScenarioRevisionRow).where(ScenarioRevisionRow.scenario_id == row.id)
                                .order_by(ScenarioRevisionRow.version.desc()))
         return [_revision(r) for r in revs]
 
 
-@_guarded
+@guarded
 def get_revision(*, engine: Engine, ref: Ref, version: int) -> Revision:
     """One saved version (ScenarioError when there is none)."""
     check_id(version, "version")
     with Session(engine) as session:
-        row = _row(session, ref)
+        row = scenario_row(session, ref)
         rev = session.scalars(select(ScenarioRevisionRow).where(
             ScenarioRevisionRow.scenario_id == row.id, ScenarioRevisionRow.version == version)).first()
         if rev is None:
@@ -430,7 +367,7 @@ def get_revision(*, engine: Engine, ref: Ref, version: int) -> Revision:
         return _revision(rev)
 
 
-@_guarded
+@guarded
 def restore_revision(*, engine: Engine, ref: Ref, version: int, expected_version: int) -> StoredScenario:
     """Save an old version's inputs (and frozen catalog) as a new version."""
     rev = get_revision(engine=engine, ref=ref, version=version)
@@ -441,164 +378,10 @@ def restore_revision(*, engine: Engine, ref: Ref, version: int, expected_version
                            note=f"restore of version {version}", _frozen=frozen)
 
 
-@_guarded
+@guarded
 def drift(*, engine: Engine, ref: Ref) -> tuple[str, ...]:
     """What changed in the catalog since the scenario was saved (empty: nothing)."""
     return get_scenario(engine=engine, ref=ref).catalog_drift()
 
 
 # ---------------------------------------------------------------- export / import
-
-
-@_guarded
-def export_scenario(*, engine: Engine, ref: Ref) -> dict[str, Any]:
-    """A JSON-ready document that :func:`import_scenario` reads back."""
-    s = get_scenario(engine=engine, ref=ref)
-    return {
-        "kind": EXPORT_KIND, "schema_version": SCHEMA_VERSION, "slug": s.slug, "name": s.name,
-        "description": s.description, "tags": list(s.tags), "version": s.version,
-        "exported_at": _now().isoformat(), "scenario": s.payload,
-        "frozen_catalog": s.frozen_catalog.model_dump(mode="json") if s.frozen_catalog else None,
-    }
-
-
-def _upgrade_v0(doc: dict[str, Any]) -> dict[str, Any]:
-    """Version 0: a bare scenario object (a file as ``plan`` reads it, written
-    before export documents existed) becomes a version-1 document."""
-    return {"kind": EXPORT_KIND, "schema_version": 1, "name": doc.get("name") or "untitled",
-            "description": "", "tags": [], "scenario": doc, "frozen_catalog": None}
-
-
-class _ExportDoc(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-    kind: str
-    schema_version: int
-    slug: str | None = None
-    name: str
-    description: str = ""
-    tags: list[str] = []
-    scenario: dict[str, Any]
-    frozen_catalog: dict[str, Any] | None = None
-
-
-def parse_export(document: Any) -> tuple[Scenario, dict[str, Any]]:
-    """Validate (and upgrade) an export document without touching a database.
-    Returns the scenario and the save arguments; raises ScenarioError."""
-    if not isinstance(document, dict):
-        raise ScenarioError("import: expected a JSON object")
-    doc = dict(document)
-    if "kind" not in doc:
-        doc = _upgrade_v0(doc)
-    if doc.get("kind") != EXPORT_KIND:
-        raise ScenarioError(f"import: kind {doc.get('kind')!r} is not a Ridgeline scenario export ({EXPORT_KIND!r})")
-    version = doc.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise ScenarioError(f"import: schema_version must be an integer, got {version!r}")
-    if version != SCHEMA_VERSION:
-        raise ScenarioError(
-            f"import: schema_version {version} is not supported (this planner reads {SCHEMA_VERSION}, "
-            "or a bare scenario object)")
-    try:
-        parsed = _ExportDoc.model_validate(doc)
-    except Exception as exc:
-        errors = getattr(exc, "errors", None)
-        first = errors()[0] if callable(errors) else {"loc": (), "msg": str(exc)}
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ScenarioError(f"import: {loc}: {first['msg']}") from None
-    try:
-        scenario = scenario_from_dict(parsed.scenario)
-        frozen = frozen_from_json(parsed.frozen_catalog)
-    except ScenarioError as exc:
-        raise ScenarioError(f"import: {exc}") from None
-    check_tags(parsed.tags)
-    check_name(parsed.name)
-    check_description(parsed.description)
-    if parsed.slug is not None:
-        check_slug(parsed.slug)
-    return scenario, {"name": parsed.name, "description": parsed.description, "tags": parsed.tags,
-                      "slug": parsed.slug, "frozen": frozen}
-
-
-@_guarded
-def import_scenario(*, engine: Engine, document: Any, slug: str | None = None) -> StoredScenario:
-    """Validate an export document and save it as a new scenario.  Nothing is
-    written unless the whole document is valid.  The slug is ``slug``, else the
-    document's when free, else one made from the name."""
-    scenario, args = parse_export(document)
-    values = _values(scenario=scenario, name=args["name"], description=args["description"], tags=args["tags"],
-                     frozen=args["frozen"])
-    chosen = slug
-    if chosen is None and args["slug"]:
-        with Session(engine) as session:
-            if session.scalars(select(ScenarioRow.id).where(ScenarioRow.slug == args["slug"])).first() is None:
-                chosen = args["slug"]
-    return _insert(engine, values=values, slug=chosen, note="import")
-
-
-# ---------------------------------------------------------------- probe runs
-
-
-def _reject_secrets(data: Any, where: str) -> None:
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if _SECRET.search(str(key)):
-                raise ProbeError(f"{where}.{key}: credentials are never stored; drop this key before saving")
-            _reject_secrets(value, f"{where}.{key}")
-    elif isinstance(data, (list, tuple)):
-        for item in data:
-            _reject_secrets(item, where)
-
-
-@_guarded
-def save_probe_run(*, engine: Engine, endpoint_url: str, settings: dict[str, Any], summary: dict[str, Any],
-                   started_at: datetime, finished_at: datetime | None = None,
-                   samples: Sequence[ProbeSample] = (), scenario_ref: Ref | None = None) -> int:
-    """Store a probe run and its samples; returns the run id.  Settings with a
-    credential-like key, or a URL with a user:password part, are refused."""
-    if "@" in endpoint_url.split("//", 1)[-1].split("/", 1)[0]:
-        raise ProbeError("endpoint_url: remove the user:password@ part; credentials are never stored")
-    _reject_secrets(settings, "settings")
-    _reject_secrets(summary, "summary")
-    with Session(writer(engine)) as session, session.begin():
-        scenario_id = _row(session, scenario_ref).id if scenario_ref is not None else None
-        run = ProbeRunRow(scenario_id=scenario_id, endpoint_url=endpoint_url, settings=settings, summary=summary,
-                          started_at=started_at, finished_at=finished_at)
-        session.add(run)
-        session.flush()
-        for s in samples:
-            session.add(ProbeSampleRow(run_id=run.id, **s.model_dump()))
-        return run.id
-
-
-def _probe(run: ProbeRunRow, samples: Iterable[ProbeSampleRow]) -> ProbeRun:
-    return ProbeRun(
-        id=run.id, scenario_id=run.scenario_id, endpoint_url=run.endpoint_url, settings=run.settings,
-        summary=run.summary, started_at=_utc(run.started_at),
-        finished_at=_utc(run.finished_at) if run.finished_at else None,
-        samples=tuple(ProbeSample(seq=s.seq, started_at=_utc(s.started_at), ttft_s=s.ttft_s, e2e_s=s.e2e_s,
-                                  prompt_tokens=s.prompt_tokens, output_tokens=s.output_tokens, error=s.error,
-                                  data=s.data or {}) for s in samples),
-    )
-
-
-@_guarded
-def get_probe_run(*, engine: Engine, run_id: int) -> ProbeRun:
-    """A stored probe run with its samples in order."""
-    check_id(run_id, "run id")
-    with Session(engine) as session:
-        run = session.get(ProbeRunRow, run_id)
-        if run is None:
-            raise ProbeError(f"no probe run {run_id}")
-        samples = session.scalars(select(ProbeSampleRow).where(ProbeSampleRow.run_id == run_id)
-                                  .order_by(ProbeSampleRow.seq))
-        return _probe(run, samples)
-
-
-@_guarded
-def list_probe_runs(*, engine: Engine, scenario_ref: Ref | None = None, limit: int = 100) -> list[ProbeRun]:
-    """Probe runs, newest first (without samples)."""
-    with Session(engine) as session:
-        stmt = select(ProbeRunRow).order_by(ProbeRunRow.started_at.desc(), ProbeRunRow.id.desc()).limit(limit)
-        if scenario_ref is not None:
-            stmt = stmt.where(ProbeRunRow.scenario_id == _row(session, scenario_ref).id)
-        return [_probe(r, ()) for r in session.scalars(stmt)]
