@@ -6,6 +6,8 @@ and show ``st.error``, the CLI prints one line and exits non-zero.
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 __all__ = [
     "CatalogError",
     "ConflictError",
@@ -15,6 +17,7 @@ __all__ = [
     "ProbeError",
     "ScenarioError",
     "StoreError",
+    "validation_message",
 ]
 
 
@@ -48,3 +51,22 @@ class ProbeError(PlannerError):
 
 class StoreError(PlannerError):
     """The scenario store cannot be used: unreachable, not a database, or at an unknown revision."""
+
+
+def validation_message(exc: ValidationError, *, prefix: str = "") -> str:
+    """One line naming the dotted field: ``parallel.tp: must be >= 1`` (the one place a
+    pydantic error becomes a user's message)."""
+    parts = []
+    errors = [e for e in exc.errors() if not (e["type"] == "string_type" and isinstance(e.get("input"), dict))]
+    for err in (errors or exc.errors())[:3]:
+        loc = [str(p) for p in err["loc"] if not str(p).startswith(("str", "function-"))]
+        # Drop union-branch names pydantic inserts (GpuSpec, ModelSpec ...).
+        loc = [p for p in loc if not p[:1].isupper()]
+        key = ".".join(([prefix] if prefix else []) + loc)
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        if err["type"] == "literal_error" or err["type"] == "enum":
+            msg = f"{msg}, got {err.get('input')!r}"
+        parts.append(f"{key}: {msg}" if key else msg)
+    return "; ".join(dict.fromkeys(parts))

@@ -9,9 +9,9 @@ from servers.procs import start_script
 from sqlalchemy import text
 
 from planner.cli import main
+from planner.store import get_probe_run, get_scenario, list_probe_runs
 from planner.store.db import make_engine
 from planner.store.migrate import upgrade
-from planner.store import get_probe_run, get_scenario, list_probe_runs
 
 SECRET = "sk-test-7f3a9c0e51"
 

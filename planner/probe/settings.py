@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from planner.errors import ProbeError
+from planner.errors import ProbeError, validation_message
 from planner.probe.client import Endpoint, endpoint_path
 from planner.probe.redact import check_url_secrets
 
@@ -103,7 +103,4 @@ def probe_settings(**kwargs: object) -> ProbeSettings:
     try:
         return ProbeSettings.model_validate(kwargs)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"] if not isinstance(p, int))
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        raise ProbeError(f"{loc}: {msg}" if loc else msg) from None
+        raise ProbeError(validation_message(exc)) from None

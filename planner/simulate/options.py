@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from planner.errors import ScenarioError
-from planner.spec.scenario import MAX_LENGTH_SIGMA, validation_message
+from planner.errors import ScenarioError, validation_message
+from planner.spec.scenario import MAX_LENGTH_SIGMA
 
 __all__ = [
     "DEFAULT_KV_LINK_BYTES_PER_S",

@@ -81,7 +81,6 @@ from planner.spec.scenario import (
     resolve_local_model_file,
     resolve_model,
     scenario_from_dict,
-    validation_message,
 )
 from planner.spec.share import (
     MAX_TOKEN_CHARS,
@@ -166,5 +165,4 @@ __all__ = [
     "scenario_from_token",
     "share_token",
     "spec_kwargs_from_hf_config",
-    "validation_message",
 ]

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from planner.errors import CatalogError
+from planner.errors import CatalogError, validation_message
 from planner.spec.specs import GpuSpec, ModelSpec
 
 __all__ = [
@@ -74,10 +74,7 @@ def _load_entries(path: Path, adapter: TypeAdapter[Any]) -> list[Any]:
         try:
             out.append(adapter.validate_python(entry))
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            raise CatalogError(f"{path.name}: entry {label}: {loc or 'entry'}: {msg}") from None
+            raise CatalogError(f"{path.name}: entry {label}: {validation_message(exc)}") from None
     return out
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from planner.errors import PlannerError, ScenarioError
+from planner.errors import PlannerError, ScenarioError, validation_message
 from planner.io.jsonfile import MAX_JSON_DEPTH, parse_json, read_json
 from planner.spec.catalog import get_gpu, get_model
 from planner.spec.precision import KvDtype, WeightsDtype
@@ -44,7 +44,6 @@ __all__ = [
     "resolve_gpu",
     "resolve_model",
     "scenario_from_dict",
-    "validation_message",
 ]
 
 SCHEMA_VERSION = 1
@@ -290,24 +289,6 @@ def resolve_gpu(scenario: Scenario) -> GpuSpec:
 def resolve_model(scenario: Scenario) -> ModelSpec:
     """The ModelSpec a scenario names (catalog id) or carries inline."""
     return scenario.model if isinstance(scenario.model, ModelSpec) else get_model(scenario.model)
-
-
-def validation_message(exc: ValidationError, *, prefix: str = "") -> str:
-    """One line naming the dotted field: ``parallel.tp: must be >= 1``."""
-    parts = []
-    errors = [e for e in exc.errors() if not (e["type"] == "string_type" and isinstance(e.get("input"), dict))]
-    for err in (errors or exc.errors())[:3]:
-        loc = [str(p) for p in err["loc"] if not str(p).startswith(("str", "function-"))]
-        # Drop union-branch names pydantic inserts (GpuSpec, ModelSpec ...).
-        loc = [p for p in loc if not p[:1].isupper()]
-        key = ".".join(([prefix] if prefix else []) + loc)
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        if err["type"] == "literal_error" or err["type"] == "enum":
-            msg = f"{msg}, got {err.get('input')!r}"
-        parts.append(f"{key}: {msg}" if key else msg)
-    return "; ".join(dict.fromkeys(parts))
 
 
 def scenario_from_dict(data: dict[str, Any], *, allow_local_files: bool = False) -> Scenario:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from planner.errors import CatalogError
+from planner.errors import CatalogError, validation_message
 
 __all__ = ["MAX_SPEC_FLOAT", "MAX_SPEC_INT", "DenseFlops", "GpuSpec", "ModelSpec"]
 
@@ -170,17 +170,7 @@ class ModelSpec(BaseModel):
             kwargs["id"] = id
         try:
             return cls(**kwargs)
-        except ValueError as exc:  # pydantic ValidationError is a ValueError
-            raise CatalogError(f"config.json: {_first_error(exc)}") from None
+        except ValidationError as exc:
+            raise CatalogError(f"config.json: {validation_message(exc)}") from None
 
 
-def _first_error(exc: Exception) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        errs = errors()
-        if errs:
-            err = errs[0]
-            loc = ".".join(str(p) for p in err.get("loc", ()))
-            msg = str(err.get("msg", "")).removeprefix("Value error, ")
-            return f"{loc}: {msg}" if loc else msg
-    return str(exc)

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from planner.errors import ScenarioError
-from planner.spec.scenario import Scenario, resolve_gpu, resolve_model, scenario_from_dict, validation_message
+from planner.errors import ScenarioError, validation_message
+from planner.spec.scenario import Scenario, resolve_gpu, resolve_model, scenario_from_dict
 from planner.spec.specs import GpuSpec, ModelSpec
 
 __all__ = ["FrozenCatalog", "catalog_drift", "freeze_catalog", "frozen_from_json", "frozen_scenario"]

@@ -43,10 +43,11 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from planner.errors import validation_message
 from planner.physics.step import decode_step, prefill_step
 from planner.sizing.replica import memory_section
 from planner.spec.context import resolve
-from planner.spec.scenario import Efficiency, Parallel, Scenario, Serving, Workload, validation_message
+from planner.spec.scenario import Efficiency, Parallel, Scenario, Serving, Workload
 from planner.validate.names import engine_family, precision_dtypes, resolve_gpu_name, resolve_model_name
 from planner.validate.rows import METRICS, MeasurementRow
 

@@ -17,13 +17,13 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import ValidationError
 
-from planner.errors import ScenarioError
+from planner.errors import ScenarioError, validation_message
 from planner.physics.roofline import compute_dtype
 from planner.sizing.fleet import fleet_arrays
 from planner.sizing.operating import operating_arrays, workload_stats
 from planner.spec.catalog import load_catalog
 from planner.spec.context import resolve
-from planner.spec.scenario import MAX_PP, MAX_TP, Scenario, validation_message
+from planner.spec.scenario import MAX_PP, MAX_TP, Scenario
 
 __all__ = ["DEFAULT_DTYPES", "DEFAULT_PP", "DEFAULT_TP", "MAX_SWEEP_CANDIDATES", "pareto_front", "sweep"]
 
