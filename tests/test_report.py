@@ -247,3 +247,14 @@ def test_cli_without_chromium_says_so_in_one_line(tmp_path: Path, capsys: pytest
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Chromium" in err and "Traceback" not in err
     assert not (tmp_path / "r.pdf").exists()
+
+
+def test_plan_page_offers_the_report() -> None:
+    from tests.apptest_v2 import new_app_test
+
+    at = new_app_test(timeout=60)
+    at.run()
+    assert not at.exception
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "Review report (HTML)" in labels
+    assert ("Review report (PDF)" in labels) == CHROMIUM.exists()
