@@ -28,8 +28,8 @@ IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 SERVER_START_S = 60  # a cold streamlit on a busy 2-core machine: ~2 s; generous for CI
 WAIT_MS = 30_000
 
-__all__ = ["CHROMIUM", "IDLE", "LAUNCH_ARGS", "ROOT", "chromium_or_skip", "choose", "metric", "nav", "serve",
-           "set_number", "settled"]
+__all__ = ["CHROMIUM", "IDLE", "LAUNCH_ARGS", "ROOT", "chromium_or_skip", "choose", "expect_number", "fleet_numbers", "metric", "nav",
+           "serve", "set_number", "settled"]
 
 
 def chromium_or_skip() -> None:
@@ -122,9 +122,32 @@ def set_number(page, label: str, value: float | int) -> None:  # type: ignore[no
     settled(page)
 
 
+def expect_number(page, label: str, value: float | int) -> None:  # type: ignore[no-untyped-def]
+    """Wait until the sidebar number input labelled ``label`` shows ``value``: after a
+    link loads a scenario the inputs catch up a moment after the run has finished."""
+    from playwright.sync_api import expect
+
+    box = page.locator("[data-testid='stSidebar'] [data-testid='stNumberInput']").filter(
+        has=page.locator("label", has_text=re.compile(f"^{re.escape(label)}")))
+    whole, _, frac = f"{value}".partition(".")
+    shown = re.escape(whole) + (r"(\.0*)?" if frac in ("", "0") else r"\." + re.escape(frac) + "0*")
+    expect(box.first.locator("input")).to_have_value(re.compile(f"^{shown}$"), timeout=WAIT_MS)
+
+
 def metric(scope, label: str) -> str:  # type: ignore[no-untyped-def]
     """The value of the st.metric labelled exactly ``label`` inside ``scope`` (a page or a locator)."""
     root = getattr(scope, "page", scope)  # a `has=` locator is written from the page, matched inside each box
     box = scope.locator("[data-testid='stMetric']").filter(
         has=root.locator("[data-testid='stMetricLabel']", has_text=re.compile(f"^{re.escape(label)}$")))
     return str(box.locator("[data-testid='stMetricValue']").first.inner_text()).strip()
+
+
+def fleet_numbers(page, mode: str = "Disaggregated") -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    """GPUs total and $/Mtok output of one serving mode's column on Fleet & cost."""
+    from playwright.sync_api import expect
+
+    nav(page, "Fleet & cost")
+    column = page.locator("[data-testid='stColumn']").filter(
+        has=page.get_by_role("heading", name=re.compile(f"^{re.escape(mode)}"))).first
+    expect(column.locator("[data-testid='stMetric']").first).to_be_visible()
+    return metric(column, "GPUs total"), metric(column, "$/Mtok output")

@@ -16,7 +16,8 @@ from tests.browser_support import (
     LAUNCH_ARGS,
     choose,
     chromium_or_skip,
-    metric,
+    expect_number,
+    fleet_numbers,
     nav,
     serve,
     set_number,
@@ -37,15 +38,6 @@ REVIEW = {"gpu": "h200-sxm", "model": "llama-3.1-70b", "weights_dtype": "fp8", "
           "slo": {"ttft_s": 1.0, "itl_s": 0.05}}
 NAME = "Review 70B H200"
 DOWNLOAD_MS = 120_000  # a deferred download builds the report (and prints the PDF) on click
-
-
-def _fleet_numbers(page: Page) -> tuple[str, str]:
-    """GPUs total and $/Mtok output of the Disaggregated column on Fleet & cost."""
-    nav(page, "Fleet & cost")
-    column = page.locator("[data-testid='stColumn']").filter(
-        has=page.get_by_role("heading", name=re.compile("^Disaggregated"))).first
-    expect(column.locator("[data-testid='stMetric']").first).to_be_visible()
-    return metric(column, "GPUs total"), metric(column, "$/Mtok output")
 
 
 def _download(page: Page, button: str, path: Path) -> Path:
@@ -76,7 +68,7 @@ def test_the_whole_review(tmp_path: Path) -> None:
         assert page.locator("[data-testid='stException']").count() == 0
 
         # 2. Fleet & cost: the answer, as the core computes it for the same inputs.
-        gpus, usd = _fleet_numbers(page)
+        gpus, usd = fleet_numbers(page)
         assert gpus == f"{want.fleet.gpus_total:,.0f}" and usd == f"${want.cost.usd_per_mtok_output:,.2f}"
 
         # 3. Save, then the two share links and the plan CSV.
@@ -116,7 +108,8 @@ def test_the_whole_review(tmp_path: Path) -> None:
             settled(page)
             expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text(
                 "llama-3.1-70b on h200-sxm")
-            assert _fleet_numbers(page) == (gpus, usd), link
+            expect_number(page, "Requests/s", 50)
+            assert fleet_numbers(page) == (gpus, usd), link
             assert page.locator("[data-testid='stException']").count() == 0
             fresh.close()
         browser.close()
