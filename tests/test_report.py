@@ -179,6 +179,8 @@ def test_three_significant_figures(value: float, expected: str) -> None:
 @pytest.mark.parametrize(("value", "unit", "expected"), [
     (70.55e9, "bytes", "70.6 GB"), (0.0382, "s", "38.2 ms"), (17.63, "s", "17.6 s"), (1.979e15, "FLOP/s", "1.98 PFLOP/s"),
     (0.688, "fraction", "68.8%"), (2.074, "USD/Mtok", "$2.07/Mtok"), (float("nan"), "s", "—"), (float("inf"), "s", "—"),
+    (0.99996, "s", "1.00 s"), (0.00099996, "s", "1.00 ms"),  # rounding up moves to the next unit
+    (1.0, "USD/GPU-hour", "$1.00/GPU-hour"), (112.0, "USD/h", "$112/h"),  # dollars keep 3 significant figures
 ])
 def test_quantities(value: float, unit: str, expected: str) -> None:
     assert quantity(value, unit) == expected

@@ -207,14 +207,19 @@ def _scenario_rows(s: Scenario, p: Plan) -> tuple[Row, ...]:
 def _fleet_rows(p: Plan) -> tuple[Row, ...]:
     f, op = p.fleet, p.operating_point
     why = "no operating point meets the SLO"
+    served = op.feasible  # an infeasible plan's per-replica rates are 0 by convention: no such number
+
+    def rate(x: float) -> str:
+        return quantity(x, "req/s") if served else missing(why)
+
     rows = [
         Row("GPUs total", count(f.gpus_total, why), f"{f.gpus_per_replica} GPU(s) per replica"),
         Row("Replicas", _replicas(p), f.mode),
         Row("Decode batch per replica", f"{op.batch_size:,}"),
-        Row("Goodput per decode replica", quantity(f.decode_req_s_per_replica, "req/s", why)),
+        Row("Goodput per decode replica", rate(f.decode_req_s_per_replica)),
     ]
     if f.mode == "disaggregated":
-        rows.append(Row("Prefill capacity per replica", quantity(f.prefill_req_s_per_replica, "req/s", why)))
+        rows.append(Row("Prefill capacity per replica", rate(f.prefill_req_s_per_replica)))
         rows.append(Row("KV transfer per request", quantity(f.kv_transfer_s, "s")))
     rows += [
         Row("Fleet utilization at the mean rate", percent(f.fleet_utilization, why)),

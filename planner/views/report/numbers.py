@@ -33,16 +33,16 @@ def missing(reason: str = "") -> str:
     return f"{MISSING} ({reason})" if reason else MISSING
 
 
-def sig(x: float, figures: int = SIG_FIGS) -> str:
+def sig(x: float, figures: int = SIG_FIGS, *, whole: bool = True) -> str:
     """``x`` to ``figures`` significant figures in positional notation with
     thousands separators, halves rounded up as a person would (the shortest
     decimal that reads back as ``x``, not its binary value): 2.074 → "2.07",
     70.55 → "70.6", 6204 → "6,200", 0.0003111 → "0.000311"; a whole number
-    below 10¹⁵ is shown exactly (32 → "32", 2300 → "2,300")."""
+    below 10¹⁵ is shown exactly (32 → "32", 2300 → "2,300") unless ``whole`` is False."""
     if x == 0:
         return "0"
     d = Decimal(repr(float(x)))
-    if d == d.to_integral_value() and abs(d) < Decimal(10) ** 15:
+    if whole and d == d.to_integral_value() and abs(d) < Decimal(10) ** 15:
         return f"{int(d):,}"
     magnitude = d.adjusted()
     rounded = d.quantize(Decimal(1).scaleb(magnitude - figures + 1), rounding=ROUND_HALF_UP)
@@ -67,7 +67,7 @@ def usd(x: Any, reason: str = "", per: str = "") -> str:
     """Dollars to three significant figures ("$2.07", "$112", "$0.311"), with ``/per``."""
     if not is_number(x):
         return missing(reason)
-    text = f"-${sig(-float(x))}" if x < 0 else f"${sig(float(x))}"
+    text = f"-${sig(-float(x), whole=False)}" if x < 0 else f"${sig(float(x), whole=False)}"
     return f"{text}/{per}" if per else text
 
 
@@ -79,7 +79,7 @@ def quantity(x: Any, unit: str, reason: str = "") -> str:
         return missing(reason)
     value = float(x)
     if unit == "s":
-        if abs(value) >= 1 or value == 0:
+        if abs(value) >= 1 - 5e-4 or value == 0:  # 0.99996 s reads as 1.00 s, not 1,000 ms
             return f"{sig(value)} s"
         return _prefixed(value, "s", _DOWN)
     if unit in ("bytes", "bytes/s", "FLOP/s", "B", "B/s"):
