@@ -18,7 +18,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner import get_gpu, get_model, review_report_html, scenario_from_dict, scenario_from_token
+from planner import (
+    Scenario,
+    get_gpu,
+    get_model,
+    report_file_name,
+    review_report_html,
+    scenario_from_dict,
+    scenario_from_token,
+)
 from planner.cli import main
 from planner.views.report.numbers import quantity, readable_text, sig
 
@@ -157,6 +165,15 @@ def test_hostile_names_are_escaped_and_nothing_loads() -> None:
     assert not [tag for tag, _ in doc.tags if tag in ("script", "link", "iframe", "object", "embed")]
     csp = [a.get("content") for tag, a in doc.tags if tag == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
     assert csp == ["default-src 'none'; style-src 'unsafe-inline'; img-src data:"]
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("H200 review", "ridgeline-review-h200-review.pdf"),
+    ("../../etc/passwd <x>", "ridgeline-review-etc-passwd-x.pdf"),  # no path, no markup in a download's name
+    ("ÅÅÅ", "ridgeline-review-scenario.pdf"),
+])
+def test_download_name_is_plain(name: str, expected: str) -> None:
+    assert report_file_name(Scenario(name=name), "pdf") == expected
 
 
 def test_share_link_reopens_the_same_scenario() -> None:

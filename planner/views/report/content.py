@@ -249,10 +249,9 @@ def _cost_rows(s: Scenario, p: Plan) -> tuple[Row, ...]:
 def _derivation_value(dv: Derivation) -> str:
     if not is_number(dv.value):
         return missing("not defined for this scenario")
-    unit = {"": "", "sequences": "sequences", "GPUs": "GPUs", "USD/1k req": "USD/1k req"}.get(dv.unit, dv.unit)
-    if unit in ("GPUs", "sequences") and float(dv.value).is_integer():
-        return f"{count(dv.value)} {unit}"
-    return quantity(dv.value, unit)
+    if dv.unit in ("GPUs", "sequences") and float(dv.value).is_integer():
+        return f"{count(dv.value)} {dv.unit}"
+    return quantity(dv.value, dv.unit)
 
 
 def _derivations(s: Scenario, p: Plan) -> tuple[DerivationRow, ...]:
