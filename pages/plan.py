@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._format import derivation_md, shown
+from pages._report import report_downloads
 from pages._sidebar import page_plan, page_scenario
 
 st.title("Plan")
@@ -43,3 +44,6 @@ for title, prefixes in groups.items():
         for key, dv in result.derivations.items():
             if key.split(".")[0] in prefixes:
                 st.markdown(derivation_md(dv, name=True))
+
+# Review report (issue 16, item 6): the download, a separate block at the end of the page.
+report_downloads(scenario)

@@ -9,7 +9,7 @@ The layers, each importing only those below it (import-linter keeps them: see
 - ``planner.physics``: the seeds' physics: roofline, memory and KV, decode/prefill steps,
   techniques, length distributions; array-broadcasting pure functions.
 - ``planner.sizing``: replica sections with derivations, operating point, fleet, ``plan``.
-- ``planner.views``: curves and review tables for pages, the vectorised sweep.
+- ``planner.views``: curves and review tables for pages, the vectorised sweep, the review report.
 - ``planner.simulate``, ``planner.validate``, ``planner.store``: the discrete-event simulator,
   validation against published measurements, saved scenarios and runs.
 - ``planner.probe``: the live probe of real endpoints (it may save runs in the store).
@@ -31,6 +31,7 @@ from planner.errors import (
 )
 from planner.io.export import csv_text, plan_row
 from planner.io.formatting import human
+from planner.io.pdf import chromium_path, html_to_pdf, no_chromium_message
 from planner.physics.memory import (
     contiguous_reservation_bytes,
     internal_fragmentation,
@@ -72,6 +73,7 @@ from planner.spec.scenario import Scenario, apply_overrides, scenario_from_dict
 from planner.spec.share import scenario_from_token, share_token
 from planner.spec.specs import DenseFlops, GpuSpec, ModelSpec
 from planner.views.curves import log_grid, roof_lines
+from planner.views.report import report_file_name, review_report, review_report_html
 from planner.views.review import (
     fleet_derivations,
     input_differences,
@@ -82,6 +84,12 @@ from planner.views.review import (
 from planner.views.sweep import sweep
 
 __all__ = [
+    "chromium_path",
+    "html_to_pdf",
+    "no_chromium_message",
+    "report_file_name",
+    "review_report",
+    "review_report_html",
     "csv_text",
     "plan_row",
     "human",

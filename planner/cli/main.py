@@ -31,6 +31,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "planner.cli.simulate",
     "planner.cli.scenarios",
     "planner.cli.probe",
+    "planner.cli.report",
 )
 
 

@@ -1,0 +1,348 @@
+"""What a review report says, as text a reader can take in: the answer, the
+scenario, the SLO check (each target beside the value checked and its
+statistic), the fleet, the cost, the alternatives, derivations with their
+origins, assumptions, warnings and catalog sources.
+
+Every value here is already formatted (``numbers``); the HTML renderer only
+escapes and lays it out.  No Streamlit, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from planner.sizing.plan import Plan, plan
+from planner.spec.catalog import load_catalog
+from planner.spec.context import resolve
+from planner.spec.derivation import Derivation
+from planner.spec.scenario import Scenario
+from planner.spec.share import share_token
+from planner.views.report.alternatives import Alternative, alternatives
+from planner.views.report.numbers import count, is_number, missing, percent, quantity, readable_text, sig, usd
+from planner.views.review import fleet_derivations
+
+__all__ = [
+    "DEFAULT_APP_URL",
+    "DERIVATION_GROUPS",
+    "DerivationRow",
+    "ReviewReport",
+    "Row",
+    "SloCheck",
+    "Source",
+    "review_report",
+]
+
+# Where `make run` serves the app (the Makefile's PORT); a share link in a report
+# written by the CLI points here unless --app-url says otherwise.
+DEFAULT_APP_URL = "http://localhost:8501/"
+
+DERIVATION_LABELS: dict[str, str] = {
+    "roofline.ridge_flop_per_byte": "Ridge point",
+    "roofline.decode_intensity_flop_per_byte": "Decode arithmetic intensity",
+    "roofline.prefill_intensity_flop_per_byte": "Prefill arithmetic intensity",
+    "memory.weight_bytes": "Weights, whole model",
+    "memory.weight_bytes_per_gpu": "Weights per GPU",
+    "memory.kv_bytes_per_token": "KV cache per token",
+    "memory.kv_bytes_per_sequence": "KV cache per sequence",
+    "memory.kv_budget_bytes": "KV budget per GPU",
+    "memory.max_sequences": "Sequences the KV budget holds",
+    "decode.step_s": "Decode step at the batch",
+    "decode.tok_s_per_sequence": "Tokens/s per sequence",
+    "decode.tok_s_per_replica": "Tokens/s per replica",
+    "decode.mbu": "Decode memory-bandwidth utilization (MBU)",
+    "decode.mfu": "Decode model-FLOPs utilization (MFU)",
+    "prefill.time_s": "Prefill time of one prompt",
+    "prefill.mfu": "Prefill MFU",
+    "prefill.chunked_ttft_s": "Chunked-prefill TTFT, no queueing",
+    "ttft_s": "Mean TTFT of the plan",
+    "operating_point.goodput_req_s_per_replica": "Goodput per (decode) replica",
+    "operating_point.ttft_s": "Mean TTFT, queueing included",
+    "fleet.gpus_total": "GPUs total",
+    "fleet.pool_ratio": "Prefill : decode replicas",
+    "fleet.kv_transfer_s": "KV transfer per request",
+    "fleet.cold_start_s": "Cold start of a replica",
+    "cost.usd_per_hour": "$ per hour",
+    "cost.usd_per_mtok_output": "$ per million output tokens",
+    "cost.usd_per_mtok_input": "$ per million input tokens",
+    "cost.usd_per_mtok_blended": "$ per million tokens, blended",
+    "cost.usd_per_1k_requests": "$ per 1,000 requests",
+    "cost.usd_per_mtok_output_full_load": "$ per million output tokens at full load",
+}
+DERIVATION_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Memory", ("memory",)),
+    ("Decode", ("decode",)),
+    ("Prefill and TTFT", ("prefill", "ttft_s", "operating_point")),
+    ("Fleet and cost", ("fleet", "cost")),
+    ("Roofline", ("roofline",)),
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    value: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class SloCheck:
+    """One target beside the value it is checked on."""
+
+    target: str
+    value: str
+    statistic: str
+    passed: bool
+
+
+@dataclass(frozen=True)
+class DerivationRow:
+    group: str
+    label: str
+    formula: str
+    substituted: str
+    value: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class Source:
+    what: str
+    name: str
+    url: str
+    note: str
+
+
+@dataclass(frozen=True)
+class ReviewReport:
+    """A review, every value already text (see ``report_html``)."""
+
+    title: str
+    scenario_name: str
+    generated_at: str
+    share_url: str
+    answer: tuple[Row, ...]
+    verdict: str
+    feasible: bool
+    scenario: tuple[Row, ...]
+    slo: tuple[SloCheck, ...]
+    fleet: tuple[Row, ...]
+    cost: tuple[Row, ...]
+    alternatives: tuple[Alternative, ...]
+    alternatives_note: str
+    derivations: tuple[DerivationRow, ...]
+    assumptions: tuple[Row, ...]
+    warnings: tuple[str, ...]
+    sources: tuple[Source, ...]
+    plan: Plan = field(repr=False)
+    scenario_model: Scenario = field(repr=False)
+
+
+def _replicas(p: Plan) -> str:
+    f = p.fleet
+    if f.mode == "disaggregated":
+        if not (is_number(f.prefill_replicas) and is_number(f.decode_replicas)):
+            return missing("no operating point meets the SLO")
+        return f"{count(f.prefill_replicas)} prefill + {count(f.decode_replicas)} decode"
+    return count(f.replicas, "no operating point meets the SLO")
+
+
+def _slo(s: Scenario, p: Plan) -> tuple[SloCheck, ...]:
+    op, f, slo = p.operating_point, p.fleet, s.slo
+    u = percent(s.fleet.target_utilization)
+    transfer = " + KV transfer" if op.mode == "disaggregated" else ""
+    checks = [
+        SloCheck(target=f"TTFT ≤ {quantity(slo.ttft_s, 's')}", value=quantity(op.ttft_p90_s, "s", "queue unstable"),
+                 statistic=f"p90 TTFT, queueing included (M/G/1 at {u} planned utilization): wait + prefill{transfer}",
+                 passed=is_number(op.ttft_p90_s) and op.ttft_p90_s <= slo.ttft_s),
+    ]
+    if op.mode == "colocated":
+        itl_stat = (f"mean ITL at batch {op.batch_size:,}, prefill chunks averaged in; a step that carries a chunk "
+                    f"takes {quantity(op.itl_worst_s, 's')}")
+    else:
+        itl_stat = f"ITL at batch {op.batch_size:,} on the decode pool (no prefill there)"
+    checks.append(SloCheck(target=f"ITL ≤ {quantity(slo.itl_s, 's')}", value=quantity(op.itl_s, "s"),
+                           statistic=itl_stat, passed=is_number(op.itl_s) and op.itl_s <= slo.itl_s))
+    checks.append(SloCheck(
+        target=f"batch {op.batch_size:,} fits the KV budget", value=f"{sig(op.max_sequences)} sequences fit"
+        if is_number(op.max_sequences) else missing("no KV budget"),
+        statistic="p99 of the live KV across the batch (residence-weighted context)",
+        passed=is_number(op.max_sequences) and op.batch_size <= op.max_sequences))
+    if op.mode == "colocated":
+        checks.append(SloCheck(
+            target="prefill keeps up (utilization < 100%)", value=percent(op.prefill_utilization, "saturated"),
+            statistic="prefill chunks' share of the iterations at the planned rate",
+            passed=is_number(op.prefill_utilization) and op.prefill_utilization < 1))
+    else:
+        checks.append(SloCheck(
+            target=f"KV transfer < TTFT target {quantity(slo.ttft_s, 's')}", value=quantity(f.kv_transfer_s, "s"),
+            statistic=f"mean prompt's KV over the {s.fleet.link} link", passed=f.kv_transfer_fits_ttft))
+    return tuple(checks)
+
+
+def _scenario_rows(s: Scenario, p: Plan) -> tuple[Row, ...]:
+    w, sv, par = s.workload, s.serving, s.parallel
+    r = resolve(s)
+    lengths = {"fixed": "fixed lengths", "lognormal": f"lognormal (σ prompt {sig(w.prompt_sigma)}, output "
+               f"{sig(w.output_sigma)})", "trace": f"trace of {len(w.trace or ()):,} requests"}[w.distribution]
+    rows = [
+        Row("Model", f"{r.model.name or r.model.id} ({r.model.id})", f"{sig(r.params.total / 1e9)} billion parameters"),
+        Row("GPU", f"{r.gpu.name} ({r.gpu.id})", f"{quantity(r.gpu.hbm_bytes, 'bytes')} HBM"),
+        Row("Precision", f"weights {s.weights_dtype}, KV cache {s.kv_dtype}"),
+        Row("Layout per replica", f"TP {par.tp} × PP {par.pp} × EP {par.ep} = {p.fleet.gpus_per_replica} GPU(s)"),
+        Row("Serving mode", sv.mode),
+        Row("Prompt / output tokens", f"{w.prompt_tokens:,} / {w.output_tokens:,} (means)", lengths),
+        Row("Traffic", f"{sig(w.requests_per_s)} req/s mean, {sig(w.peak_rate)} req/s peak", "the fleet is sized for the peak"),
+        Row("Shared prefix", f"{w.prefix_tokens:,} tokens, hit rate {percent(w.prefix_hit_rate)}"),
+        Row("SLO targets", f"TTFT ≤ {quantity(s.slo.ttft_s, 's')}, ITL ≤ {quantity(s.slo.itl_s, 's')}"),
+        Row("Batch", f"{sv.batch_size:,} (fixed)" if sv.batch_size else "the largest that meets the SLO and fits"),
+        Row("Prefill chunk", f"{sv.chunk_tokens:,} tokens"),
+    ]
+    if s.speculative.draft_tokens:
+        rows.append(Row("Speculative decoding", f"{s.speculative.draft_tokens} draft tokens, acceptance "
+                        f"{percent(s.speculative.acceptance)}"))
+    return tuple(rows)
+
+
+def _fleet_rows(p: Plan) -> tuple[Row, ...]:
+    f, op = p.fleet, p.operating_point
+    why = "no operating point meets the SLO"
+    served = op.feasible  # an infeasible plan's per-replica rates are 0 by convention: no such number
+
+    def rate(x: float) -> str:
+        return quantity(x, "req/s") if served else missing(why)
+
+    rows = [
+        Row("GPUs total", count(f.gpus_total, why), f"{f.gpus_per_replica} GPU(s) per replica"),
+        Row("Replicas", _replicas(p), f.mode),
+        Row("Decode batch per replica", f"{op.batch_size:,}"),
+        Row("Goodput per decode replica", rate(f.decode_req_s_per_replica)),
+    ]
+    if f.mode == "disaggregated":
+        rows.append(Row("Prefill capacity per replica", rate(f.prefill_req_s_per_replica)))
+        rows.append(Row("KV transfer per request", quantity(f.kv_transfer_s, "s")))
+    rows += [
+        Row("Fleet utilization at the mean rate", percent(f.fleet_utilization, why)),
+        Row("Cold start of a replica", quantity(f.cold_start_s, "s"), "weights loaded at the scenario's load rate"),
+        Row("Colocated vs disaggregated", f"{count(f.colocated_gpus, 'misses the SLO')} vs "
+            f"{count(f.disaggregated_gpus, 'misses the SLO')} GPUs", f.verdict),
+    ]
+    return tuple(rows)
+
+
+def _cost_rows(s: Scenario, p: Plan) -> tuple[Row, ...]:
+    c = p.cost
+    why = "no operating point meets the SLO"
+    price_origin = "set in the scenario" if s.cost.usd_per_gpu_hour is not None else "catalog default (sources below)"
+    return (
+        Row("Price", usd(c.usd_per_gpu_hour, per="GPU-hour"), price_origin),
+        Row("Fleet cost", usd(c.usd_per_hour, why, "hour"), "provisioned for the peak, charged around the clock"),
+        Row("$/Mtok output", usd(c.usd_per_mtok_output, why), "the fleet's $/hour over the output tokens it serves"),
+        Row("$/Mtok input", usd(c.usd_per_mtok_input, why), "the same $/hour over the prompt tokens"),
+        Row("$/Mtok blended", usd(c.usd_per_mtok_blended, why),
+            "the same $/hour over input + output tokens, so it is below both"),
+        Row("$/Mtok output at full load", usd(c.usd_per_mtok_output_full_load, why), "no idle capacity: a floor"),
+        Row("$/1,000 requests", usd(c.usd_per_1k_requests, why)),
+    )
+
+
+def _derivation_value(dv: Derivation) -> str:
+    if not is_number(dv.value):
+        return missing("not defined for this scenario")
+    if dv.unit in ("GPUs", "sequences") and float(dv.value).is_integer():
+        return f"{count(dv.value)} {dv.unit}"
+    return quantity(dv.value, dv.unit)
+
+
+def _derivations(s: Scenario, p: Plan) -> tuple[DerivationRow, ...]:
+    merged = dict(p.derivations) | fleet_derivations(scenario=s, plan=p)
+    out = []
+    for group, prefixes in DERIVATION_GROUPS:
+        for key, dv in merged.items():
+            if key.split(".")[0] not in prefixes:
+                continue
+            finite = is_number(dv.value)
+            out.append(DerivationRow(
+                group=group, label=DERIVATION_LABELS.get(key, key.rsplit(".", 1)[-1].replace("_", " ")),
+                formula=readable_text(dv.formula),
+                substituted=readable_text(dv.substituted) if finite else missing("not defined for this scenario"),
+                value=_derivation_value(dv), origin=dv.origin))
+    return tuple(out)
+
+
+def _assumptions(s: Scenario, p: Plan) -> tuple[Row, ...]:
+    r = resolve(s)
+    o = r.origins
+    util = s.serving.memory_utilization
+    return (
+        Row("HBM bandwidth efficiency", percent(r.bandwidth_efficiency), o["efficiency.bandwidth"]),
+        Row("Compute efficiency (prefill)", percent(r.compute_efficiency), o["efficiency.compute"]),
+        Row("Overhead per layer per pass", quantity(r.layer_overhead_s, "s"), o["efficiency.layer_overhead_s"]),
+        Row("Overhead per step", quantity(r.step_overhead_s, "s"), o["efficiency.step_overhead_s"]),
+        Row("Target utilization", percent(s.fleet.target_utilization), "replicas are added until each runs at most this"),
+        Row("Minimum replicas", f"{s.fleet.min_replicas:,}", "input"),
+        Row("GPU memory for the engine", percent(util) if util else "HBM − weights − reserved",
+            f"reserved {quantity(s.serving.reserved_bytes, 'bytes')}"),
+        Row("Queueing model", "M/G/1 (Pollaczek–Khinchine)", p.operating_point.queueing),
+        Row("KV transfer link", s.fleet.link, quantity(s.fleet.link_bytes_per_s, "bytes/s") if s.fleet.link_bytes_per_s
+            else "the GPU's NVLink, or 400 Gb/s RDMA"),
+        Row("Weight load rate for a cold start", quantity(s.fleet.load_bytes_per_s, "bytes/s"), "per GPU"),
+    )
+
+
+def _sources(s: Scenario, p: Plan, alts: tuple[Alternative, ...]) -> tuple[Source, ...]:
+    r = resolve(s)
+    cat = load_catalog()
+    out = [Source("GPU", f"{r.gpu.name} ({r.gpu.id})", r.gpu.source_url,
+                  r.gpu.source_note or ("inline spec in the scenario" if not isinstance(s.gpu, str) else "")),
+           Source("Model", f"{r.model.name or r.model.id} ({r.model.id})", r.model.source_url,
+                  r.model.source_note or ("inline spec in the scenario" if not isinstance(s.model, str) else ""))]
+    if s.cost.usd_per_gpu_hour is not None:
+        out.append(Source("Price", usd(s.cost.usd_per_gpu_hour, per="GPU-hour"), "", "set in the scenario"))
+    else:
+        out.append(Source("Price", f"{usd(r.gpu.usd_per_gpu_hour, per='GPU-hour')} for {r.gpu.id}", "",
+                          "the catalog's default on-demand price (catalog/gpus.yaml), chosen from the quotes below"))
+        for q in cat.prices:
+            if q.gpu == r.gpu.id:
+                out.append(Source("Price quote", f"{q.provider}: {usd(q.usd_per_gpu_hour, per='GPU-hour')}",
+                                  q.source_url, f"{q.pricing_type.replace('_', '-')}, as of {q.as_of}"))
+    seen = {r.gpu.id}
+    for a in alts:
+        g = cat.gpus.get(a.gpu)
+        if g is not None and g.id not in seen:
+            seen.add(g.id)
+            out.append(Source("Compared GPU", f"{g.name} ({g.id}), {usd(g.usd_per_gpu_hour, per='GPU-hour')}",
+                              g.source_url, g.source_note))
+    return tuple(out)
+
+
+def review_report(scenario: Scenario, *, share_url: str | None = None, app_url: str = DEFAULT_APP_URL,
+                  now: datetime | None = None) -> ReviewReport:
+    """The review of ``scenario``: its plan, the alternatives compared and
+    everything a reviewer needs to check them.  ``share_url`` is the link that
+    reopens the scenario (default: ``app_url`` + ``?s=<share token>``)."""
+    p = plan(scenario)
+    f, c = p.fleet, p.cost
+    alts, note = alternatives(scenario, p)
+    checks = _slo(scenario, p)
+    feasible = p.operating_point.feasible and all(ch.passed for ch in checks)
+    why = "no operating point meets the SLO"
+    verdict = ("meets every target" if feasible else
+               f"misses: {p.operating_point.reason or ', '.join(ch.target for ch in checks if not ch.passed)}")
+    answer = (
+        Row("GPUs", count(f.gpus_total, why), f"{p.gpu} × {f.gpus_per_replica} per replica, {f.mode}"),
+        Row("Replicas", _replicas(p)),
+        Row("$/Mtok output", usd(c.usd_per_mtok_output, why), usd(c.usd_per_hour, why, "hour")),
+        Row("SLO", "pass" if feasible else "fail", verdict),
+    )
+    when = (now or datetime.now(UTC)).astimezone(UTC)
+    name = scenario.name
+    link = share_url if share_url is not None else f"{app_url.split('?')[0]}?s={share_token(scenario)}"
+    return ReviewReport(
+        title=f"Capacity review: {name}", scenario_name=name, generated_at=when.strftime("%Y-%m-%d %H:%M UTC"),
+        share_url=link, answer=answer, verdict=verdict, feasible=feasible, scenario=_scenario_rows(scenario, p),
+        slo=checks, fleet=_fleet_rows(p), cost=_cost_rows(scenario, p), alternatives=alts, alternatives_note=note,
+        derivations=_derivations(scenario, p), assumptions=_assumptions(scenario, p),
+        warnings=tuple(readable_text(w) for w in p.warnings), sources=_sources(scenario, p, alts), plan=p,
+        scenario_model=scenario)
+
