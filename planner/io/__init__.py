@@ -2,6 +2,9 @@
 Imports only ``planner.errors``.
 """
 
+from planner.io.atomic import (
+    write_bytes_atomic,
+)
 from planner.io.export import (
     REASON_COLUMN,
     csv_text,
@@ -25,23 +28,38 @@ from planner.io.jsonfile import (
     read_json,
     read_text_file,
 )
+from planner.io.pdf import (
+    CHROMIUM_PATH,
+    PDF_MAX_HTML_BYTES,
+    PDF_TIMEOUT_S,
+    chromium_path,
+    html_to_pdf,
+    no_chromium_message,
+)
 
 __all__ = [
+    "CHROMIUM_PATH",
     "MAX_JSON_DEPTH",
     "MAX_JSON_FILE_BYTES",
     "NOT_A_NUMBER",
+    "PDF_MAX_HTML_BYTES",
+    "PDF_TIMEOUT_S",
     "REASON_COLUMN",
+    "chromium_path",
     "csv_text",
     "finite_row",
     "flatten",
     "format_value",
+    "html_to_pdf",
     "human",
     "is_number",
     "neutralize_cell",
+    "no_chromium_message",
     "parse_json",
     "plan_infeasible_reason",
     "plan_row",
     "read_json",
     "read_text_file",
     "unit_column",
+    "write_bytes_atomic",
 ]

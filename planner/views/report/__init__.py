@@ -6,42 +6,80 @@ assumptions, warnings, catalog sources, the date and the share link.
 ``review_report_html(scenario)`` is what the Plan page's download and
 ``python -m planner report`` both write."""
 
-from __future__ import annotations
-
-from datetime import datetime
-
-from planner.spec.scenario import Scenario
-from planner.views.report.alternatives import CHEAPEST_GPUS_MAX, COMPARED_GPUS, Alternative
-from planner.views.report.content import DEFAULT_APP_URL, ReviewReport, review_report
-from planner.views.report.html import report_html
-from planner.views.report.numbers import readable_text
+from planner.views.report.alternatives import (
+    CHEAPEST_GPUS_MAX,
+    COMPARED_GPUS,
+    Alternative,
+    alternatives,
+)
+from planner.views.report.charts import (
+    CHART_WIDTH_PX,
+    Chart,
+    report_charts,
+    svg_data_uri,
+)
+from planner.views.report.content import (
+    DEFAULT_APP_URL,
+    DERIVATION_GROUPS,
+    DerivationRow,
+    ReportRow,
+    ReviewReport,
+    SloCheck,
+    Source,
+    review_report,
+)
+from planner.views.report.document import (
+    REPORT_FILE_STEM_MAX_CHARS,
+    report_file_name,
+    review_report_html,
+)
+from planner.views.report.html import (
+    CSP,
+    report_html,
+)
+from planner.views.report.numbers import (
+    MISSING,
+    SIG_FIGS,
+    count,
+    is_number,
+    missing,
+    percent,
+    quantity,
+    readable_text,
+    sig,
+    usd,
+)
 
 __all__ = [
+    "Alternative",
+    "CHART_WIDTH_PX",
     "CHEAPEST_GPUS_MAX",
     "COMPARED_GPUS",
+    "CSP",
+    "Chart",
     "DEFAULT_APP_URL",
+    "DERIVATION_GROUPS",
+    "DerivationRow",
+    "MISSING",
     "REPORT_FILE_STEM_MAX_CHARS",
-    "Alternative",
+    "ReportRow",
     "ReviewReport",
+    "SIG_FIGS",
+    "SloCheck",
+    "Source",
+    "alternatives",
+    "count",
+    "is_number",
+    "missing",
+    "percent",
+    "quantity",
     "readable_text",
+    "report_charts",
     "report_file_name",
     "report_html",
     "review_report",
     "review_report_html",
+    "sig",
+    "svg_data_uri",
+    "usd",
 ]
-
-REPORT_FILE_STEM_MAX_CHARS = 60  # a download's file name from the scenario's name, shortened
-
-
-def review_report_html(scenario: Scenario, *, share_url: str | None = None, app_url: str = DEFAULT_APP_URL,
-                       now: datetime | None = None, charts: bool = True) -> str:
-    """The review of ``scenario`` as one HTML document."""
-    return report_html(review_report(scenario, share_url=share_url, app_url=app_url, now=now), charts=charts)
-
-
-def report_file_name(scenario: Scenario, suffix: str) -> str:
-    """A download name for the report: ``ridgeline-review-<name>.<suffix>``, the
-    name reduced to letters, digits and dashes."""
-    stem = "".join(ch if ch.isascii() and ch.isalnum() else "-" for ch in scenario.name.lower())
-    stem = "-".join(part for part in stem.split("-") if part)[:REPORT_FILE_STEM_MAX_CHARS].strip("-")
-    return f"ridgeline-review-{stem or 'scenario'}.{suffix}"

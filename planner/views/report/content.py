@@ -27,7 +27,7 @@ __all__ = [
     "DERIVATION_GROUPS",
     "DerivationRow",
     "ReviewReport",
-    "Row",
+    "ReportRow",
     "SloCheck",
     "Source",
     "review_report",
@@ -79,7 +79,7 @@ DERIVATION_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 @dataclass(frozen=True)
-class Row:
+class ReportRow:
     label: str
     value: str
     note: str = ""
@@ -121,17 +121,17 @@ class ReviewReport:
     scenario_name: str
     generated_at: str
     share_url: str
-    answer: tuple[Row, ...]
+    answer: tuple[ReportRow, ...]
     verdict: str
     feasible: bool
-    scenario: tuple[Row, ...]
+    scenario: tuple[ReportRow, ...]
     slo: tuple[SloCheck, ...]
-    fleet: tuple[Row, ...]
-    cost: tuple[Row, ...]
+    fleet: tuple[ReportRow, ...]
+    cost: tuple[ReportRow, ...]
     alternatives: tuple[Alternative, ...]
     alternatives_note: str
     derivations: tuple[DerivationRow, ...]
-    assumptions: tuple[Row, ...]
+    assumptions: tuple[ReportRow, ...]
     warnings: tuple[str, ...]
     sources: tuple[Source, ...]
     plan: Plan = field(repr=False)
@@ -180,31 +180,31 @@ def _slo(s: Scenario, p: Plan) -> tuple[SloCheck, ...]:
     return tuple(checks)
 
 
-def _scenario_rows(s: Scenario, p: Plan) -> tuple[Row, ...]:
+def _scenario_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
     w, sv, par = s.workload, s.serving, s.parallel
     r = resolve(s)
     lengths = {"fixed": "fixed lengths", "lognormal": f"lognormal (σ prompt {sig(w.prompt_sigma)}, output "
                f"{sig(w.output_sigma)})", "trace": f"trace of {len(w.trace or ()):,} requests"}[w.distribution]
     rows = [
-        Row("Model", f"{r.model.name or r.model.id} ({r.model.id})", f"{sig(r.params.total / 1e9)} billion parameters"),
-        Row("GPU", f"{r.gpu.name} ({r.gpu.id})", f"{quantity(r.gpu.hbm_bytes, 'bytes')} HBM"),
-        Row("Precision", f"weights {s.weights_dtype}, KV cache {s.kv_dtype}"),
-        Row("Layout per replica", f"TP {par.tp} × PP {par.pp} × EP {par.ep} = {p.fleet.gpus_per_replica} GPU(s)"),
-        Row("Serving mode", sv.mode),
-        Row("Prompt / output tokens", f"{w.prompt_tokens:,} / {w.output_tokens:,} (means)", lengths),
-        Row("Traffic", f"{sig(w.requests_per_s)} req/s mean, {sig(w.peak_rate)} req/s peak", "the fleet is sized for the peak"),
-        Row("Shared prefix", f"{w.prefix_tokens:,} tokens, hit rate {percent(w.prefix_hit_rate)}"),
-        Row("SLO targets", f"TTFT ≤ {quantity(s.slo.ttft_s, 's')}, ITL ≤ {quantity(s.slo.itl_s, 's')}"),
-        Row("Batch", f"{sv.batch_size:,} (fixed)" if sv.batch_size else "the largest that meets the SLO and fits"),
-        Row("Prefill chunk", f"{sv.chunk_tokens:,} tokens"),
+        ReportRow("Model", f"{r.model.name or r.model.id} ({r.model.id})", f"{sig(r.params.total / 1e9)} billion parameters"),
+        ReportRow("GPU", f"{r.gpu.name} ({r.gpu.id})", f"{quantity(r.gpu.hbm_bytes, 'bytes')} HBM"),
+        ReportRow("Precision", f"weights {s.weights_dtype}, KV cache {s.kv_dtype}"),
+        ReportRow("Layout per replica", f"TP {par.tp} × PP {par.pp} × EP {par.ep} = {p.fleet.gpus_per_replica} GPU(s)"),
+        ReportRow("Serving mode", sv.mode),
+        ReportRow("Prompt / output tokens", f"{w.prompt_tokens:,} / {w.output_tokens:,} (means)", lengths),
+        ReportRow("Traffic", f"{sig(w.requests_per_s)} req/s mean, {sig(w.peak_rate)} req/s peak", "the fleet is sized for the peak"),
+        ReportRow("Shared prefix", f"{w.prefix_tokens:,} tokens, hit rate {percent(w.prefix_hit_rate)}"),
+        ReportRow("SLO targets", f"TTFT ≤ {quantity(s.slo.ttft_s, 's')}, ITL ≤ {quantity(s.slo.itl_s, 's')}"),
+        ReportRow("Batch", f"{sv.batch_size:,} (fixed)" if sv.batch_size else "the largest that meets the SLO and fits"),
+        ReportRow("Prefill chunk", f"{sv.chunk_tokens:,} tokens"),
     ]
     if s.speculative.draft_tokens:
-        rows.append(Row("Speculative decoding", f"{s.speculative.draft_tokens} draft tokens, acceptance "
+        rows.append(ReportRow("Speculative decoding", f"{s.speculative.draft_tokens} draft tokens, acceptance "
                         f"{percent(s.speculative.acceptance)}"))
     return tuple(rows)
 
 
-def _fleet_rows(p: Plan) -> tuple[Row, ...]:
+def _fleet_rows(p: Plan) -> tuple[ReportRow, ...]:
     f, op = p.fleet, p.operating_point
     why = "no operating point meets the SLO"
     served = op.feasible  # an infeasible plan's per-replica rates are 0 by convention: no such number
@@ -213,36 +213,36 @@ def _fleet_rows(p: Plan) -> tuple[Row, ...]:
         return quantity(x, "req/s") if served else missing(why)
 
     rows = [
-        Row("GPUs total", count(f.gpus_total, why), f"{f.gpus_per_replica} GPU(s) per replica"),
-        Row("Replicas", _replicas(p), f.mode),
-        Row("Decode batch per replica", f"{op.batch_size:,}"),
-        Row("Goodput per decode replica", rate(f.decode_req_s_per_replica)),
+        ReportRow("GPUs total", count(f.gpus_total, why), f"{f.gpus_per_replica} GPU(s) per replica"),
+        ReportRow("Replicas", _replicas(p), f.mode),
+        ReportRow("Decode batch per replica", f"{op.batch_size:,}"),
+        ReportRow("Goodput per decode replica", rate(f.decode_req_s_per_replica)),
     ]
     if f.mode == "disaggregated":
-        rows.append(Row("Prefill capacity per replica", rate(f.prefill_req_s_per_replica)))
-        rows.append(Row("KV transfer per request", quantity(f.kv_transfer_s, "s")))
+        rows.append(ReportRow("Prefill capacity per replica", rate(f.prefill_req_s_per_replica)))
+        rows.append(ReportRow("KV transfer per request", quantity(f.kv_transfer_s, "s")))
     rows += [
-        Row("Fleet utilization at the mean rate", percent(f.fleet_utilization, why)),
-        Row("Cold start of a replica", quantity(f.cold_start_s, "s"), "weights loaded at the scenario's load rate"),
-        Row("Colocated vs disaggregated", f"{count(f.colocated_gpus, 'misses the SLO')} vs "
+        ReportRow("Fleet utilization at the mean rate", percent(f.fleet_utilization, why)),
+        ReportRow("Cold start of a replica", quantity(f.cold_start_s, "s"), "weights loaded at the scenario's load rate"),
+        ReportRow("Colocated vs disaggregated", f"{count(f.colocated_gpus, 'misses the SLO')} vs "
             f"{count(f.disaggregated_gpus, 'misses the SLO')} GPUs", f.verdict),
     ]
     return tuple(rows)
 
 
-def _cost_rows(s: Scenario, p: Plan) -> tuple[Row, ...]:
+def _cost_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
     c = p.cost
     why = "no operating point meets the SLO"
     price_origin = "set in the scenario" if s.cost.usd_per_gpu_hour is not None else "catalog default (sources below)"
     return (
-        Row("Price", usd(c.usd_per_gpu_hour, per="GPU-hour"), price_origin),
-        Row("Fleet cost", usd(c.usd_per_hour, why, "hour"), "provisioned for the peak, charged around the clock"),
-        Row("$/Mtok output", usd(c.usd_per_mtok_output, why), "the fleet's $/hour over the output tokens it serves"),
-        Row("$/Mtok input", usd(c.usd_per_mtok_input, why), "the same $/hour over the prompt tokens"),
-        Row("$/Mtok blended", usd(c.usd_per_mtok_blended, why),
+        ReportRow("Price", usd(c.usd_per_gpu_hour, per="GPU-hour"), price_origin),
+        ReportRow("Fleet cost", usd(c.usd_per_hour, why, "hour"), "provisioned for the peak, charged around the clock"),
+        ReportRow("$/Mtok output", usd(c.usd_per_mtok_output, why), "the fleet's $/hour over the output tokens it serves"),
+        ReportRow("$/Mtok input", usd(c.usd_per_mtok_input, why), "the same $/hour over the prompt tokens"),
+        ReportRow("$/Mtok blended", usd(c.usd_per_mtok_blended, why),
             "the same $/hour over input + output tokens, so it is below both"),
-        Row("$/Mtok output at full load", usd(c.usd_per_mtok_output_full_load, why), "no idle capacity: a floor"),
-        Row("$/1,000 requests", usd(c.usd_per_1k_requests, why)),
+        ReportRow("$/Mtok output at full load", usd(c.usd_per_mtok_output_full_load, why), "no idle capacity: a floor"),
+        ReportRow("$/1,000 requests", usd(c.usd_per_1k_requests, why)),
     )
 
 
@@ -270,23 +270,23 @@ def _derivations(s: Scenario, p: Plan) -> tuple[DerivationRow, ...]:
     return tuple(out)
 
 
-def _assumptions(s: Scenario, p: Plan) -> tuple[Row, ...]:
+def _assumptions(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
     r = resolve(s)
     o = r.origins
     util = s.serving.memory_utilization
     return (
-        Row("HBM bandwidth efficiency", percent(r.bandwidth_efficiency), o["efficiency.bandwidth"]),
-        Row("Compute efficiency (prefill)", percent(r.compute_efficiency), o["efficiency.compute"]),
-        Row("Overhead per layer per pass", quantity(r.layer_overhead_s, "s"), o["efficiency.layer_overhead_s"]),
-        Row("Overhead per step", quantity(r.step_overhead_s, "s"), o["efficiency.step_overhead_s"]),
-        Row("Target utilization", percent(s.fleet.target_utilization), "replicas are added until each runs at most this"),
-        Row("Minimum replicas", f"{s.fleet.min_replicas:,}", "input"),
-        Row("GPU memory for the engine", percent(util) if util else "HBM − weights − reserved",
+        ReportRow("HBM bandwidth efficiency", percent(r.bandwidth_efficiency), o["efficiency.bandwidth"]),
+        ReportRow("Compute efficiency (prefill)", percent(r.compute_efficiency), o["efficiency.compute"]),
+        ReportRow("Overhead per layer per pass", quantity(r.layer_overhead_s, "s"), o["efficiency.layer_overhead_s"]),
+        ReportRow("Overhead per step", quantity(r.step_overhead_s, "s"), o["efficiency.step_overhead_s"]),
+        ReportRow("Target utilization", percent(s.fleet.target_utilization), "replicas are added until each runs at most this"),
+        ReportRow("Minimum replicas", f"{s.fleet.min_replicas:,}", "input"),
+        ReportRow("GPU memory for the engine", percent(util) if util else "HBM − weights − reserved",
             f"reserved {quantity(s.serving.reserved_bytes, 'bytes')}"),
-        Row("Queueing model", "M/G/1 (Pollaczek–Khinchine)", p.operating_point.queueing),
-        Row("KV transfer link", s.fleet.link, quantity(s.fleet.link_bytes_per_s, "bytes/s") if s.fleet.link_bytes_per_s
+        ReportRow("Queueing model", "M/G/1 (Pollaczek–Khinchine)", p.operating_point.queueing),
+        ReportRow("KV transfer link", s.fleet.link, quantity(s.fleet.link_bytes_per_s, "bytes/s") if s.fleet.link_bytes_per_s
             else "the GPU's NVLink, or 400 Gb/s RDMA"),
-        Row("Weight load rate for a cold start", quantity(s.fleet.load_bytes_per_s, "bytes/s"), "per GPU"),
+        ReportRow("Weight load rate for a cold start", quantity(s.fleet.load_bytes_per_s, "bytes/s"), "per GPU"),
     )
 
 
@@ -330,10 +330,10 @@ def review_report(scenario: Scenario, *, share_url: str | None = None, app_url: 
     verdict = ("meets every target" if feasible else
                f"misses: {p.operating_point.reason or ', '.join(ch.target for ch in checks if not ch.passed)}")
     answer = (
-        Row("GPUs", count(f.gpus_total, why), f"{p.gpu} × {f.gpus_per_replica} per replica, {f.mode}"),
-        Row("Replicas", _replicas(p)),
-        Row("$/Mtok output", usd(c.usd_per_mtok_output, why), usd(c.usd_per_hour, why, "hour")),
-        Row("SLO", "pass" if feasible else "fail", verdict),
+        ReportRow("GPUs", count(f.gpus_total, why), f"{p.gpu} × {f.gpus_per_replica} per replica, {f.mode}"),
+        ReportRow("Replicas", _replicas(p)),
+        ReportRow("$/Mtok output", usd(c.usd_per_mtok_output, why), usd(c.usd_per_hour, why, "hour")),
+        ReportRow("SLO", "pass" if feasible else "fail", verdict),
     )
     when = (now or datetime.now(UTC)).astimezone(UTC)
     name = scenario.name

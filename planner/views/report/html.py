@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from planner.views.report.charts import Chart, report_charts, svg_data_uri
-from planner.views.report.content import ReviewReport, Row
+from planner.views.report.content import ReportRow, ReviewReport
 
 __all__ = ["CSP", "report_html"]
 
@@ -68,11 +68,11 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], *, numeric: Seque
     return "".join(out)
 
 
-def _rows(rows: Iterable[Row]) -> str:
+def _rows(rows: Iterable[ReportRow]) -> str:
     return _table(("", "Value", "Note"), ([_e(r.label), _e(r.value), _e(r.note)] for r in rows))
 
 
-def _cards(rows: Iterable[Row]) -> str:
+def _cards(rows: Iterable[ReportRow]) -> str:
     cards = []
     for r in rows:
         key = r.label.lower().replace("$/", "usd-per-").replace(" ", "-")
