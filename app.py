@@ -12,12 +12,20 @@ from planner import PlannerError
 # .streamlit/config.toml sets the same for `streamlit run` from the repository root;
 # this line holds it for any other start (another working directory, AppTest).
 SHOW_ERROR_DETAILS = "none"
+NAVIGATION_READY = "_navigation_ready"
 st.set_option("client.showErrorDetails", SHOW_ERROR_DETAILS)
 
+page = st.navigation(app_pages())
+if not st.session_state.get(NAVIGATION_READY):
+    # A fresh server's first run may have started in Streamlit's pages/-folder mode
+    # (its sidebar links then drop the URL's scenario); declaring the navigation
+    # above ended that mode, and one rerun per session starts clean.
+    st.session_state[NAVIGATION_READY] = True
+    st.rerun()
 # The shared scenario is drawn here, before the page, so every page shows the
 # same sidebar widgets and a page switch keeps them.
 frame()
 try:
-    st.navigation(app_pages()).run()
+    page.run()
 except PlannerError as exc:
     st.error(plain(str(exc)))

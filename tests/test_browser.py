@@ -217,3 +217,19 @@ def test_direct_page_url_on_a_fresh_server(browser: Browser, tmp_path: Path) -> 
         _settled(page)
         expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h100-sxm")
         page.context.close()
+
+
+def test_root_link_on_a_fresh_server_keeps_its_scenario_after_a_page_switch(browser: Browser, tmp_path: Path) -> None:
+    # The first session a new server sees opens "/" with a scenario in the link; the
+    # first run may start in Streamlit's pages/-folder mode, and the scenario must
+    # still survive the first page switch.
+    with _serve(tmp_path / "ridgeline.db") as url:
+        page = browser.new_context(viewport={"width": 1400, "height": 1600}).new_page()
+        page.goto(f"{url}/?model=llama-3.1-70b&wd=fp8&tp=2")
+        _settled(page)
+        expect(page.locator("h1").first).to_have_text("Plan")
+        page.locator("[data-testid='stSidebarNav'] a", has_text=re.compile("^Fleet & cost$")).first.click()
+        _settled(page)
+        expect(page.locator("h1").first).to_have_text("Fleet & cost")
+        expect(page).to_have_url(re.compile(r"model=llama-3\.1-70b"))
+        page.context.close()
