@@ -30,24 +30,31 @@ All inputs broadcast over numpy arrays (batch, context, tp, pp, ep ...).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Unpack
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from planner.physics.memory import kv_bytes_per_token_per_gpu
 from planner.physics.roofline import peak_flops_per_s
+from planner.physics.techniques import speculative_cycle_s, speculative_tokens_per_pass
+from planner.spec.context import StepKwargs
 from planner.spec.params import param_counts
 from planner.spec.precision import bytes_per_weight
 from planner.spec.specs import GpuSpec, ModelSpec
 
 __all__ = [
     "ACTIVATION_BYTES",
+    "LINK_DIRECTIONS",
+    "PP_HOP_MESSAGE_FRACTION",
     "NVLINK_COLLECTIVE_LATENCY_S",
     "PCIE_COLLECTIVE_LATENCY_S",
+    "DecodeCycle",
     "DecodeStep",
     "PrefillStep",
     "attention_flops_per_token_context",
     "collective_s",
+    "decode_cycle",
     "decode_step",
     "experts_touched",
     "prefill_flops",
@@ -60,6 +67,13 @@ NVLINK_COLLECTIVE_LATENCY_S = 5e-6
 PCIE_COLLECTIVE_LATENCY_S = 25e-6
 # Activations travel in 16-bit.
 ACTIVATION_BYTES = 2.0
+# The catalog's scaleup_bytes_per_s is the vendor's aggregate figure, both
+# directions summed (H100 NVLink 4: 900 GB/s = 450 GB/s each way); a collective's
+# send, or a transfer, uses one direction.
+LINK_DIRECTIONS = 2.0
+# A pipeline hop is point-to-point, but collective_s charges a ring all-reduce
+# 2(g−1)/g × bytes; halving the message turns it into (g−1)/g × bytes per hop.
+PP_HOP_MESSAGE_FRACTION = 0.5
 
 Arr = NDArray[np.float64]
 
@@ -98,7 +112,7 @@ def _link(gpu: GpuSpec, group: Arr) -> tuple[Arr, Arr]:
     """(latency_s, bytes/s one direction) of the link a group of GPUs talks over."""
     on_nvlink = (group <= gpu.scaleup_domain_gpus) & (gpu.scaleup_bytes_per_s is not None)
     lat = np.where(on_nvlink, NVLINK_COLLECTIVE_LATENCY_S, PCIE_COLLECTIVE_LATENCY_S)
-    bw = np.where(on_nvlink, (gpu.scaleup_bytes_per_s or gpu.pcie_bytes_per_s) / 2.0, gpu.pcie_bytes_per_s)
+    bw = np.where(on_nvlink, (gpu.scaleup_bytes_per_s or gpu.pcie_bytes_per_s) / LINK_DIRECTIONS, gpu.pcie_bytes_per_s)
     return lat, bw
 
 
@@ -181,7 +195,7 @@ def decode_step(
         moe_layers = model.layers - model.dense_layers
         comm = comm + _f(collective_s(gpu=gpu, group=tp_a * ep_a, message_bytes=msg * model.experts_per_token,
                                       count=2 * moe_layers, latency_s=collective_latency_s))
-    comm = comm + _f(collective_s(gpu=gpu, group=pp_a, message_bytes=msg / 2.0, count=pp_a - 1,
+    comm = comm + _f(collective_s(gpu=gpu, group=pp_a, message_bytes=msg * PP_HOP_MESSAGE_FRACTION, count=pp_a - 1,
                                   latency_s=collective_latency_s))
     overhead = np.broadcast_to(_f(step_overhead_s) + _f(layer_overhead_s) * model.layers,
                                np.shape(stage_s)).astype(float)
@@ -196,6 +210,37 @@ def decode_step(
         flops_per_gpu=_out(pp_a * flops_stage),
         memory_bound=bool(memory_s >= compute_s) if np.ndim(stage_s) == 0 else (memory_s >= compute_s),
     )
+
+
+@dataclass(frozen=True)
+class DecodeCycle:
+    """A decode step and, with speculation, its verify cycle (arrays when inputs are arrays).
+
+    cycle = verify step + k × draft_cost × step (= step without speculation);
+    ITL = cycle / tokens per pass.
+    """
+
+    step: DecodeStep
+    cycle_s: Arr | float
+    tokens_per_pass: float
+    itl_s: Arr | float
+
+
+def decode_cycle(
+    *, batch_size: ArrayLike, context_tokens: ArrayLike, draft_tokens: int = 0, acceptance: float = 0.0,
+    draft_cost: float = 0.0, **kw: Unpack[StepKwargs],
+) -> DecodeCycle:
+    """The decode cycle at a batch: one step, or a speculative verify pass over
+    k+1 positions plus k draft steps, and the ITL it gives."""
+    st = decode_step(batch_size=batch_size, context_tokens=context_tokens, **kw)
+    if draft_tokens == 0:
+        return DecodeCycle(step=st, cycle_s=st.step_s, tokens_per_pass=1.0, itl_s=st.step_s)
+    verify = decode_step(batch_size=batch_size, context_tokens=context_tokens, tokens_per_sequence=draft_tokens + 1,
+                         **kw)
+    cycle = speculative_cycle_s(step_s=st.step_s, verify_step_s=verify.step_s, draft_tokens=draft_tokens,
+                                draft_cost=draft_cost)
+    tpp = float(speculative_tokens_per_pass(draft_tokens=draft_tokens, acceptance=acceptance))
+    return DecodeCycle(step=st, cycle_s=cycle, tokens_per_pass=tpp, itl_s=_out(np.asarray(cycle) / tpp))
 
 
 def prefill_flops(
@@ -218,7 +263,9 @@ class PrefillStep:
     compute_s: Arr | float
     memory_s: Arr | float
     comm_s: Arr | float
+    overhead_s: Arr | float
     flops: Arr | float  # whole replica
+    bytes_per_gpu: Arr | float  # HBM bytes one GPU streams (weights + KV)
     compute_bound: NDArray[np.bool_] | bool
 
 
@@ -252,19 +299,23 @@ def prefill_step(
     compute_s = flops / (tp_a * _f(compute_efficiency) * peak)
     w = ((pc.total - pc.expert_total) / tp_a + pc.expert_total / (tp_a * ep_a)) * bpw
     k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=tp_a, pp=1))
-    memory_s = (w + (n + c) * k_gpu) / (_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
+    hbm = w + (n + c) * k_gpu
+    memory_s = hbm / (_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
     msg = n * _hidden(model) * ACTIVATION_BYTES
     comm = _f(collective_s(gpu=gpu, group=tp_a, message_bytes=msg, count=2 * model.layers,
                            latency_s=collective_latency_s))
-    comm = comm + _f(collective_s(gpu=gpu, group=pp_a, message_bytes=msg / 2.0, count=pp_a - 1,
+    comm = comm + _f(collective_s(gpu=gpu, group=pp_a, message_bytes=msg * PP_HOP_MESSAGE_FRACTION, count=pp_a - 1,
                                   latency_s=collective_latency_s))
-    t = np.maximum(compute_s, memory_s) + comm + _f(step_overhead_s) + _f(layer_overhead_s) * model.layers
+    overhead = _f(step_overhead_s) + _f(layer_overhead_s) * model.layers
+    t = np.maximum(compute_s, memory_s) + comm + overhead
     t = np.where(n > 0, t, 0.0)
     return PrefillStep(
         time_s=_out(t),
         compute_s=_out(compute_s),
         memory_s=_out(memory_s),
         comm_s=_out(np.broadcast_to(comm, np.shape(t)).astype(float)),
+        overhead_s=_out(np.broadcast_to(overhead, np.shape(t)).astype(float)),
         flops=_out(flops),
+        bytes_per_gpu=_out(np.broadcast_to(hbm, np.shape(t)).astype(float)),
         compute_bound=bool(compute_s >= memory_s) if np.ndim(t) == 0 else (compute_s >= memory_s),
     )

@@ -25,6 +25,8 @@ __all__ = [
     "mbu",
     "mfu",
     "pipeline_bubble",
+    "speculative_cycle_s",
+    "speculative_itl_s",
     "speculative_speedup",
     "speculative_tokens_per_pass",
     "static_batch_utilization",
@@ -89,19 +91,39 @@ def speculative_tokens_per_pass(*, draft_tokens: ArrayLike, acceptance: ArrayLik
     return float(out) if np.ndim(out) == 0 else out
 
 
-def speculative_speedup(
-    *, draft_tokens: ArrayLike, acceptance: ArrayLike, draft_cost: ArrayLike,
-    verify_step_s: ArrayLike, step_s: ArrayLike,
+def speculative_cycle_s(
+    *, step_s: ArrayLike, verify_step_s: ArrayLike, draft_tokens: ArrayLike, draft_cost: ArrayLike,
 ) -> NDArray[np.float64] | float:
-    """Speedup = tokens per pass × step / (verify step + k × draft_cost × step).
+    """One speculative cycle = verify step + k × draft_cost × step.
 
     ``draft_cost`` is one draft step's time as a fraction of one target step;
     ``verify_step_s`` is the target's pass over k+1 positions per sequence.
     """
+    out = np.asarray(verify_step_s, float) + np.asarray(draft_tokens, float) * np.asarray(draft_cost, float) \
+        * np.asarray(step_s, float)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def speculative_itl_s(
+    *, step_s: ArrayLike, verify_step_s: ArrayLike, draft_tokens: ArrayLike, acceptance: ArrayLike,
+    draft_cost: ArrayLike,
+) -> NDArray[np.float64] | float:
+    """ITL with speculation = cycle / tokens per pass."""
+    cycle = np.asarray(speculative_cycle_s(step_s=step_s, verify_step_s=verify_step_s, draft_tokens=draft_tokens,
+                                           draft_cost=draft_cost))
+    out = cycle / np.asarray(speculative_tokens_per_pass(draft_tokens=draft_tokens, acceptance=acceptance))
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def speculative_speedup(
+    *, draft_tokens: ArrayLike, acceptance: ArrayLike, draft_cost: ArrayLike,
+    verify_step_s: ArrayLike, step_s: ArrayLike,
+) -> NDArray[np.float64] | float:
+    """Speedup = tokens per pass × step / (verify step + k × draft_cost × step)."""
     tpp = np.asarray(speculative_tokens_per_pass(draft_tokens=draft_tokens, acceptance=acceptance))
-    st = np.asarray(step_s, float)
-    cycle = np.asarray(verify_step_s, float) + np.asarray(draft_tokens, float) * np.asarray(draft_cost, float) * st
-    out = tpp * st / cycle
+    cycle = np.asarray(speculative_cycle_s(step_s=step_s, verify_step_s=verify_step_s, draft_tokens=draft_tokens,
+                                           draft_cost=draft_cost))
+    out = tpp * np.asarray(step_s, float) / cycle
     return float(out) if np.ndim(out) == 0 else out
 
 

@@ -56,7 +56,20 @@ __all__ = [
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-_MAX_BATCH = 4096.0
+# An open-loop level whose Little's-law batch B = λ·E2E(B) passes this is saturated
+# (no engine runs a larger batch: 4 × the planner's DEFAULT_MAX_BATCH, so a probe
+# against an engine configured beyond the default still converges).
+OPEN_LOOP_MAX_BATCH = 4096.0
+# The damped fixed point B ← (B + λ·E2E(B)) / 2 converges in tens of iterations;
+# this bound only stops a pathological case.
+FIXED_POINT_ITERATIONS = 200
+# Relative change below which the fixed point has converged.
+FIXED_POINT_TOLERANCE = 1e-6
+# Calibration multi-start grid: max(compute, memory) has kinks, so least squares
+# starts from the scenario's values and from every combination of these.
+CALIBRATION_START_BANDWIDTH = (0.1, 0.3, 0.8)
+CALIBRATION_START_COMPUTE = (0.1, 0.3, 0.8)
+CALIBRATION_START_OVERHEAD_S = (0.0, 5e-3)
 
 
 class LevelPrediction(BaseModel):
@@ -75,8 +88,8 @@ class LevelPrediction(BaseModel):
 def _times(r: Resolved, *, batch: float, prefill_tokens: float, context: float, output_tokens: float
            ) -> tuple[float, float, float]:
     kw = r.step_kwargs()
-    ttft = float(prefill_step(tokens=prefill_tokens, **kw).time_s)  # type: ignore[arg-type]
-    tpot = float(decode_step(batch_size=batch, context_tokens=context, **kw).step_s)  # type: ignore[arg-type]
+    ttft = float(prefill_step(tokens=prefill_tokens, **kw).time_s)
+    tpot = float(decode_step(batch_size=batch, context_tokens=context, **kw).step_s)
     return ttft, tpot, ttft + (output_tokens - 1.0) * tpot
 
 
@@ -100,14 +113,14 @@ def predict_level(
         raise ProbeError("level: needs concurrency or rate_req_s")
     batch = 1.0
     saturated = False
-    for _ in range(200):
+    for _ in range(FIXED_POINT_ITERATIONS):
         ttft, tpot, e2e = _times(resolved, batch=batch, prefill_tokens=prompt_tokens, context=context,
                                  output_tokens=output_tokens)
         new = max(1.0, rate_req_s * e2e)
-        if new > _MAX_BATCH:
-            batch, saturated = _MAX_BATCH, True
+        if new > OPEN_LOOP_MAX_BATCH:
+            batch, saturated = OPEN_LOOP_MAX_BATCH, True
             break
-        if abs(new - batch) < 1e-6 * batch:
+        if abs(new - batch) < FIXED_POINT_TOLERANCE * batch:
             batch = new
             break
         batch = 0.5 * (batch + new)
@@ -133,7 +146,7 @@ def _measured_mbu_mfu(r: Resolved, run: ProbeRun, lv: LevelSummary) -> tuple[flo
     batch = lv.concurrency if lv.concurrency is not None else max(1.0, lv.req_s * lv.e2e_s.mean)
     context = _level_prompt(run, lv) + _level_output(run, lv) / 2.0
     kw = r.step_kwargs()
-    step = decode_step(batch_size=batch, context_tokens=context, **kw)  # type: ignore[arg-type]
+    step = decode_step(batch_size=batch, context_tokens=context, **kw)
     m_bu = float(mbu(bytes_per_s=float(step.bytes_per_gpu) / lv.tpot_s.p50, hbm_bytes_per_s=r.gpu.hbm_bytes_per_s))
     peak = peak_flops_per_s(r.gpu, r.scenario.weights_dtype) * r.gpus_per_replica
     m_fu = float(mfu(tokens_per_s=lv.output_tok_s, params=r.params.active, peak_flops_per_s=peak))
@@ -224,7 +237,8 @@ def calibrate(run: ProbeRun, scenario: Scenario, *, levels: tuple[int, ...] | No
 
     # max(compute, memory) has kinks: start from the scenario's values and a small
     # grid, keep the lowest cost.
-    starts = [x0] + [np.array([b, c, o]) for b in (0.1, 0.3, 0.8) for c in (0.1, 0.3, 0.8) for o in (0.0, 5e-3)]
+    starts = [x0] + [np.array([b, c, o]) for b in CALIBRATION_START_BANDWIDTH for c in CALIBRATION_START_COMPUTE
+                     for o in CALIBRATION_START_OVERHEAD_S]
     fit = None
     for start in starts:
         cand = least_squares(residuals, start, bounds=(_LOW, _HIGH), x_scale=np.array([0.1, 0.1, 1e-3]),

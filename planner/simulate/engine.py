@@ -66,7 +66,7 @@ class StepTimes:
         """decode_step(batch, context).step_s, interpolated on the context grid."""
         row = self._decode.get(batch_size)
         if row is None:
-            st = decode_step(batch_size=batch_size, context_tokens=self._grid, **self._kw)  # type: ignore[arg-type]
+            st = decode_step(batch_size=batch_size, context_tokens=self._grid, **self._kw)
             row = np.asarray(st.step_s, dtype=float).tolist()
             self._decode[batch_size] = row
         x = context_tokens / CONTEXT_GRID_TOKENS
@@ -81,14 +81,14 @@ class StepTimes:
             row = self._rows.get(c)
             if row is None:
                 n = np.arange(self._chunk + 1, dtype=float)
-                st = prefill_step(tokens=n + c, cached_tokens=c, **self._kw)  # type: ignore[arg-type]
+                st = prefill_step(tokens=n + c, cached_tokens=c, **self._kw)
                 row = np.asarray(st.time_s, dtype=float).tolist()
                 self._rows[c] = row
             return row[tokens]
         key = (tokens, c)
         t = self._prefill.get(key)
         if t is None:
-            t = float(prefill_step(tokens=tokens + c, cached_tokens=c, **self._kw).time_s)  # type: ignore[arg-type]
+            t = float(prefill_step(tokens=tokens + c, cached_tokens=c, **self._kw).time_s)
             self._prefill[key] = t
         return t
 

@@ -21,7 +21,11 @@ from numpy.typing import NDArray
 from planner.sizing.operating import OperatingArrays, WorkloadStats
 from planner.spec.context import Resolved
 
-__all__ = ["FleetArrays", "fleet_arrays", "pool_groups"]
+__all__ = ["CEIL_TOLERANCE", "FleetArrays", "fleet_arrays", "pool_groups"]
+
+# A ratio that is an integer in exact arithmetic (100 req/s / 10 req/s per replica)
+# can land a rounding error above it; ceil(x − tolerance) keeps it at 10, not 11.
+CEIL_TOLERANCE = 1e-9
 
 Arr = NDArray[np.float64]
 
@@ -35,8 +39,8 @@ def pool_groups(
     prefill = ceil(req/s × prompt tokens / prefill tok/s per group)
     decode  = ceil(req/s × output tokens / decode tok/s per group)
     """
-    prefill = math.ceil(requests_per_s * prompt_tokens / prefill_tok_s_per_group - 1e-9)
-    decode = math.ceil(requests_per_s * output_tokens / decode_tok_s_per_group - 1e-9)
+    prefill = math.ceil(requests_per_s * prompt_tokens / prefill_tok_s_per_group - CEIL_TOLERANCE)
+    decode = math.ceil(requests_per_s * output_tokens / decode_tok_s_per_group - CEIL_TOLERANCE)
     return prefill, decode
 
 
@@ -67,13 +71,13 @@ def fleet_arrays(r: Resolved, op: OperatingArrays, stats: WorkloadStats) -> Flee
     g = op.gpus_per_replica
     nan = np.full_like(g, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
-        dec = np.where(op.feasible, np.maximum(s.fleet.min_replicas, np.ceil(peak / (u * op.goodput_req_s_per_replica) - 1e-9)), nan)
+        dec = np.where(op.feasible, np.maximum(s.fleet.min_replicas, np.ceil(peak / (u * op.goodput_req_s_per_replica) - CEIL_TOLERANCE)), nan)
         if op.mode == "colocated":
             replicas, pre, dec_n = dec, np.zeros_like(g), np.zeros_like(g)
             capacity = dec * op.goodput_req_s_per_replica
             gpu_per_req_s = g / op.goodput_req_s_per_replica
         else:
-            pre = np.where(op.feasible, np.maximum(s.fleet.min_replicas, np.ceil(peak / (u * op.prefill_req_s_per_replica) - 1e-9)), nan)
+            pre = np.where(op.feasible, np.maximum(s.fleet.min_replicas, np.ceil(peak / (u * op.prefill_req_s_per_replica) - CEIL_TOLERANCE)), nan)
             dec_n = dec
             replicas = pre + dec_n
             capacity = np.minimum(pre * op.prefill_req_s_per_replica, dec_n * op.goodput_req_s_per_replica)

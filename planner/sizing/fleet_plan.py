@@ -139,19 +139,34 @@ def fleet_sections(r: Resolved, d: dict[str, Derivation]) -> tuple[OperatingPoin
     w = s.workload
     g = int(op.gpus_per_replica[i])
     d["operating_point.goodput_req_s_per_replica"] = Derivation(
-        name="operating_point.goodput_req_s_per_replica", formula="B / (E[output tokens] × ITL)",
-        substituted=f"{opp.batch_size} / ({fmt_num(stats.mean_output)} × {fmt_num(opp.itl_s)})",
+        name="operating_point.goodput_req_s_per_replica",
+        formula="B / (E[output tokens] × ITL) where both SLOs hold, else 0",
+        substituted=(f"{opp.batch_size} / ({fmt_num(stats.mean_output)} × {fmt_num(opp.itl_s)})" if opp.feasible
+                     else "0"),
         value=opp.goodput_req_s_per_replica, unit="req/s")
+    wait, service, transfer = float(op.ttft_wait_s[i]), float(op.prefill_service_s[i]), float(op.kv_transfer_s[i])
+    disagg = s.serving.mode == "disaggregated"
     d["operating_point.ttft_s"] = Derivation(
-        name="operating_point.ttft_s", formula="mean queueing wait + prefill service" + (
-            " + KV transfer" if s.serving.mode == "disaggregated" else " (chunks × (cycle + chunk time))"),
-        substituted=f"{QUEUEING_NOTE}; ρ = {fmt_num(opp.prefill_utilization)}", value=opp.ttft_s, unit="s")
+        name="operating_point.ttft_s",
+        formula="mean queueing wait + prefill service" + (
+            " + KV transfer" if disagg else " (chunks × (cycle + chunk time))") + f"; wait: {QUEUEING_NOTE}",
+        substituted=f"{fmt_num(wait)} + {fmt_num(service)}" + (f" + {fmt_num(transfer)}" if disagg else ""),
+        value=opp.ttft_s, unit="s")
+    u = s.fleet.target_utilization
+    per_dec = opp.goodput_req_s_per_replica
+    dec_sub = f"max({s.fleet.min_replicas}, ⌈{fmt_num(w.peak_rate)} / ({u} × {fmt_num(per_dec)})⌉)"
+    if disagg:
+        per_pre = flr.prefill_req_s_per_replica
+        pre_sub = f"max({s.fleet.min_replicas}, ⌈{fmt_num(w.peak_rate)} / ({u} × {fmt_num(per_pre)})⌉)"
+        gpus_sub = f"({pre_sub} + {dec_sub}) × {g}"
+    else:
+        gpus_sub = f"{dec_sub} × {g}"
     d["fleet.gpus_total"] = Derivation(
         name="fleet.gpus_total",
         formula="max(min_replicas, ⌈peak req/s / (utilization × req/s per replica)⌉) × GPUs per replica"
-        + (" (prefill + decode pools)" if s.serving.mode == "disaggregated" else ""),
-        substituted=f"replicas {fmt_num(flr.replicas)} × {g} (peak {fmt_num(w.peak_rate)} req/s, "
-                    f"u = {s.fleet.target_utilization})", value=flr.gpus_total, unit="GPUs")
+        + (" (prefill + decode pools)" if disagg else ""),
+        substituted=gpus_sub if opp.feasible else "nan",
+        value=flr.gpus_total, unit="GPUs")
     d["cost.usd_per_mtok_output"] = Derivation(
         name="cost.usd_per_mtok_output", formula="$/hour / (mean req/s × output tokens × 3600 / 1e6)",
         substituted=f"{fmt_num(cost.usd_per_hour)} / ({fmt_num(w.requests_per_s)} × {fmt_num(stats.mean_output)} × 3600 / 1e6)",
@@ -169,8 +184,8 @@ def routing_section(r: Resolved) -> RoutingResult:
     w = r.scenario.workload
     prefix = w.prefix_tokens
     kw = r.step_kwargs()
-    cold = float(prefill_step(tokens=w.prompt_tokens, **kw).time_s)  # type: ignore[arg-type]
-    warm = float(prefill_step(tokens=w.prompt_tokens, cached_tokens=prefix, **kw).time_s)  # type: ignore[arg-type]
+    cold = float(prefill_step(tokens=w.prompt_tokens, **kw).time_s)
+    warm = float(prefill_step(tokens=w.prompt_tokens, cached_tokens=prefix, **kw).time_s)
 
     def mix(h: float) -> tuple[float, float]:
         t = h * warm + (1 - h) * cold

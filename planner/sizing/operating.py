@@ -34,13 +34,14 @@ from numpy.typing import ArrayLike, NDArray
 from planner.physics.lengths import LengthSamples, length_samples, weighted_quantile
 from planner.physics.memory import (
     activation_peak_bytes,
+    activation_profile_tokens,
     kv_budget_bytes,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
     weight_bytes_per_gpu,
 )
-from planner.physics.step import decode_step, prefill_step
-from planner.physics.techniques import kv_transfer_s, speculative_tokens_per_pass
+from planner.physics.step import decode_cycle, prefill_step
+from planner.physics.techniques import kv_transfer_s
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
 
@@ -115,8 +116,10 @@ class OperatingArrays:
     step_s: Arr
     itl_s: Arr
     itl_worst_s: Arr
-    ttft_s: Arr
+    ttft_s: Arr  # = ttft_wait_s + prefill_service_s (+ kv_transfer_s, disaggregated)
     ttft_p90_s: Arr
+    ttft_wait_s: Arr  # mean queueing wait before the prefill starts
+    prefill_service_s: Arr  # mean prefill service time (colocated: its chunked iterations)
     goodput_req_s_per_replica: Arr  # decode replicas in disaggregated mode
     prefill_req_s_per_replica: Arr  # prefill replicas (colocated: same as goodput)
     tok_s_per_replica: Arr
@@ -140,7 +143,7 @@ def operating_arrays(
     fixed = s.serving.batch_size
     grid = np.array([float(fixed)]) if fixed is not None else np.arange(1.0, max_batch + 1.0)
     b = grid.reshape(1, -1)
-    kw = r.step_kwargs() | {"tp": tp_c, "pp": pp_c, "ep": ep_c}
+    kw = r.step_kwargs(tp=tp_c, pp=pp_c, ep=ep_c)
     model, gpu = r.model, r.gpu
     u = s.fleet.target_utilization
     slo = s.slo
@@ -148,7 +151,7 @@ def operating_arrays(
     # Memory.
     wg = np.asarray(weight_bytes_per_gpu(model=model, weights_dtype=s.weights_dtype, tp=tp_c, pp=pp_c, ep=ep_c))
     util = s.serving.memory_utilization
-    act = activation_peak_bytes(model=model, batched_tokens=s.serving.chunk_tokens + 256, tp=tp_c) if util else 0.0
+    act = activation_peak_bytes(model=model, batched_tokens=activation_profile_tokens(s.serving.chunk_tokens), tp=tp_c) if util else 0.0
     budget = np.asarray(kv_budget_bytes(gpu=gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
                                         memory_utilization=util, activation_bytes=act))
     kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=tp_c, pp=pp_c))
@@ -160,15 +163,11 @@ def operating_arrays(
     max_seq = (sq * sq * ep_c)[:, 0]
 
     # Decode cycle.
-    k = s.speculative.draft_tokens
-    dec = decode_step(batch_size=b, context_tokens=st.live_context, **kw)  # type: ignore[arg-type]
-    step = np.asarray(dec.step_s)
-    if k:
-        ver = decode_step(batch_size=b, context_tokens=st.live_context, tokens_per_sequence=k + 1, **kw)  # type: ignore[arg-type]
-        tpp = float(speculative_tokens_per_pass(draft_tokens=k, acceptance=s.speculative.acceptance))
-        cycle = np.asarray(ver.step_s) + k * s.speculative.draft_cost * step
-    else:
-        tpp, cycle = 1.0, step
+    sp = s.speculative
+    cyc = decode_cycle(batch_size=b, context_tokens=st.live_context, draft_tokens=sp.draft_tokens,
+                       acceptance=sp.acceptance, draft_cost=sp.draft_cost, **kw)
+    step = np.asarray(cyc.step.step_s)
+    tpp, cycle = cyc.tokens_per_pass, np.asarray(cyc.cycle_s)
     eo = st.mean_output
     smp = st.samples
     n_new = np.maximum(smp.prompt - st.cached_tokens, 1.0)
@@ -176,7 +175,7 @@ def operating_arrays(
 
     if mode == "colocated":
         c = s.serving.chunk_tokens
-        chunk = np.asarray(prefill_step(tokens=min(c, st.mean_prompt), **kw).time_s)  # type: ignore[arg-type]
+        chunk = np.asarray(prefill_step(tokens=min(c, st.mean_prompt), **kw).time_s)
         chunks = np.ceil(n_new / c)
         e_ch = float(np.sum(smp.weight * chunks))
         e_ch2 = float(np.sum(smp.weight * chunks * chunks))
@@ -188,7 +187,8 @@ def operating_arrays(
         goodput = b / (eo * itl)
         it_c = cycle + chunk
         w_mean, w90, rho = mg1_wait_s(arrival_per_s=u * goodput, mean_s=e_ch * it_c, second_moment_s2=e_ch2 * it_c * it_c)
-        ttft = w_mean + e_ch * it_c
+        service = e_ch * it_c
+        ttft = w_mean + service
         ttft90 = w90 + ch90 * it_c
         prefill_ok = (f <= 1.0) & (rho < 1.0)
         prefill_rate = goodput
@@ -198,7 +198,7 @@ def operating_arrays(
         itl_worst = itl
         goodput = b / (eo * itl)
         pre = np.asarray(prefill_step(tokens=smp.prompt.reshape(1, -1), cached_tokens=st.cached_tokens,
-                                      **kw).time_s)  # type: ignore[arg-type]
+                                      **kw).time_s)
         es = np.sum(smp.weight * pre, axis=1, keepdims=True)
         es2 = np.sum(smp.weight * pre * pre, axis=1, keepdims=True)
         s90 = np.array([[weighted_quantile(row, smp.weight, 0.9)] for row in np.atleast_2d(pre)])
@@ -208,6 +208,7 @@ def operating_arrays(
             (gpu.scaleup_bytes_per_s or gpu.pcie_bytes_per_s) if s.fleet.link == "nvlink" else RDMA_BYTES_PER_S)
         t_mean = kv_transfer_s(kv_bytes=st.mean_prompt * k_tok, link_bytes_per_s=link, setup_s=s.fleet.kv_transfer_setup_s)
         t90 = kv_transfer_s(kv_bytes=st.p90_prompt * k_tok, link_bytes_per_s=link, setup_s=s.fleet.kv_transfer_setup_s)
+        service = es
         ttft = np.broadcast_to(w_mean + es + t_mean, goodput.shape)
         ttft90 = np.broadcast_to(w90 + s90 + t90, goodput.shape)
         prefill_ok = np.ones_like(goodput, dtype=bool)
@@ -253,6 +254,8 @@ def operating_arrays(
         itl_worst_s=pick(itl_worst),
         ttft_s=pick(ttft),
         ttft_p90_s=pick(ttft90),
+        ttft_wait_s=pick(w_mean),
+        prefill_service_s=pick(service),
         goodput_req_s_per_replica=np.where(feasible, pick(goodput), 0.0),
         prefill_req_s_per_replica=np.where(feasible, pick(prefill_rate), 0.0),
         tok_s_per_replica=grid[idx] / pick(itl),

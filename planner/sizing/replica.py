@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+from numpy.typing import ArrayLike
 from pydantic import BaseModel, ConfigDict
 
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
     activation_peak_bytes,
+    activation_profile_tokens,
     contiguous_reservation_bytes,
     kv_budget_bytes,
     kv_bytes_per_token,
@@ -33,12 +35,11 @@ from planner.physics.roofline import (
     prefill_intensity,
     ridge_flop_per_byte,
 )
-from planner.physics.step import DecodeStep, decode_step, prefill_step
+from planner.physics.step import DecodeCycle, decode_cycle, prefill_step
 from planner.physics.techniques import (
     chunked_prefill,
     mbu,
     mfu,
-    speculative_tokens_per_pass,
 )
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
@@ -190,7 +191,7 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     util = s.serving.memory_utilization
     act = 0.0
     if util is not None:
-        act = float(activation_peak_bytes(model=m, batched_tokens=s.serving.chunk_tokens + 256, tp=p.tp))
+        act = float(activation_peak_bytes(model=m, batched_tokens=activation_profile_tokens(s.serving.chunk_tokens), tp=p.tp))
     budget = float(kv_budget_bytes(gpu=gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
                                    memory_utilization=util, activation_bytes=act))
     # Sequences are spread over EP attention groups: each GPU holds 1/EP of them.
@@ -214,12 +215,13 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     _d(d, "memory.kv_bytes_per_sequence", "context tokens × KV bytes/token",
        f"{context_tokens} × {fmt_num(k)}", k * context_tokens, "bytes")
     if util is None:
-        _d(d, "memory.kv_budget_bytes", "HBM − weights per GPU − reserved",
-           f"{fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(s.serving.reserved_bytes)}", budget, "bytes")
+        _d(d, "memory.kv_budget_bytes", "max(0, HBM − weights per GPU − reserved)",
+           f"max(0, {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(s.serving.reserved_bytes)})", budget, "bytes")
     else:
         _d(d, "memory.kv_budget_bytes",
-           "memory_utilization × HBM − weights per GPU − activation peak − non-torch",
-           f"{util} × {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(act)} − {fmt_num(DEFAULT_NON_TORCH_BYTES)}",
+           "max(0, memory_utilization × HBM − weights per GPU − activation peak − non-torch)",
+           f"max(0, {util} × {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(act)} − "
+           f"{fmt_num(DEFAULT_NON_TORCH_BYTES)})",
            budget, "bytes")
     _d(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × EP",
        f"{fmt_num(budget)} / ({context_tokens} × {fmt_num(kg)}) × {p.ep}", seqs, "sequences")
@@ -247,25 +249,18 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     )
 
 
-def decode_at(r: Resolved, *, batch_size: int, live_context: float) -> tuple[DecodeStep, float, float]:
-    """(step, ITL per token, tok/s per sequence) at a batch, speculation included."""
-    s = r.scenario
-    kw = r.step_kwargs()
-    st = decode_step(batch_size=batch_size, context_tokens=live_context, **kw)  # type: ignore[arg-type]
-    k = s.speculative.draft_tokens
-    if k == 0:
-        return st, float(st.step_s), 1.0 / float(st.step_s)
-    verify = decode_step(batch_size=batch_size, context_tokens=live_context, tokens_per_sequence=k + 1,
-                         **kw)  # type: ignore[arg-type]
-    tpp = float(speculative_tokens_per_pass(draft_tokens=k, acceptance=s.speculative.acceptance))
-    cycle = float(verify.step_s) + k * s.speculative.draft_cost * float(st.step_s)
-    itl = cycle / tpp
-    return st, itl, 1.0 / itl
+def decode_at(r: Resolved, *, batch_size: ArrayLike, live_context: ArrayLike) -> DecodeCycle:
+    """The scenario's decode cycle at a batch (speculation included): step, cycle, ITL."""
+    sp = r.scenario.speculative
+    return decode_cycle(batch_size=batch_size, context_tokens=live_context, draft_tokens=sp.draft_tokens,
+                        acceptance=sp.acceptance, draft_cost=sp.draft_cost, **r.step_kwargs())
 
 
 def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: float) -> DecodeResult:
     s, gpu = r.scenario, r.gpu
-    st, itl, tok_seq = decode_at(r, batch_size=batch_size, live_context=live_context)
+    cyc = decode_at(r, batch_size=batch_size, live_context=live_context)
+    st, itl = cyc.step, float(cyc.itl_s)
+    tok_seq = 1.0 / itl
     step = float(st.step_s)
     tok_rep = batch_size * tok_seq
     g = r.gpus_per_replica
@@ -273,7 +268,7 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
     u_b = float(mbu(bytes_per_s=float(st.bytes_per_gpu) / step, hbm_bytes_per_s=gpu.hbm_bytes_per_s))
     u_f = float(mfu(tokens_per_s=tok_rep / g, params=r.params.active, peak_flops_per_s=peak))
     k = s.speculative.draft_tokens
-    tpp = float(speculative_tokens_per_pass(draft_tokens=k, acceptance=s.speculative.acceptance)) if k else 1.0
+    tpp = cyc.tokens_per_pass
     ob, oc = r.origins["efficiency.bandwidth"], r.origins["efficiency.compute"]
     _d(d, "decode.step_s",
        "PP × max(F / (η_c × C), D / (η_b × BW)) + collectives + overhead (step + per layer × L)",
@@ -314,21 +309,27 @@ def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float) -> PrefillRe
     w = s.workload
     cached = w.prefix_tokens * w.prefix_hit_rate
     kw = r.step_kwargs()
-    pf = prefill_step(tokens=w.prompt_tokens, cached_tokens=cached, **kw)  # type: ignore[arg-type]
+    pf = prefill_step(tokens=w.prompt_tokens, cached_tokens=cached, **kw)
     t = float(pf.time_s)
     chunk = s.serving.chunk_tokens
-    ch = prefill_step(tokens=min(chunk, w.prompt_tokens), **kw)  # type: ignore[arg-type]
+    ch = prefill_step(tokens=min(chunk, w.prompt_tokens), **kw)
     cp = chunked_prefill(prompt_tokens=max(int(round(w.prompt_tokens - cached)), 1), chunk_tokens=chunk,
                          decode_step_s=decode_step_s, chunk_s=float(ch.time_s), dedicated_prefill_s=t)
     peak = peak_flops_per_s(gpu, s.weights_dtype)
     new = w.prompt_tokens - cached
     u = float(mfu(tokens_per_s=new / t, params=r.params.active, peak_flops_per_s=peak)) / r.gpus_per_replica if t else 0.0
+    if t > 0:
+        prefill_sub = (
+            f"max({fmt_num(float(pf.flops))} / ({s.parallel.tp} × {r.compute_efficiency} × {fmt_num(peak)}), "
+            f"{fmt_num(float(pf.bytes_per_gpu))} / ({r.bandwidth_efficiency} × {fmt_num(gpu.hbm_bytes_per_s)})) + "
+            f"{fmt_num(float(pf.comm_s))} + {fmt_num(r.step_overhead_s)} + {fmt_num(r.layer_overhead_s)} × "
+            f"{r.model.layers}")
+    else:
+        prefill_sub = "0"  # every prompt token hits the prefix cache
     _d(d, "prefill.time_s",
-       "max(F / (TP × η_c × C), (W/TP + N × K) / (η_b × BW)) + all-reduces + overhead, "
+       "max(F / (TP × η_c × C), (W/TP + N × K) / (η_b × BW)) + all-reduces + overhead (step + per layer × L), "
        "F = 2 × P × n + 2·(d_qk+d_v)·L·H·(n·c + n²/2)",
-       f"max({fmt_num(float(pf.flops))} / ({s.parallel.tp} × {r.compute_efficiency} × {fmt_num(peak)}), "
-       f"{fmt_num(float(pf.memory_s))} s) + {fmt_num(float(pf.comm_s))} + {fmt_num(r.step_overhead_s)}",
-       t, "s", r.origins["efficiency.compute"] if pf.compute_bound else r.origins["efficiency.bandwidth"])
+       prefill_sub, t, "s", r.origins["efficiency.compute"] if pf.compute_bound else r.origins["efficiency.bandwidth"])
     _d(d, "prefill.mfu", "prompt tok/s × 2 × P_active / (GPUs × peak)",
        f"{fmt_num(new / t if t else 0)} × 2 × {fmt_num(r.params.active)} / ({r.gpus_per_replica} × {fmt_num(peak)})",
        u, "fraction")

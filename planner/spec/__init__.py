@@ -15,6 +15,7 @@ from planner.spec.catalog import (
 )
 from planner.spec.context import (
     Resolved,
+    StepKwargs,
     resolve,
 )
 from planner.spec.defaults import (
@@ -113,6 +114,7 @@ __all__ = [
     "ParamCounts",
     "PriceQuote",
     "Resolved",
+    "StepKwargs",
     "SCHEMA_VERSION",
     "SUPPORTED_MODEL_TYPES",
     "Scenario",

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -187,7 +187,7 @@ class OperatingPoint(BaseModel):
 def _curves(setup: RowSetup, eff: EfficiencySet, batch: np.ndarray) -> dict[str, np.ndarray]:
     """ITL, TTFT, E2E over an array of batch sizes (see the module docstring)."""
     r = resolve(setup.with_efficiency(eff))
-    kw: dict[str, Any] = r.step_kwargs()
+    kw = r.step_kwargs()
     isl, osl = float(setup.row.isl or 1), float(setup.row.osl or 1)
     step = np.asarray(decode_step(batch_size=batch, context_tokens=isl + osl / 2.0, **kw).step_s, float)
     pf = prefill_step(tokens=isl, **kw)

@@ -31,9 +31,9 @@ from planner.physics.roofline import (
     ridge_flop_per_byte,
 )
 from planner.physics.step import decode_step, prefill_step
-from planner.physics.techniques import chunked_prefill, speculative_tokens_per_pass
+from planner.physics.techniques import chunked_prefill, speculative_speedup, speculative_tokens_per_pass
 from planner.sizing.plan import plan_resolved
-from planner.sizing.replica import derive_context, memory_section
+from planner.sizing.replica import decode_at, derive_context, memory_section
 from planner.spec.context import Resolved, resolve
 from planner.spec.precision import bytes_per_kv_element
 from planner.spec.scenario import Scenario, scenario_from_dict
@@ -167,20 +167,10 @@ def max_sequences_curve(scenario: Scenario, *, contexts: Sequence[int], kv_dtype
 
 
 def _decode_rows(r: Resolved, batch: np.ndarray, live_context: float) -> dict[str, np.ndarray]:
-    """ITL and tok/s over batch sizes, speculation included (as ``decode_at``)."""
-    s = r.scenario
-    kw = r.step_kwargs()
-    st = decode_step(batch_size=batch, context_tokens=live_context, **kw)  # type: ignore[arg-type]
-    step = np.asarray(st.step_s, float)
-    k = s.speculative.draft_tokens
-    if k == 0:
-        itl = step
-    else:
-        verify = decode_step(batch_size=batch, context_tokens=live_context, tokens_per_sequence=k + 1,
-                             **kw)  # type: ignore[arg-type]
-        tpp = float(speculative_tokens_per_pass(draft_tokens=k, acceptance=s.speculative.acceptance))
-        itl = (np.asarray(verify.step_s, float) + k * s.speculative.draft_cost * step) / tpp
-    return {"step_s": step, "itl_s": itl, "memory_bound": np.asarray(st.memory_bound)}
+    """ITL and tok/s over batch sizes, speculation included."""
+    cyc = decode_at(r, batch_size=batch, live_context=live_context)
+    return {"step_s": np.asarray(cyc.step.step_s, float), "itl_s": np.asarray(cyc.itl_s, float),
+            "memory_bound": np.asarray(cyc.step.memory_bound)}
 
 
 def batch_curve(scenario: Scenario, *, batches: Sequence[int]) -> list[Row]:
@@ -205,7 +195,7 @@ def ttft_curve(scenario: Scenario, *, prompt_lengths: Sequence[int]) -> list[Row
     w = scenario.workload
     n = _arr(prompt_lengths)
     cached = np.minimum(w.prefix_tokens * w.prefix_hit_rate, n)
-    pf = prefill_step(tokens=n, cached_tokens=cached, **r.step_kwargs())  # type: ignore[arg-type]
+    pf = prefill_step(tokens=n, cached_tokens=cached, **r.step_kwargs())
     return [{"prompt_tokens": int(x), "ttft_s": float(t), "bound": "compute" if cb else "memory"}
             for x, t, cb in zip(n, np.asarray(pf.time_s), np.asarray(pf.compute_bound), strict=True)]
 
@@ -220,7 +210,7 @@ def chunk_curve(scenario: Scenario, *, chunk_sizes: Sequence[int]) -> list[Row]:
     new = max(int(round(w.prompt_tokens - p.prefill.cached_tokens)), 1)
     sizes = _arr(chunk_sizes)
     ch = np.asarray(prefill_step(tokens=np.minimum(sizes, w.prompt_tokens),
-                                 **r.step_kwargs()).time_s)  # type: ignore[arg-type]
+                                 **r.step_kwargs()).time_s)
     rows: list[Row] = []
     for size, cs in zip(sizes, ch, strict=True):
         cp = chunked_prefill(prompt_tokens=new, chunk_tokens=int(size), decode_step_s=p.decode.step_s,
@@ -239,14 +229,14 @@ def speculative_curve(
     p = plan_resolved(r)
     kw = r.step_kwargs()
     b, live = p.decode.batch_size, p.decode.context_tokens
-    step = float(decode_step(batch_size=b, context_tokens=live, **kw).step_s)  # type: ignore[arg-type]
+    step = float(decode_step(batch_size=b, context_tokens=live, **kw).step_s)
     a = _arr(acceptances)
     rows: list[Row] = []
     for k in draft_tokens:
-        verify = float(decode_step(batch_size=b, context_tokens=live, tokens_per_sequence=k + 1,
-                                   **kw).step_s)  # type: ignore[arg-type]
+        verify = float(decode_step(batch_size=b, context_tokens=live, tokens_per_sequence=k + 1, **kw).step_s)
         tpp = np.asarray(speculative_tokens_per_pass(draft_tokens=k, acceptance=a))
-        speed = tpp * step / (verify + k * scenario.speculative.draft_cost * step)
+        speed = np.asarray(speculative_speedup(draft_tokens=k, acceptance=a, draft_cost=scenario.speculative.draft_cost,
+                                               verify_step_s=verify, step_s=step))
         rows += [{"draft_tokens": int(k), "acceptance": float(x), "tokens_per_pass": float(t),
                   "speedup": float(v)} for x, t, v in zip(a, tpp, speed, strict=True)]
     return rows
