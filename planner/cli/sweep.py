@@ -28,7 +28,9 @@ def _strs(text: str | None) -> list[str] | None:
 def _cmd(args: argparse.Namespace) -> int:
     base = scenario_from_args(args)
     result = sweep(base, gpus=_strs(args.gpus), dtypes=_strs(args.dtypes), tps=_ints(args.tp, "--tp"),
-                   pps=_ints(args.pp, "--pp"), modes=_strs(args.modes) or list(MODES))
+                   pps=_ints(args.pp, "--pp"), eps=_ints(args.ep, "--ep") if args.ep else None,
+                   chunks=_ints(args.chunks, "--chunks") if args.chunks else None,
+                   modes=_strs(args.modes) or list(MODES))
     emit(args.format, result, result["rows"])
     return 0
 
@@ -40,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--dtypes", help="comma-separated weight dtypes (default: bf16,fp8,int8,int4,nvfp4)")
     p.add_argument("--tp", default=",".join(map(str, DEFAULT_TP)))
     p.add_argument("--pp", default=",".join(map(str, DEFAULT_PP)))
+    p.add_argument("--ep", help="comma-separated expert-parallel degrees (default: 1,2,4,8 for MoE models)")
+    p.add_argument("--chunks", help="comma-separated chunk sizes in tokens (default: 512,2048,8192 and the "
+                                    "scenario's serving.chunk_tokens)")
     p.add_argument("--modes", default=",".join(MODES))
     add_format_arg(p)
     p.set_defaults(func=_cmd)

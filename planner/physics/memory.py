@@ -43,6 +43,7 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_bytes_per_token_per_gpu",
     "kv_heads_per_gpu",
+    "engine_hbm_bytes",
     "max_sequences",
     "paged_reservation_bytes",
     "prefix_sharing_bytes",
@@ -175,25 +176,47 @@ def kv_budget_bytes(
     Seeds' accounting (``memory_utilization`` None):
         HBM − weights per GPU − reserved
     vLLM accounting (``memory_utilization`` = u):
-        u × HBM − weights per GPU − activation peak − non-torch
+        u × CUDA-visible HBM − weights per GPU − activation peak − non-torch
+    (the engine budgets against what the CUDA runtime reports, not the
+    datasheet's decimal figure: H100 80 GB: 85.0e9 bytes).
     """
     w = np.asarray(weight_bytes_per_gpu, float)
     if memory_utilization is None:
         out = gpu.hbm_bytes - w - np.asarray(reserved_bytes, float)
     else:
-        out = memory_utilization * gpu.hbm_bytes - w - np.asarray(activation_bytes, float) - non_torch_bytes
+        out = memory_utilization * engine_hbm_bytes(gpu) - w - np.asarray(activation_bytes, float) - non_torch_bytes
     out = np.maximum(out, 0.0)
     return float(out) if np.ndim(out) == 0 else out
 
 
+def engine_hbm_bytes(gpu: GpuSpec) -> float:
+    """The memory an engine's ``gpu_memory_utilization`` is a fraction of: the
+    CUDA-visible bytes where the catalog gives them, else the datasheet figure."""
+    return gpu.cuda_visible_hbm_bytes if gpu.cuda_visible_hbm_bytes is not None else gpu.hbm_bytes
+
+
 def max_sequences(
-    *, kv_budget_bytes: ArrayLike, kv_bytes_per_token_per_gpu: ArrayLike, context_tokens: ArrayLike
+    *, kv_budget_bytes: ArrayLike, kv_bytes_per_token_per_gpu: ArrayLike, context_tokens: ArrayLike,
+    prefix_tokens: ArrayLike = 0.0, prefix_hit_rate: ArrayLike = 0.0,
 ) -> NDArray[np.float64] | float:
-    """max sequences = KV budget / (context tokens × KV bytes per token), per GPU
-    (fractional: the seeds' 60 / 1.05 ≈ 57.2; floor it to admit)."""
-    out = np.asarray(kv_budget_bytes, float) / (
-        np.asarray(context_tokens, float) * np.asarray(kv_bytes_per_token_per_gpu, float)
-    )
+    """max sequences = max(budget / (context × K), (budget − prefix × K) / ((context − h × prefix) × K)), per GPU.
+
+    A shared prefix's blocks are held once per replica (prefix sharing, seeds
+    001: "one copy of the system prompt however many users share it"); the
+    fraction h of sequences that hit it hold only their own tokens beyond it.
+    The copy pays off once more than one running sequence shares it, hence the
+    max (never fewer sequences than without sharing).  Without a prefix: KV
+    budget / (context × KV bytes/token) (fractional: the seeds' 60 / 1.05 ≈
+    57.2; floor it to admit)."""
+    k = np.asarray(kv_bytes_per_token_per_gpu, float)
+    budget = np.asarray(kv_budget_bytes, float)
+    ctx = np.asarray(context_tokens, float)
+    p = np.asarray(prefix_tokens, float)
+    h = np.asarray(prefix_hit_rate, float)
+    alone = budget / (ctx * k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shared = np.where(h * p > 0, np.maximum(budget - p * k, 0.0) / ((ctx - h * p) * k), 0.0)
+    out = np.maximum(alone, shared)
     return float(out) if np.ndim(out) == 0 else out
 
 
