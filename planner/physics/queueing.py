@@ -20,6 +20,8 @@ Decode (colocated), at a per-replica arrival rate λ:
 * ITL at a percentile q: a share f = λ·E[n/chunk]·c/(1 − ρ_p) of iterations
   carries a chunk whose stall X follows the chunk-time distribution; the gap is
   (c + X)/τ, so the q-quantile is c/τ if 1 − f ≥ q, else (c + X_{(q − 1 + f)/f})/τ.
+* A new prompt first waits out the iteration in progress: on average its
+  residual life E[T²] / (2 E[T]) over iteration times T (c, or c + X).
 
 TTFT: the prefill servers form a pool when a router spreads requests over them
 (M/G/c).  Mean wait by Allen–Cunneen: W = C(c, a) / (cμ − λ) × (1 + c_s²)/2,
@@ -196,6 +198,7 @@ class ColocatedDecode:
     itl_worst_s: Arr  # the longest chunk's stall
     prefill_share: Arr  # ρ_p: share of time on prefill chunks
     chunk_share: Arr  # f: share of iterations carrying a chunk
+    residual_s: Arr  # mean remaining time of the iteration an arrival lands in: E[T²] / (2 E[T])
 
 
 def colocated_decode(sv: ServiceTimes, *, batch: ArrayLike, itl_percentile: float,
@@ -218,8 +221,16 @@ def colocated_decode(sv: ServiceTimes, *, batch: ArrayLike, itl_percentile: floa
     stall = stall_quantile(itl_percentile, share=np.broadcast_to(f, np.broadcast_shapes(f.shape, itl.shape)),
                            stalls_s=sv.stall_s, weights=sv.stall_weights)
     worst = np.max(sv.stall_s, axis=-1, keepdims=True)
+    sw = np.broadcast_to(sv.stall_weights, sv.stall_s.shape)
+    x1 = np.sum(sw * sv.stall_s, axis=-1, keepdims=True)
+    x2 = np.sum(sw * sv.stall_s * sv.stall_s, axis=-1, keepdims=True)
+    fc = np.clip(f, 0.0, 1.0)
+    cyc = sv.cycle_s
+    t1 = cyc + fc * x1
+    t2 = cyc * cyc + fc * (2.0 * cyc * x1 + x2)
     return ColocatedDecode(rate_per_s=rate, itl_mean_s=itl, itl_quantile_s=(sv.cycle_s + stall) / tau,
-                           itl_worst_s=(sv.cycle_s + worst) / tau, prefill_share=rho_p, chunk_share=f)
+                           itl_worst_s=(sv.cycle_s + worst) / tau, prefill_share=rho_p, chunk_share=f,
+                           residual_s=t2 / (2.0 * t1))
 
 
 @dataclass(frozen=True)

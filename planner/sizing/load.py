@@ -75,7 +75,7 @@ def _grid_state(r: Resolved, *, prompt: float, output: float, max_batch: int, cl
     rate = np.maximum.accumulate(dec.rate_per_s[0])
     own = float(pc.counts[0]) * cycle[0] + float(pc.marginal_total_s[0])
     wait = mgc_wait(arrival_per_s=rate, servers=1, mean_s=own, second_moment_s2=own * own).mean_s
-    ttft = wait + own
+    ttft = wait + own + dec.residual_s[0]  # and the iteration in progress at arrival
     e2e = ttft + (output - 1.0) * dec.itl_mean_s[0]
     return {"batch": grid, "rate": rate, "cycle": cycle[0], "itl": dec.itl_mean_s[0],
             "itl50": dec.itl_quantile_s[0], "ttft": ttft, "own": own, "e2e": e2e}

@@ -326,8 +326,10 @@ def operating_arrays(
         fleet = colocated_decode(replace(sv, cycle_s=cyc_f), batch=bf,
                                  itl_percentile=slo.itl_percentile)
         server = cyc_f[..., None] * sv.prefill_iterations[:, None, :] + work[:, None, :]  # (C, B, S)
+        # A prompt also waits out the iteration in progress when it arrives.
+        own_lat = server + fleet.residual_s[..., None]
         pool = ttft_pool(arrival_per_s=peak, servers=np.where(np.isfinite(reps), reps, 1.0), server_s=server,
-                         own_s=server, weights=w)
+                         own_s=own_lat, weights=w)
         ttft, ttft90 = pool.mean_s, pool.quantile_s
         rho = pool.wait.utilization
         prefill_ok = (dec.chunk_share < 1.0) & (rho < 1.0)
