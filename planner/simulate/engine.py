@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from planner.errors import InsufficientMemoryError, ScenarioError
-from planner.physics.step import decode_step, prefill_step
 from planner.physics.link import kv_link_bytes_per_s, kv_transfer_exposed_s
+from planner.physics.step import decode_step, prefill_step
 from planner.physics.techniques import kv_transfer_s
 from planner.simulate.arrivals import Request, generate_requests
 from planner.simulate.options import SimOptions
