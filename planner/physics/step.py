@@ -36,6 +36,7 @@ experts are spread over them and attention runs data-parallel across EP ranks):
 
     F = 2 × P_active × n + attention per token-context × (n·c + n²/2)   (causal)
     t = max(F/(TP·EP·η_c·C), (W/TP + (n+c)·K)/(η_b·BW)) + all-reduces + all-to-alls + overhead
+    (W: dense weights and the experts the n tokens touch on the busiest GPU)
 
 All inputs broadcast over numpy arrays (batch, context, tp, pp, ep ...).
 """
@@ -335,9 +336,9 @@ class PrefillStep:
     attention_flops: Arr | float  # of which attention (timed at the attention kernel's rate)
     bytes_per_gpu: Arr | float  # HBM bytes one GPU streams (weights + KV)
     compute_bound: NDArray[np.bool_] | bool
-    # Its cost riding in a decode iteration (chunked prefill): the weights are
-    # already streamed and the overhead already paid by the decode step, so only
-    # max(compute, KV bytes / bandwidth) + its collectives are added.
+    # Its cost riding in a decode iteration (chunked prefill): the dense weights
+    # are already streamed and the overhead already paid by the decode step, so only
+    # max(compute, (KV + touched experts' bytes) / bandwidth) + its collectives are added.
     marginal_s: Arr | float
 
 
@@ -369,11 +370,20 @@ def prefill_step(
     lin, att = _prefill_flops_parts(model, tokens, cached_tokens, include_attention)
     flops = lin + att
     compute_s = _compute_s(gpu, weights_dtype, kv_dtype, lin, att, tp_a * ep_a, compute_efficiency)
-    w = ((pc.total - pc.expert_total) / tp_a + pc.expert_total / (tp_a * ep_a)) * bpw
+    if model.is_moe and pc.expert_total > 0:
+        # The experts the prompt's tokens touch, on the busiest GPU (all of its E/EP for long prompts).
+        busiest = _f(experts_touched_busiest(experts=model.experts, top_k=model.experts_per_token, tokens=n,
+                                             ep=ep_a))
+        w_exp = busiest * (pc.expert_total / model.experts) * bpw / tp_a
+    else:
+        w_exp = np.zeros_like(n)
+    w = (pc.total - pc.expert_total) / tp_a * bpw + w_exp
     k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=tp_a, pp=1))
     hbm = w + (n + c) * k_gpu
     memory_s = hbm / (_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
-    kv_s = (n + c) * k_gpu / (_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
+    # Riding in a decode iteration, the dense weights are already streamed; the
+    # experts its tokens touch may not be (counted in full: an upper bound).
+    kv_s = (w_exp + (n + c) * k_gpu) / (_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
     msg = n * _hidden(model) * ACTIVATION_BYTES
     comm = _f(collective_s(gpu=gpu, group=tp_a, message_bytes=msg, count=2 * model.layers,
                            latency_s=collective_latency_s))
