@@ -51,6 +51,7 @@ from planner.physics.techniques import pipeline_bubble
 
 __all__ = [
     "BISECTION_STEPS",
+    "ROUNDING_MARGIN",
     "TTFT_PERCENTILE",
     "QueueWait",
     "ColocatedDecode",
@@ -72,6 +73,10 @@ TTFT_PERCENTILE = 0.9
 # Bisection steps for a latency quantile: 2^-48 of the bracket, far below any
 # displayed digit.
 BISECTION_STEPS = 48
+# Relative margin keeping floating-point round-off from flipping a comparison at
+# an exact boundary (offered load at capacity, a quantile level at a step of the
+# cumulative weights): far below any physical difference.
+ROUNDING_MARGIN = 1e-12
 
 Arr = NDArray[np.float64]
 
@@ -116,7 +121,7 @@ def mgc_wait(*, arrival_per_s: ArrayLike, servers: ArrayLike, mean_s: ArrayLike,
     rho = a / c
     with np.errstate(divide="ignore", invalid="ignore"):
         cs2 = np.where(es > 0, es2 / (es * es) - 1.0, 0.0)
-        p_wait = np.where(rho < 1, erlang_c(c, np.minimum(a, c * (1 - 1e-12))), 1.0)
+        p_wait = np.where(rho < 1, erlang_c(c, np.minimum(a, c * (1 - ROUNDING_MARGIN))), 1.0)
         w = np.where(rho < 1, p_wait * es / (c - a) * (1.0 + cs2) / 2.0, np.inf)
     return QueueWait(mean_s=np.where(lam > 0, w, 0.0), p_wait=np.where(lam > 0, p_wait, 0.0), utilization=rho)
 
@@ -137,10 +142,10 @@ def sojourn_quantile(q: float, wait: QueueWait, service_s: ArrayLike, weights: A
         d = np.expand_dims(t, -1) - s
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             waited = np.where(tail > 0, 1.0 - np.exp(-np.maximum(d, 0.0) / np.where(tail > 0, tail, 1.0)), 1.0)
-        return np.sum(w * np.where(d >= 0, (1.0 - pw) + pw * waited, 0.0), axis=-1)
+        return np.asarray(np.sum(w * np.where(d >= 0, (1.0 - pw) + pw * waited, 0.0), axis=-1), dtype=float)
 
     lo = np.min(s, axis=-1)
-    hi = np.max(s, axis=-1) + np.squeeze(tail, -1) * (np.log(1.0 / max(1.0 - q, 1e-12)) + 1.0)
+    hi = np.max(s, axis=-1) + np.squeeze(tail, -1) * (np.log(1.0 / max(1.0 - q, ROUNDING_MARGIN)) + 1.0)
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
         below = cdf(mid) < q
@@ -165,7 +170,7 @@ def stall_quantile(q: float, *, share: ArrayLike, stalls_s: ArrayLike, weights: 
     out = np.zeros(f2.shape)
     for r in range(f2.shape[0]):
         rr = r if x.shape[0] > 1 else 0
-        idx = np.searchsorted(cum[rr], level[r] * cum[rr, -1] * (1.0 - 1e-12))
+        idx = np.searchsorted(cum[rr], level[r] * cum[rr, -1] * (1.0 - ROUNDING_MARGIN))
         out[r] = xs[rr, np.minimum(idx, x.shape[1] - 1)]
     out = np.where(1.0 - f2 >= q, 0.0, out)
     return out.reshape(f.shape)

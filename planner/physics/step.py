@@ -428,12 +428,12 @@ class PrefillChunks:
     @property
     def total_s(self) -> Arr:
         """Σ chunk times per prompt (…, S), chunks run alone."""
-        return np.sum(np.where(self.mask, self.times_s, 0.0), axis=-1)
+        return np.asarray(np.sum(np.where(self.mask, self.times_s, 0.0), axis=-1), dtype=float)
 
     @property
     def marginal_total_s(self) -> Arr:
         """Σ chunk times per prompt (…, S), chunks riding in decode iterations."""
-        return np.sum(np.where(self.mask, self.marginal_s, 0.0), axis=-1)
+        return np.asarray(np.sum(np.where(self.mask, self.marginal_s, 0.0), axis=-1), dtype=float)
 
 
 def prefill_chunks(

@@ -207,7 +207,7 @@ def calibrate(run: ProbeRun, scenario: Scenario, *, levels: tuple[int, ...] | No
     measured = np.array([m for _, _, m in targets])
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        return np.log(np.asarray(predictions(x)) / measured)
+        return np.asarray(np.log(np.asarray(predictions(x)) / measured), dtype=float)
 
     # max(compute, memory) has kinks: start from the scenario's values and a small
     # grid, keep the lowest cost.

@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from planner.physics.queueing import ServiceTimes, colocated_decode, mgc_wait
+from planner.physics.queueing import ROUNDING_MARGIN, ServiceTimes, colocated_decode, mgc_wait
 from planner.physics.step import decode_cycle, prefill_chunks, prefill_step
 from planner.spec.context import Resolved
 
@@ -149,7 +149,7 @@ def replica_load(
         state["users"] = state["rate"] * state["e2e"]  # N = X × E2E at each decode batch
         pt = _at(state, "users", users)
         rate = pt["rate"]
-        if users > pt["users"] * (1 + 1e-9):
+        if users > pt["users"] * (1 + ROUNDING_MARGIN):
             # Users beyond what the batch cap holds wait in the queue: N = X × time in system.
             extra = users / rate - pt["e2e"] if rate > 0 else math.inf
             saturated = True
