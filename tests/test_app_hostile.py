@@ -192,7 +192,7 @@ def test_the_compare_table_shows_a_dash_and_why(store_db: Path) -> None:
     assert not at.exception
     diff = at.dataframe[-1].value.set_index("input")
     assert diff.loc["→ GPUs total", "impossible"] == "—" and diff.loc["→ GPUs total", "ok"] != "—"
-    assert diff.loc["→ why —", "impossible"] == "misses ITL"
+    assert diff.loc["→ why —", "impossible"].startswith("misses ITL")
     assert not NOT_A_NUMBER.search(rendered_text(at))
 
 

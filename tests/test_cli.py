@@ -115,7 +115,8 @@ def test_sweep_cli_json_and_bad_flags() -> None:
                   "--set", "model=llama-3.1-8b", "--format", "json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert len(data["rows"]) == 4 and data["cheapest"]["feasible"]
+    # TP 1, 2 × the two modes × the three chunk sizes the sweep searches (512, 2048, 8192)
+    assert len(data["rows"]) == 2 * 2 * 3 and data["cheapest"]["feasible"]
     bad = run_cli("sweep", "--tp", "1,x")
     assert bad.returncode == 2 and "--tp" in bad.stderr and "Traceback" not in bad.stderr
     bad = run_cli("sweep", "--gpus", "h900")

@@ -23,7 +23,7 @@ INPUT_COLUMNS = [
     "scenario.workload.peak_requests_per_s", "scenario.workload.prefix_tokens", "scenario.workload.prefix_hit_rate",
     "scenario.workload.distribution", "scenario.workload.prompt_sigma", "scenario.workload.output_sigma",
     "scenario.workload.trace", "scenario.slo.ttft_s",
-    "scenario.slo.itl_s", "scenario.serving.mode", "scenario.serving.batch_size", "scenario.serving.context_tokens",
+    "scenario.slo.itl_s", "scenario.slo.itl_percentile", "scenario.serving.mode", "scenario.serving.batch_size", "scenario.serving.context_tokens",
     "scenario.serving.chunk_tokens", "scenario.serving.block_tokens", "scenario.serving.reserved_bytes",
     "scenario.serving.memory_utilization", "scenario.speculative.draft_tokens", "scenario.speculative.acceptance",
     "scenario.speculative.draft_cost", "scenario.efficiency.bandwidth", "scenario.efficiency.compute",

@@ -70,9 +70,11 @@ def test_memory_breakdown_parts_by_hand() -> None:
     assert rows["weights"] == pytest.approx(weights, rel=1e-12)
     assert rows["activations + CUDA graphs"] == pytest.approx(ACTIVATIONS_8B, rel=1e-12)
     assert rows["non-torch (CUDA, NCCL)"] == pytest.approx(1e9)
-    # memory_utilization 0.9 of 80 GB, less the three parts above.
-    assert rows["KV budget"] == pytest.approx(0.9 * 80e9 - weights - ACTIVATIONS_8B - 1e9, rel=1e-12)
-    assert rows["headroom (1 − utilization)"] == pytest.approx(0.1 * 80e9)
+    # memory_utilization 0.9 of the memory CUDA reports (issue 13): 85,045,477,376 bytes on an
+    # H100 SXM (catalog cuda_visible_hbm_bytes), not the datasheet's 80e9; less the three parts above.
+    cuda_visible = 85_045_477_376
+    assert rows["KV budget"] == pytest.approx(0.9 * cuda_visible - weights - ACTIVATIONS_8B - 1e9, rel=1e-12)
+    assert rows["headroom (1 − utilization)"] == pytest.approx(0.1 * cuda_visible)
     assert len(rows) == 5
     # Seeds' accounting (no utilization): HBM − weights − 4 GB reserved is all KV, nothing left over.
     seeds = scenario_from_dict({"gpu": "h100-sxm", "model": "llama-3.1-8b", "serving": {"memory_utilization": None}})
@@ -87,7 +89,7 @@ def test_max_sequences_curve_halves_with_context_and_doubles_with_fp8() -> None:
     assert v[("bf16", 4096)] == pytest.approx(v[("bf16", 2048)] / 2)
     assert v[("fp8", 2048)] == pytest.approx(2 * v[("bf16", 2048)])
     # KV per token 2 × 32 layers × 8 KV heads × 128 × 2 B = 131,072 B; the budget as in the breakdown.
-    budget = 0.9 * 80e9 - PARAMS_8B * 2 - ACTIVATIONS_8B - 1e9
+    budget = 0.9 * 85_045_477_376 - PARAMS_8B * 2 - ACTIVATIONS_8B - 1e9  # CUDA-visible H100 memory
     assert v[("bf16", 2048)] == pytest.approx(budget / (2048 * 131_072), rel=1e-12)
 
 
@@ -122,11 +124,13 @@ def test_speculative_curve_alpha_zero_and_one() -> None:
 
 
 def test_parallel_options_respect_the_scenario_checks() -> None:
+    # bf16 (issue 13 budgets 0.9 × the 85.0 GB CUDA reports, where 70.5 GB of fp8
+    # weights now leave room for a few sequences; 141 GB of bf16 weights do not fit).
     rows = parallel_options(scenario_from_dict({"gpu": "h100-sxm", "model": "llama-3.1-70b",
-                                                   "weights_dtype": "fp8"}))
+                                                   "weights_dtype": "bf16"}))
     layouts = {(r["tp"], r["pp"], r["ep"]) for r in rows}
     assert (2, 1, 1) in layouts and not any(ep > 1 for _, _, ep in layouts)  # dense: no EP
     one, two = ({(r["tp"], r["pp"]): r for r in rows}[k] for k in ((1, 1), (2, 1)))
-    assert not one["fits"] and two["fits"]  # 70.5 GB of fp8 weights leave no KV room in 0.9 × 80 GB
+    assert not one["fits"] and two["fits"]  # 141 GB: none on one GPU; 70.5 GB per GPU at TP2 leave KV room
     assert two["weight_bytes_per_gpu"] == pytest.approx(one["weight_bytes_per_gpu"] / 2)
     assert [r["current"] for r in rows].count(True) == 1

@@ -30,7 +30,8 @@ def _scenario(**kw) -> Scenario:
 def test_operating_point_holds_the_slo_and_next_batch_breaks_it() -> None:
     p = plan(_scenario())
     op = p.operating_point
-    assert op.feasible and op.itl_s <= 0.05 and op.ttft_p90_s <= 1.0
+    # The ITL target is checked on the p90 ITL with chunk stalls (slo.itl_percentile 0.9, issue 13).
+    assert op.feasible and op.itl_percentile_s <= 0.05 and op.ttft_p90_s <= 1.0
     assert p.decode.batch_size == op.batch_size
     # Colocated ITL = decode step at B + (B / E[output]) × the one 2,000-token chunk (1 chunk per prompt,
     # spread over 250 output tokens): each extra sequence adds its share of prefill to every iteration.
@@ -39,10 +40,13 @@ def test_operating_point_holds_the_slo_and_next_batch_breaks_it() -> None:
     nxt = nxt_plan.operating_point
     # The largest feasible batch was chosen: one more sequence breaks the ITL target, and only it
     # (KV has room for ~94 sequences of 2,250 tokens; TTFT stays well under 1 s).
-    assert not nxt.feasible and nxt.reason == "misses ITL"
+    assert not nxt.feasible and nxt.reason.startswith("misses ITL")  # "(p90 with chunk stalls)"
     assert nxt.itl_s == pytest.approx(
         nxt_plan.decode.step_s + (op.batch_size + 1) / 250 * nxt_plan.prefill.chunk_s, rel=1e-12)
-    assert nxt.itl_s > 0.05 and nxt.ttft_p90_s <= 1.0 and nxt.max_sequences > op.batch_size + 1
+    # B + 1 = 26 sequences of 250 output tokens put a prefill chunk in 26 / 250 = 10.4 % of iterations,
+    # more than the 10 % a p90 may ignore: the p90 ITL becomes a stalled iteration, over the 50 ms target.
+    assert (op.batch_size + 1) / 250 > 0.1 >= op.batch_size / 250
+    assert nxt.itl_percentile_s > 0.05 and nxt.ttft_p90_s <= 1.0 and nxt.max_sequences > op.batch_size + 1
 
 
 def test_cost_arithmetic_by_hand() -> None:
@@ -70,15 +74,22 @@ def test_peak_sizing_rounds_up_whole_replicas() -> None:
 
 
 def test_disaggregated_kv_transfer_seed_example() -> None:
-    # 70B, 8,000-token prompts: 2.62 GB of KV over 400 Gb/s RDMA = 52.4 ms (seeds 001).
+    # 70B, 8,000-token prompts: 2.62 GB of KV; the seeds (001) send it over one 400 Gb/s
+    # NIC (52.4 ms) or 900 GB/s NVLink.  Issue 13 corrected both: at TP4 each GPU ships
+    # its own quarter (8 KV heads / 4 = 2 per GPU) over its own NIC, in parallel, at the
+    # shared 80% link efficiency, and NVLink is 450 GB/s in one direction:
+    #   RDMA:   8,000 × 327,680 / 4 / (0.8 × 50e9)  = 16.4 ms
+    #   NVLink: 8,000 × 327,680 / 4 / (0.8 × 450e9) = 1.82 ms
     p = plan(_scenario(model="llama-3.1-70b", weights_dtype="bf16", parallel={"tp": 4},
                        workload={"prompt_tokens": 8000, "output_tokens": 250},
                        serving={"mode": "disaggregated"}, slo={"ttft_s": 5.0}))
-    assert p.fleet.kv_transfer_s == pytest.approx(8000 * 327680 / 50e9)
+    assert p.fleet.kv_transfer_s == pytest.approx(8000 * 327680 / 4 / (0.8 * 50e9))
     nv = plan(_scenario(model="llama-3.1-70b", weights_dtype="bf16", parallel={"tp": 4},
                         workload={"prompt_tokens": 8000, "output_tokens": 250},
                         serving={"mode": "disaggregated"}, fleet={"link": "nvlink"}, slo={"ttft_s": 5.0}))
-    assert nv.fleet.kv_transfer_s == pytest.approx(8000 * 327680 / 900e9)
+    assert nv.fleet.kv_transfer_s == pytest.approx(8000 * 327680 / 4 / (0.8 * 450e9))
+    # Shipped layer by layer behind the prefill, only the last layer's share is exposed.
+    assert p.fleet.kv_transfer_exposed_s < p.fleet.kv_transfer_s
     assert p.fleet.prefill_replicas >= 1 and p.fleet.decode_replicas >= 1
     assert p.fleet.replicas == p.fleet.prefill_replicas + p.fleet.decode_replicas
     assert p.fleet.kv_transfer_fits_ttft
@@ -104,7 +115,9 @@ def test_verdict_at_high_traffic_is_disaggregated() -> None:
     col = plan(_scenario(workload={"requests_per_s": 100}))
     dis = plan(_scenario(workload={"requests_per_s": 100}, serving={"mode": "disaggregated"}))
     eo, u, peak, tp = 250, 0.7, 100, 2
-    assert col.prefill.chunk_s == pytest.approx(col.prefill.time_s, rel=1e-12)  # one chunk holds the prompt
+    # One chunk holds the prompt; riding a decode iteration it costs only its marginal time (the
+    # iteration already reads the weights and pays the step overhead, issue 13), so less than alone.
+    assert col.prefill.chunk_s < col.prefill.time_s
     b_c, b_d = col.decode.batch_size, dis.decode.batch_size
     assert b_d > b_c  # the decode batch grows without the chunk share (to the KV limit here)
     assert b_d <= dis.operating_point.max_sequences < b_d + 1
@@ -113,9 +126,9 @@ def test_verdict_at_high_traffic_is_disaggregated() -> None:
     assert dec_s + pre_s < 0.8 * col_s
     col_gpus = tp * math.ceil(peak / u * col_s)
     dis_gpus = tp * (math.ceil(peak / u * pre_s) + math.ceil(peak / u * dec_s))
-    assert (col_gpus, dis_gpus) == (100, 74)
+    assert (col_gpus, dis_gpus) == (102, 66)
     assert (col.fleet.colocated_gpus, col.fleet.disaggregated_gpus) == (col_gpus, dis_gpus)
-    assert col.fleet.verdict.startswith("disaggregated needs fewer GPUs (74 vs 100)")
+    assert col.fleet.verdict.startswith("disaggregated needs fewer GPUs (66 vs 102)")
     assert dis.fleet.verdict == col.fleet.verdict  # the comparison does not depend on the current mode
 
 
@@ -140,7 +153,9 @@ def test_trace_distribution() -> None:
     root = (-z * sd + math.sqrt((z * sd) ** 2 + 4 * mu * cap)) / (2 * mu)
     assert p.operating_point.max_sequences == pytest.approx(root**2, rel=1e-9)
     assert fixed.operating_point.max_sequences == pytest.approx(cap / 2250, rel=1e-9)  # no spread: cap / (n + o)
-    assert p.operating_point.batch_size < fixed.operating_point.batch_size
+    assert p.operating_point.max_sequences < fixed.operating_point.max_sequences
+    # The batch is set by the p90 ITL with chunk stalls here, not by KV: the spread cannot raise it.
+    assert p.operating_point.batch_size <= fixed.operating_point.batch_size
     # $/Mtok input uses the trace's mean prompt of 2,000 tokens: 10 req/s × 2,000 × 3,600 / 1e6 = 72 Mtok/h.
     assert p.cost.usd_per_mtok_input == pytest.approx(p.cost.usd_per_hour / 72)
     # A trace of one repeated row is the fixed distribution: the same plan, number for number.
@@ -204,7 +219,9 @@ def test_sweep_rows_equal_plan_and_infeasible_have_reasons() -> None:
     base = _scenario(workload={"requests_per_s": 100})
     result = sweep(base, gpus=["h100-sxm", "h200-sxm", "l40s"], dtypes=["bf16", "fp8"])
     rows = result["rows"]
-    assert len(rows) == 3 * 2 * 4 * 2 * 2
+    # gpus × dtypes × TP × PP × modes × chunk sizes (the sweep searches 512, 2048 and
+    # 8192-token chunks since issue 13; the model is dense, so EP is 1 only)
+    assert len(rows) == 3 * 2 * 4 * 2 * 2 * 3
     for row in rows:
         assert row["feasible"] or row["reason"], row
     feasible = [r for r in rows if r["feasible"]]
@@ -212,8 +229,10 @@ def test_sweep_rows_equal_plan_and_infeasible_have_reasons() -> None:
     assert any(r["pareto_cost_itl"] for r in feasible)
     for row in random.Random(1).sample([r for r in rows if not r["reason"].startswith("parallel")], 12):
         data = base.model_dump()
-        data.update(gpu=row["gpu"], weights_dtype=row["weights_dtype"], parallel={"tp": row["tp"], "pp": row["pp"]})
+        data.update(gpu=row["gpu"], weights_dtype=row["weights_dtype"],
+                    parallel={"tp": row["tp"], "pp": row["pp"], "ep": row["ep"]})
         data["serving"]["mode"] = row["mode"]
+        data["serving"]["chunk_tokens"] = row["chunk_tokens"]
         p = plan(Scenario.model_validate(data))
         assert p.operating_point.feasible == row["feasible"]
         assert p.operating_point.batch_size == row["batch_size"]

@@ -299,11 +299,11 @@ sweep_lists = st.one_of(*[st.lists(st.integers(1, 8), min_size=1, max_size=4).ma
        | st.text(max_size=8), st.sampled_from(["fp8", "fp8,fp8", "bf16,int4", "fp7"]) | st.text(max_size=6))
 def test_cli_sweep_any_axes(tp: str, pp: str, gpus: str, dtypes: str) -> None:
     argv = ["sweep", "--tp", tp, "--pp", pp, "--gpus", gpus, "--dtypes", dtypes, "--modes", "colocated",
-            "--format", "csv"]
+            "--chunks", "2048", "--format", "csv"]
     rc, out, err = run_main(argv)
     assert_clean(rc, err, argv)
     if rc == 0:
-        # Repeats are dropped: one row per distinct (gpu, dtype, tp, pp), colocated only.
+        # Repeats are dropped: one row per distinct (gpu, dtype, tp, pp), colocated, one chunk size.
         distinct = [len({x.strip() for x in axis.split(",") if x.strip()}) for axis in (tp, pp, gpus, dtypes)]
         n_gpus = distinct[2] or len(CATALOG.gpus)
         assert len(out.splitlines()) - 1 == distinct[0] * distinct[1] * n_gpus * (distinct[3] or 5)

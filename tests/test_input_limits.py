@@ -52,10 +52,10 @@ def run_main(argv: list[str]) -> tuple[int, str, str]:
 
 def test_sweep_drops_repeated_axis_values() -> None:
     rows = sweep(Scenario(), gpus=["h100-sxm", "h100-sxm"], dtypes=["fp8", "fp8"], tps=[1, 1, 2, 1], pps=[1, 1],
-                 modes=["colocated", "colocated"])["rows"]
+                 chunks=[2048, 2048], modes=["colocated", "colocated"])["rows"]
     assert [(r["tp"], r["pp"]) for r in rows] == [(1, 1), (2, 1)]
     rc, out, err = run_main(["sweep", "--gpus", "h100-sxm", "--dtypes", "fp8", "--tp", "1,1,2,2,1", "--pp", "1,1",
-                             "--modes", "colocated", "--format", "csv"])
+                             "--chunks", "2048,2048", "--modes", "colocated", "--format", "csv"])
     assert rc == 0, err
     assert len(out.splitlines()) == 1 + 2
 

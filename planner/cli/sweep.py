@@ -6,7 +6,7 @@ import argparse
 
 from planner.cli.main import add_format_arg, add_scenario_args, emit, scenario_from_args
 from planner.errors import ScenarioError
-from planner.spec.scenario import MAX_PP, MAX_TP
+from planner.spec.scenario import MAX_EP, MAX_PP, MAX_SEQUENCE_TOKENS, MAX_TP
 from planner.views.sweep import DEFAULT_PP, DEFAULT_TP, MODES, sweep
 
 __all__ = ["register"]
@@ -41,7 +41,9 @@ def _strs(text: str | None) -> list[str] | None:
 def _cmd(args: argparse.Namespace) -> int:
     base = scenario_from_args(args)
     result = sweep(base, gpus=_strs(args.gpus), dtypes=_strs(args.dtypes), tps=_ints(args.tp, "--tp", MAX_TP),
-                   pps=_ints(args.pp, "--pp", MAX_PP), modes=_strs(args.modes) or list(MODES))
+                   pps=_ints(args.pp, "--pp", MAX_PP), eps=_ints(args.ep, "--ep", MAX_EP) if args.ep else None,
+                   chunks=_ints(args.chunks, "--chunks", MAX_SEQUENCE_TOKENS) if args.chunks else None,
+                   modes=_strs(args.modes) or list(MODES))
     emit(args.format, result, result["rows"])
     return 0
 
@@ -53,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--dtypes", help="comma-separated weight dtypes (default: bf16,fp8,int8,int4,nvfp4)")
     p.add_argument("--tp", default=",".join(map(str, DEFAULT_TP)))
     p.add_argument("--pp", default=",".join(map(str, DEFAULT_PP)))
+    p.add_argument("--ep", help="comma-separated expert-parallel degrees (default: 1,2,4,8 for MoE models)")
+    p.add_argument("--chunks", help="comma-separated chunk sizes in tokens (default: 512,2048,8192 and the "
+                                    "scenario's serving.chunk_tokens)")
     p.add_argument("--modes", default=",".join(MODES))
     add_format_arg(p)
     p.set_defaults(func=_cmd)

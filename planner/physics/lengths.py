@@ -70,7 +70,7 @@ def lognormal_quantiles(*, mean: float, sigma: float, points: int = QUANTILE_POI
     mu = math.log(mean) - sigma * sigma / 2.0
     nd = NormalDist()
     q = np.array([math.exp(mu + sigma * nd.inv_cdf((i + 0.5) / points)) for i in range(points)])
-    return q * (mean / q.mean())
+    return np.asarray(q * (mean / q.mean()), dtype=float)
 
 
 def weighted_quantile(values: Arr, weights: Arr, q: float) -> float:

@@ -26,9 +26,16 @@ from planner.spec.specs import GpuSpec, ModelSpec
 
 __all__ = [
     "ACTIVATION_BYTES_PER_TOKEN_FACTOR",
+    "ACTIVATION_ELEMENT_BYTES",
+    "LOGIT_ELEMENT_BYTES",
+    "MAX_PROFILED_LOGIT_ROWS",
     "CUDA_GRAPH_BYTES",
     "DEFAULT_NON_TORCH_BYTES",
+    "DEFAULT_MLP_RATIO",
+    "DEFAULT_VOCAB",
+    "PROFILE_DECODE_TOKENS",
     "activation_peak_bytes",
+    "activation_profile_tokens",
     "contiguous_reservation_bytes",
     "expert_weight_bytes",
     "internal_fragmentation",
@@ -36,6 +43,7 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_bytes_per_token_per_gpu",
     "kv_heads_per_gpu",
+    "engine_hbm_bytes",
     "max_sequences",
     "paged_reservation_bytes",
     "prefix_sharing_bytes",
@@ -53,6 +61,21 @@ CUDA_GRAPH_BYTES = 0.5e9
 # × activation bytes (the profile run's MLP intermediate and residual stream,
 # plus fp32 logits for the sampled tokens, counted separately).
 ACTIVATION_BYTES_PER_TOKEN_FACTOR = 4.0
+# Activations are held in 16-bit (bf16/fp16) during the forward pass.
+ACTIVATION_ELEMENT_BYTES = 2.0
+# Logits are materialized in fp32 for sampling.
+LOGIT_ELEMENT_BYTES = 4.0
+# The profile run samples at most this many sequences' logits at once (vLLM's
+# sampler warm-up caps the dummy batch at 1024 sequences; assumed here).
+MAX_PROFILED_LOGIT_ROWS = 1024.0
+# Vocabulary assumed when a model spec omits it (Llama-2's 32,000 tokens).
+DEFAULT_VOCAB = 32000
+# MLP width assumed when a model spec omits it: the classic 4 × hidden.
+DEFAULT_MLP_RATIO = 4.0
+# vLLM's profile run batches the per-iteration token budget (max_num_batched_tokens
+# = serving.chunk_tokens) plus one decode token for each of max_num_seqs sequences
+# (vLLM's default max_num_seqs = 256).
+PROFILE_DECODE_TOKENS = 256
 
 
 def weight_bytes(model: ModelSpec, weights_dtype: str) -> float:
@@ -114,6 +137,11 @@ def kv_bytes_per_token_per_gpu(
     return float(out) if np.ndim(out) == 0 else out
 
 
+def activation_profile_tokens(chunk_tokens: int) -> int:
+    """Tokens in the engine's profile forward pass = token budget + max_num_seqs decode tokens."""
+    return chunk_tokens + PROFILE_DECODE_TOKENS
+
+
 def activation_peak_bytes(
     *, model: ModelSpec, batched_tokens: ArrayLike, tp: ArrayLike = 1
 ) -> NDArray[np.float64] | float:
@@ -122,13 +150,14 @@ def activation_peak_bytes(
     logits for one sampled token per sequence (≤ tokens) × vocab/TP, plus the
     CUDA-graph pool."""
     hidden = float(model.hidden or model.heads * model.head_dim)
-    inter = float(model.moe_intermediate if model.is_moe and model.moe_intermediate else (model.intermediate or 4 * hidden))
+    inter = float(model.moe_intermediate if model.is_moe and model.moe_intermediate
+                  else (model.intermediate or DEFAULT_MLP_RATIO * hidden))
     if model.is_moe:
         inter *= model.experts_per_token
     tok = np.asarray(batched_tokens, float)
     tp_a = np.asarray(tp, float)
-    act = tok * ACTIVATION_BYTES_PER_TOKEN_FACTOR * (hidden + inter / tp_a) * 2.0
-    logits = np.minimum(tok, 1024.0) * float(model.vocab or 32000) / tp_a * 4.0
+    act = tok * ACTIVATION_BYTES_PER_TOKEN_FACTOR * (hidden + inter / tp_a) * ACTIVATION_ELEMENT_BYTES
+    logits = np.minimum(tok, MAX_PROFILED_LOGIT_ROWS) * float(model.vocab or DEFAULT_VOCAB) / tp_a * LOGIT_ELEMENT_BYTES
     out = act + logits + CUDA_GRAPH_BYTES
     return float(out) if np.ndim(out) == 0 else out
 
@@ -147,25 +176,47 @@ def kv_budget_bytes(
     Seeds' accounting (``memory_utilization`` None):
         HBM − weights per GPU − reserved
     vLLM accounting (``memory_utilization`` = u):
-        u × HBM − weights per GPU − activation peak − non-torch
+        u × CUDA-visible HBM − weights per GPU − activation peak − non-torch
+    (the engine budgets against what the CUDA runtime reports, not the
+    datasheet's decimal figure: H100 80 GB: 85.0e9 bytes).
     """
     w = np.asarray(weight_bytes_per_gpu, float)
     if memory_utilization is None:
         out = gpu.hbm_bytes - w - np.asarray(reserved_bytes, float)
     else:
-        out = memory_utilization * gpu.hbm_bytes - w - np.asarray(activation_bytes, float) - non_torch_bytes
+        out = memory_utilization * engine_hbm_bytes(gpu) - w - np.asarray(activation_bytes, float) - non_torch_bytes
     out = np.maximum(out, 0.0)
     return float(out) if np.ndim(out) == 0 else out
 
 
+def engine_hbm_bytes(gpu: GpuSpec) -> float:
+    """The memory an engine's ``gpu_memory_utilization`` is a fraction of: the
+    CUDA-visible bytes where the catalog gives them, else the datasheet figure."""
+    return gpu.cuda_visible_hbm_bytes if gpu.cuda_visible_hbm_bytes is not None else gpu.hbm_bytes
+
+
 def max_sequences(
-    *, kv_budget_bytes: ArrayLike, kv_bytes_per_token_per_gpu: ArrayLike, context_tokens: ArrayLike
+    *, kv_budget_bytes: ArrayLike, kv_bytes_per_token_per_gpu: ArrayLike, context_tokens: ArrayLike,
+    prefix_tokens: ArrayLike = 0.0, prefix_hit_rate: ArrayLike = 0.0,
 ) -> NDArray[np.float64] | float:
-    """max sequences = KV budget / (context tokens × KV bytes per token), per GPU
-    (fractional: the seeds' 60 / 1.05 ≈ 57.2; floor it to admit)."""
-    out = np.asarray(kv_budget_bytes, float) / (
-        np.asarray(context_tokens, float) * np.asarray(kv_bytes_per_token_per_gpu, float)
-    )
+    """max sequences = max(budget / (context × K), (budget − prefix × K) / ((context − h × prefix) × K)), per GPU.
+
+    A shared prefix's blocks are held once per replica (prefix sharing, seeds
+    001: "one copy of the system prompt however many users share it"); the
+    fraction h of sequences that hit it hold only their own tokens beyond it.
+    The copy pays off once more than one running sequence shares it, hence the
+    max (never fewer sequences than without sharing).  Without a prefix: KV
+    budget / (context × KV bytes/token) (fractional: the seeds' 60 / 1.05 ≈
+    57.2; floor it to admit)."""
+    k = np.asarray(kv_bytes_per_token_per_gpu, float)
+    budget = np.asarray(kv_budget_bytes, float)
+    ctx = np.asarray(context_tokens, float)
+    p = np.asarray(prefix_tokens, float)
+    h = np.asarray(prefix_hit_rate, float)
+    alone = budget / (ctx * k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shared = np.where(h * p > 0, np.maximum(budget - p * k, 0.0) / ((ctx - h * p) * k), 0.0)
+    out = np.maximum(alone, shared)
     return float(out) if np.ndim(out) == 0 else out
 
 

@@ -19,6 +19,8 @@ from planner.spec.specs import GpuSpec
 
 __all__ = [
     "attainable_flops_per_s",
+    "attention_dtype",
+    "attention_peak_flops_per_s",
     "bound",
     "compute_dtype",
     "decode_intensity",
@@ -44,6 +46,21 @@ def peak_flops_per_s(gpu: GpuSpec, weights_dtype: str) -> float:
     if value is None:  # pragma: no cover - bf16 is always present
         raise ScenarioError(f"gpu '{gpu.id}' has no FLOP/s figure for {weights_dtype}")
     return value
+
+
+def attention_dtype(gpu: GpuSpec, kv_dtype: str) -> str:
+    """The tensor-core format attention runs in: FP8 when the KV cache is FP8 and
+    the chip has FP8 units (the kernel reads K and V in the cache's format), else
+    16-bit, whatever the weights are (FlashAttention kernels compute in BF16/FP16)."""
+    if kv_dtype == "fp8" and gpu.flops_per_s.fp8 is not None:
+        return "fp8"
+    return "bf16"
+
+
+def attention_peak_flops_per_s(gpu: GpuSpec, kv_dtype: str) -> float:
+    """Dense peak FLOP/s of the attention kernel for a KV-cache format."""
+    value = gpu.flops_per_s.get(attention_dtype(gpu, kv_dtype))
+    return value if value is not None else gpu.flops_per_s.bf16
 
 
 def ridge_flop_per_byte(gpu: GpuSpec, weights_dtype: str = "bf16") -> float:

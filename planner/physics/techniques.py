@@ -2,7 +2,7 @@
 
 * MBU = bytes streamed per second / peak HBM bandwidth
 * MFU = tokens/s × 2 × P / peak FLOP/s
-* chunked prefill: iteration = decode step + one chunk; TTFT = chunks × iteration
+* chunked prefill: iteration i = decode step + chunk i; TTFT = Σ_i iteration i
 * static batching utilization = Σ outputs / (B × max output)
 * speculative decoding: tokens per verify pass = 1 + α + α² + … + α^k
 * pipeline bubble = (p − 1) / (m + p − 1)
@@ -25,6 +25,8 @@ __all__ = [
     "mbu",
     "mfu",
     "pipeline_bubble",
+    "speculative_cycle_s",
+    "speculative_itl_s",
     "speculative_speedup",
     "speculative_tokens_per_pass",
     "static_batch_utilization",
@@ -50,23 +52,29 @@ class ChunkedPrefill:
     """A long prompt admitted in chunks beside a running decode batch."""
 
     chunks: int
-    iteration_s: float  # decode step + one chunk = worst ITL during the admission
-    ttft_s: float  # chunks × iteration
+    iteration_s: float  # decode step + the longest chunk = worst ITL during the admission
+    ttft_s: float  # Σ_i (decode step + chunk i)
     dedicated_ttft_s: float  # the whole prefill run alone (stalls every decode)
     ttft_increase: float  # ttft / dedicated − 1
 
 
 def chunked_prefill(
-    *, prompt_tokens: int, chunk_tokens: int, decode_step_s: float, chunk_s: float,
+    *, prompt_tokens: int, chunk_tokens: int, decode_step_s: float, chunk_s: float | Sequence[float],
     dedicated_prefill_s: float,
 ) -> ChunkedPrefill:
-    """iteration = decode step + chunk time; TTFT = ceil(N / chunk) × iteration."""
+    """TTFT = Σ_i (decode step + chunk i's time), i < ⌈N / chunk⌉.
+
+    ``chunk_s`` is each chunk's time (chunk i attends to the i earlier chunks, so
+    later chunks cost more: ``physics.step.prefill_chunks``), or one time for
+    every chunk, the seeds' approximation: TTFT = ⌈N / chunk⌉ × (decode + chunk)."""
     chunks = math.ceil(prompt_tokens / chunk_tokens)
-    iteration = decode_step_s + chunk_s
-    ttft = chunks * iteration
+    times = [float(chunk_s)] * chunks if isinstance(chunk_s, int | float) else [float(x) for x in chunk_s]
+    if len(times) != chunks:
+        raise ValueError(f"chunk_s: {len(times)} chunk times for {chunks} chunks")
+    ttft = chunks * decode_step_s + math.fsum(times)
     return ChunkedPrefill(
         chunks=chunks,
-        iteration_s=iteration,
+        iteration_s=decode_step_s + max(times),
         ttft_s=ttft,
         dedicated_ttft_s=dedicated_prefill_s,
         ttft_increase=ttft / dedicated_prefill_s - 1.0 if dedicated_prefill_s > 0 else 0.0,
@@ -89,19 +97,39 @@ def speculative_tokens_per_pass(*, draft_tokens: ArrayLike, acceptance: ArrayLik
     return float(out) if np.ndim(out) == 0 else out
 
 
-def speculative_speedup(
-    *, draft_tokens: ArrayLike, acceptance: ArrayLike, draft_cost: ArrayLike,
-    verify_step_s: ArrayLike, step_s: ArrayLike,
+def speculative_cycle_s(
+    *, step_s: ArrayLike, verify_step_s: ArrayLike, draft_tokens: ArrayLike, draft_cost: ArrayLike,
 ) -> NDArray[np.float64] | float:
-    """Speedup = tokens per pass × step / (verify step + k × draft_cost × step).
+    """One speculative cycle = verify step + k × draft_cost × step.
 
     ``draft_cost`` is one draft step's time as a fraction of one target step;
     ``verify_step_s`` is the target's pass over k+1 positions per sequence.
     """
+    out = np.asarray(verify_step_s, float) + np.asarray(draft_tokens, float) * np.asarray(draft_cost, float) \
+        * np.asarray(step_s, float)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def speculative_itl_s(
+    *, step_s: ArrayLike, verify_step_s: ArrayLike, draft_tokens: ArrayLike, acceptance: ArrayLike,
+    draft_cost: ArrayLike,
+) -> NDArray[np.float64] | float:
+    """ITL with speculation = cycle / tokens per pass."""
+    cycle = np.asarray(speculative_cycle_s(step_s=step_s, verify_step_s=verify_step_s, draft_tokens=draft_tokens,
+                                           draft_cost=draft_cost))
+    out = cycle / np.asarray(speculative_tokens_per_pass(draft_tokens=draft_tokens, acceptance=acceptance))
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def speculative_speedup(
+    *, draft_tokens: ArrayLike, acceptance: ArrayLike, draft_cost: ArrayLike,
+    verify_step_s: ArrayLike, step_s: ArrayLike,
+) -> NDArray[np.float64] | float:
+    """Speedup = tokens per pass × step / (verify step + k × draft_cost × step)."""
     tpp = np.asarray(speculative_tokens_per_pass(draft_tokens=draft_tokens, acceptance=acceptance))
-    st = np.asarray(step_s, float)
-    cycle = np.asarray(verify_step_s, float) + np.asarray(draft_tokens, float) * np.asarray(draft_cost, float) * st
-    out = tpp * st / cycle
+    cycle = np.asarray(speculative_cycle_s(step_s=step_s, verify_step_s=verify_step_s, draft_tokens=draft_tokens,
+                                           draft_cost=draft_cost))
+    out = tpp * np.asarray(step_s, float) / cycle
     return float(out) if np.ndim(out) == 0 else out
 
 

@@ -1,15 +1,15 @@
 """Measured beside predicted, and the fit that makes them agree.
 
-Prediction of one load level, from the planner's one step physics
-(:func:`planner.physics.step.decode_step`, :func:`planner.physics.step.prefill_step`) with the
-scenario's resolved specs and efficiencies:
+Prediction of one load level comes from the planner's one load model
+(:func:`planner.sizing.load.replica_load`, the model ``plan``, ``sweep`` and
+``validate`` use) with the scenario's resolved specs and efficiencies:
 
 - Closed loop at concurrency c: streams start together after warm-up and stay
-  in step, so TTFT = prefill of c prompts as one batch (c·P tokens),
-  TPOT = decode step at batch c and the mean live context P + O/2,
-  E2E = TTFT + (O − 1)·TPOT, output tok/s = c·O / E2E.
-- Open loop at rate λ: the running batch B solves Little's law
-  B = λ · E2E(B) (fixed point); TTFT = prefill of one prompt.
+  in step (fixed lengths), the load model's synchronized case: TTFT = prefill of
+  c prompts as one batch (c·P tokens), TPOT = decode step at batch c and the
+  mean live context P + O/2, E2E = TTFT + (O − 1)·TPOT, output tok/s = c·O / E2E.
+- Open loop at rate λ: the running batch solves Little's law on the batch grid;
+  TTFT = M/G/1 wait + the prompt's chunked prefill; TPOT = the median gap.
 
 MBU and MFU from the measurement: MBU = bytes one decode step streams at the
 measured batch / measured TPOT / peak bandwidth; MFU = measured output tok/s ×
@@ -33,9 +33,10 @@ from scipy.optimize import least_squares
 
 from planner.errors import ProbeError
 from planner.physics.roofline import peak_flops_per_s
-from planner.physics.step import decode_step, prefill_step
+from planner.physics.step import decode_step
 from planner.physics.techniques import mbu, mfu
 from planner.probe.summary import LevelSummary, ProbeRun
+from planner.sizing.load import replica_load
 from planner.sizing.replica import memory_section
 from planner.spec.context import Resolved, resolve
 from planner.spec.scenario import Scenario, scenario_from_dict
@@ -56,7 +57,15 @@ __all__ = [
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-_MAX_BATCH = 4096.0
+# An open-loop level whose Little's-law batch passes this is saturated (no engine
+# runs a larger batch: 4 × the planner's DEFAULT_MAX_BATCH, so a probe against an
+# engine configured beyond the default is still predicted unsaturated).
+OPEN_LOOP_MAX_BATCH = 4096
+# Calibration multi-start grid: max(compute, memory) has kinks, so least squares
+# starts from the scenario's values and from every combination of these.
+CALIBRATION_START_BANDWIDTH = (0.1, 0.3, 0.8)
+CALIBRATION_START_COMPUTE = (0.1, 0.3, 0.8)
+CALIBRATION_START_OVERHEAD_S = (0.0, 5e-3)
 
 
 class LevelPrediction(BaseModel):
@@ -72,14 +81,6 @@ class LevelPrediction(BaseModel):
     saturated: bool = False
 
 
-def _times(r: Resolved, *, batch: float, prefill_tokens: float, context: float, output_tokens: float
-           ) -> tuple[float, float, float]:
-    kw = r.step_kwargs()
-    ttft = float(prefill_step(tokens=prefill_tokens, **kw).time_s)  # type: ignore[arg-type]
-    tpot = float(decode_step(batch_size=batch, context_tokens=context, **kw).step_s)  # type: ignore[arg-type]
-    return ttft, tpot, ttft + (output_tokens - 1.0) * tpot
-
-
 def predict_level(
     resolved: Resolved,
     *,
@@ -88,34 +89,20 @@ def predict_level(
     concurrency: int | None = None,
     rate_req_s: float | None = None,
 ) -> LevelPrediction:
-    """Predicted TTFT, TPOT, E2E and output tok/s of one closed- or open-loop level."""
-    context = prompt_tokens + output_tokens / 2.0
+    """Predicted TTFT, TPOT, E2E and output tok/s of one closed- or open-loop
+    level, from the load model (``planner.sizing.load.replica_load``)."""
     if concurrency is not None:
-        c = float(concurrency)
-        ttft, tpot, e2e = _times(resolved, batch=c, prefill_tokens=c * prompt_tokens, context=context,
-                                 output_tokens=output_tokens)
-        return LevelPrediction(batch_size=c, prompt_tokens=prompt_tokens, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e,
-                               output_tok_s=c * output_tokens / e2e)
-    if rate_req_s is None:
+        pt = replica_load(resolved, load="synchronized", prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                          max_batch=OPEN_LOOP_MAX_BATCH, level=float(concurrency))
+    elif rate_req_s is not None:
+        pt = replica_load(resolved, load="request_rate", prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                          max_batch=OPEN_LOOP_MAX_BATCH, level=rate_req_s)
+    else:
         raise ProbeError("level: needs concurrency or rate_req_s")
-    batch = 1.0
-    saturated = False
-    for _ in range(200):
-        ttft, tpot, e2e = _times(resolved, batch=batch, prefill_tokens=prompt_tokens, context=context,
-                                 output_tokens=output_tokens)
-        new = max(1.0, rate_req_s * e2e)
-        if new > _MAX_BATCH:
-            batch, saturated = _MAX_BATCH, True
-            break
-        if abs(new - batch) < 1e-6 * batch:
-            batch = new
-            break
-        batch = 0.5 * (batch + new)
-    ttft, tpot, e2e = _times(resolved, batch=batch, prefill_tokens=prompt_tokens, context=context,
-                             output_tokens=output_tokens)
-    tok_s = batch * output_tokens / e2e if saturated else rate_req_s * output_tokens
-    return LevelPrediction(batch_size=batch, prompt_tokens=prompt_tokens, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e,
-                           output_tok_s=tok_s, saturated=saturated)
+    # TPOT here is the decode step a stream sees between tokens: the median gap.
+    return LevelPrediction(batch_size=pt.batch_size, prompt_tokens=prompt_tokens, ttft_s=pt.ttft_s,
+                           tpot_s=pt.itl_p50_s, e2e_s=pt.e2e_s, output_tok_s=pt.output_tok_s_per_replica,
+                           saturated=pt.saturated)
 
 
 def _level_prompt(run: ProbeRun, lv: LevelSummary) -> float:
@@ -134,7 +121,7 @@ def _measured_mbu_mfu(r: Resolved, run: ProbeRun, lv: LevelSummary) -> tuple[flo
     batch = lv.concurrency if lv.concurrency is not None else max(1.0, lv.req_s * lv.e2e_s.mean)
     context = _level_prompt(run, lv) + _level_output(run, lv) / 2.0
     kw = r.step_kwargs()
-    step = decode_step(batch_size=batch, context_tokens=context, **kw)  # type: ignore[arg-type]
+    step = decode_step(batch_size=batch, context_tokens=context, **kw)
     m_bu = float(mbu(bytes_per_s=float(step.bytes_per_gpu) / lv.tpot_s.p50, hbm_bytes_per_s=r.gpu.hbm_bytes_per_s))
     peak = peak_flops_per_s(r.gpu, r.scenario.weights_dtype) * r.gpus_per_replica
     m_fu = float(mfu(tokens_per_s=lv.output_tok_s, params=r.params.active, peak_flops_per_s=peak))
@@ -221,11 +208,12 @@ def calibrate(run: ProbeRun, scenario: Scenario, *, levels: tuple[int, ...] | No
     measured = np.array([m for _, _, m in targets])
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        return np.log(np.asarray(predictions(x)) / measured)
+        return np.asarray(np.log(np.asarray(predictions(x)) / measured), dtype=float)
 
     # max(compute, memory) has kinks: start from the scenario's values and a small
     # grid, keep the lowest cost.
-    starts = [x0] + [np.array([b, c, o]) for b in (0.1, 0.3, 0.8) for c in (0.1, 0.3, 0.8) for o in (0.0, 5e-3)]
+    starts = [x0] + [np.array([b, c, o]) for b in CALIBRATION_START_BANDWIDTH for c in CALIBRATION_START_COMPUTE
+                     for o in CALIBRATION_START_OVERHEAD_S]
     fit = None
     for start in starts:
         cand = least_squares(residuals, start, bounds=(_LOW, _HIGH), x_scale=np.array([0.1, 0.1, 1e-3]),

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from planner.errors import InsufficientMemoryError, ScenarioError
+from planner.physics.link import kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.step import decode_step, prefill_step
 from planner.physics.techniques import kv_transfer_s
 from planner.simulate.arrivals import Request, generate_requests
@@ -56,17 +57,17 @@ class StepTimes:
     def __init__(self, resolved: Resolved, *, max_context_tokens: int, chunk_tokens: int) -> None:
         self._kw = resolved.step_kwargs()
         self._chunk = chunk_tokens
-        self._rows: dict[int, list[float]] = {}
+        self._rows: dict[int, tuple[list[float], list[float]]] = {}
         n = max_context_tokens // CONTEXT_GRID_TOKENS + 3
         self._grid = np.arange(n, dtype=float) * CONTEXT_GRID_TOKENS
         self._decode: dict[int, list[float]] = {}
-        self._prefill: dict[tuple[int, int], float] = {}
+        self._prefill: dict[tuple[int, int], tuple[float, float]] = {}
 
     def decode_s(self, batch_size: int, context_tokens: float) -> float:
         """decode_step(batch, context).step_s, interpolated on the context grid."""
         row = self._decode.get(batch_size)
         if row is None:
-            st = decode_step(batch_size=batch_size, context_tokens=self._grid, **self._kw)  # type: ignore[arg-type]
+            st = decode_step(batch_size=batch_size, context_tokens=self._grid, **self._kw)
             row = np.asarray(st.step_s, dtype=float).tolist()
             self._decode[batch_size] = row
         x = context_tokens / CONTEXT_GRID_TOKENS
@@ -74,23 +75,25 @@ class StepTimes:
         f = x - i
         return row[i] + f * (row[i + 1] - row[i]) if f else row[i]
 
-    def prefill_s(self, tokens: int, cached_tokens: float) -> float:
-        """prefill_step(tokens new after cached_tokens).time_s (cached rounded to the grid)."""
+    def prefill_s(self, tokens: int, cached_tokens: float, *, riding: bool = False) -> float:
+        """prefill_step(tokens new after cached_tokens).time_s (cached rounded to the grid);
+        ``riding``: its marginal cost inside a decode iteration (PrefillStep.marginal_s)."""
         c = int(round(cached_tokens / CACHED_GRID_TOKENS)) * CACHED_GRID_TOKENS
         if tokens <= self._chunk:
-            row = self._rows.get(c)
-            if row is None:
+            rows = self._rows.get(c)
+            if rows is None:
                 n = np.arange(self._chunk + 1, dtype=float)
-                st = prefill_step(tokens=n + c, cached_tokens=c, **self._kw)  # type: ignore[arg-type]
-                row = np.asarray(st.time_s, dtype=float).tolist()
-                self._rows[c] = row
-            return row[tokens]
+                st = prefill_step(tokens=n + c, cached_tokens=c, **self._kw)
+                rows = (np.asarray(st.time_s, dtype=float).tolist(), np.asarray(st.marginal_s, dtype=float).tolist())
+                self._rows[c] = rows
+            return rows[1][tokens] if riding else rows[0][tokens]
         key = (tokens, c)
-        t = self._prefill.get(key)
-        if t is None:
-            t = float(prefill_step(tokens=tokens + c, cached_tokens=c, **self._kw).time_s)  # type: ignore[arg-type]
-            self._prefill[key] = t
-        return t
+        pair = self._prefill.get(key)
+        if pair is None:
+            st = prefill_step(tokens=tokens + c, cached_tokens=c, **self._kw)
+            pair = (float(st.time_s), float(st.marginal_s))
+            self._prefill[key] = pair
+        return pair[1] if riding else pair[0]
 
 
 @dataclass(slots=True)
@@ -320,7 +323,7 @@ class _Replica:
         if decode:
             dt += self.steps.decode_s(len(decode), ctx / len(decode) + 1.0)
         if pieces:
-            dt += self.steps.prefill_s(ntot, cw / ntot)
+            dt += self.steps.prefill_s(ntot, cw / ntot, riding=bool(decode))
         self._decode, self._pieces = decode, pieces
         return dt
 
@@ -451,9 +454,15 @@ class _Sim:
         self.options = options
         self.requests = requests
         self.kv_capacity_tokens = blocks * bt
-        self.kv_bytes_per_token = p.memory.kv_bytes_per_token
-        self.link_bytes_per_s = options.kv_link_bytes_per_s * r.gpus_per_replica
-        steps = StepTimes(r, max_context_tokens=longest + 1, chunk_tokens=s.chunk_tokens)
+        # KV transfer as the plan has it (physics.link): each GPU ships its shard over
+        # its own link, layer by layer behind the prefill.
+        self.kv_bytes_per_token = p.memory.kv_bytes_per_token_per_gpu * scenario.parallel.pp
+        self.link_bytes_per_s = options.kv_link_bytes_per_s or kv_link_bytes_per_s(
+            r.gpu, link=scenario.fleet.link, link_bytes_per_s=scenario.fleet.link_bytes_per_s)
+        self.setup_s = (options.kv_transfer_setup_s if options.kv_transfer_setup_s is not None
+                        else scenario.fleet.kv_transfer_setup_s)
+        self.layers = r.model.layers
+        steps = self.steps = StepTimes(r, max_context_tokens=longest + 1, chunk_tokens=s.chunk_tokens)
         max_batch = options.max_batch or s.batch_size or DEFAULT_MAX_BATCH
 
         def rep(role: str) -> _Replica:
@@ -521,8 +530,11 @@ class _Sim:
             self.next_root += 1
 
     def transfer(self, s: _Seq, t: float) -> None:
-        dt = float(kv_transfer_s(kv_bytes=s.kv * self.kv_bytes_per_token, link_bytes_per_s=self.link_bytes_per_s,
-                                 efficiency=self.options.kv_link_efficiency, setup_s=self.options.kv_transfer_setup_s))
+        full = float(kv_transfer_s(kv_bytes=s.kv * self.kv_bytes_per_token, link_bytes_per_s=self.link_bytes_per_s,
+                                   efficiency=self.options.kv_link_efficiency))
+        # Layer by layer behind the prefill (its dedicated time stands in for its chunks').
+        dt = float(kv_transfer_exposed_s(transfer_s=full, prefill_s=self.steps.prefill_s(s.kv, 0.0),
+                                         layers=self.layers, setup_s=self.setup_s))
         self.pending_transfer[s.idx] = s
         self.push(t + dt, _TRANSFER, s.idx)
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import ScenarioError, validation_message
+from planner.physics.link import DEFAULT_KV_LINK_EFFICIENCY, RDMA_BYTES_PER_S
 from planner.spec.scenario import MAX_LENGTH_SIGMA
 
 __all__ = [
@@ -27,11 +28,11 @@ __all__ = [
     "sim_options",
 ]
 
-# Disaggregated KV transfer: one 400 Gb/s NIC per GPU (DGX H100: 8 × ConnectX-7
-# 400 Gb/s = 50 GB/s per GPU), 80% sustained, ~1 ms setup (assumed).
-DEFAULT_KV_LINK_BYTES_PER_S = 50e9
-DEFAULT_KV_LINK_EFFICIENCY = 0.8
-DEFAULT_KV_TRANSFER_SETUP_S = 1e-3
+# Disaggregated KV transfer: the plan's link (planner.physics.link): the scenario's
+# fleet.link (one 400 Gb/s NIC per GPU, or one direction of NVLink) and setup time,
+# at the shared sustained efficiency.  The options override them only when set.
+DEFAULT_KV_LINK_BYTES_PER_S = RDMA_BYTES_PER_S
+DEFAULT_KV_TRANSFER_SETUP_S = None
 # Lognormal shape of prompt and output lengths (assumed; the means come from the
 # scenario's workload.prompt_tokens / output_tokens).
 DEFAULT_LENGTH_SIGMA = 0.5
@@ -89,9 +90,9 @@ class SimOptions(BaseModel):
     w_kv: NonNegFloat = 0.5
     queue_norm_tokens: PosFloat = 8192.0
     slo_attainment: Annotated[float, Field(gt=0, le=1)] = 0.99
-    kv_link_bytes_per_s: PosFloat = DEFAULT_KV_LINK_BYTES_PER_S
+    kv_link_bytes_per_s: PosFloat | None = None  # per GPU; None: the scenario's fleet.link (as the plan)
     kv_link_efficiency: Annotated[float, Field(gt=0, le=1)] = DEFAULT_KV_LINK_EFFICIENCY
-    kv_transfer_setup_s: NonNegFloat = DEFAULT_KV_TRANSFER_SETUP_S
+    kv_transfer_setup_s: NonNegFloat | None = DEFAULT_KV_TRANSFER_SETUP_S  # None: fleet.kv_transfer_setup_s
     timeline_points: Annotated[int, Field(ge=2, le=100_000)] = 200
 
 

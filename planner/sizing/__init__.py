@@ -3,6 +3,7 @@ fleet sizing and ``plan``.  Imports physics and below.
 """
 
 from planner.sizing.fleet import (
+    CEIL_TOLERANCE,
     FleetArrays,
     fleet_arrays,
     pool_groups,
@@ -15,12 +16,17 @@ from planner.sizing.fleet_plan import (
     fleet_sections,
     routing_section,
 )
+from planner.sizing.load import (
+    LoadKind,
+    LoadPoint,
+    replica_load,
+)
 from planner.sizing.operating import (
     KV_TAIL_Z,
-    RDMA_BYTES_PER_S,
+    MAX_PREFILL_POOL_GROWTH,
+    MAX_PROMPT_CLASSES,
     OperatingArrays,
     WorkloadStats,
-    mg1_wait_s,
     operating_arrays,
     workload_stats,
 )
@@ -42,17 +48,21 @@ from planner.sizing.replica import (
 )
 
 __all__ = [
+    "CEIL_TOLERANCE",
     "CostResult",
     "DecodeResult",
     "FleetArrays",
     "FleetResult",
     "KV_TAIL_Z",
+    "LoadKind",
+    "LoadPoint",
+    "MAX_PREFILL_POOL_GROWTH",
+    "MAX_PROMPT_CLASSES",
     "MemoryResult",
     "OperatingArrays",
     "OperatingPoint",
     "Plan",
     "PrefillResult",
-    "RDMA_BYTES_PER_S",
     "RooflineResult",
     "RoutingResult",
     "WorkloadStats",
@@ -61,12 +71,12 @@ __all__ = [
     "fleet_arrays",
     "fleet_sections",
     "memory_section",
-    "mg1_wait_s",
     "operating_arrays",
     "plan",
     "plan_resolved",
     "pool_groups",
     "prefill_section",
+    "replica_load",
     "roofline_section",
     "routing_section",
     "workload_stats",

@@ -1,8 +1,8 @@
 """Fleet sizing and cost, on arrays of operating points.
 
-* colocated replicas = max(min_replicas, ⌈peak req/s / (u × goodput per replica)⌉)
-* disaggregated: prefill = ⌈peak / (u × prefill req/s per replica)⌉,
-  decode = ⌈peak / (u × decode req/s per replica)⌉, each at least min_replicas
+* replicas come from the operating point (``sizing.operating``): colocated
+  max(min_replicas, ⌈peak req/s / (u × goodput per replica)⌉); disaggregated, the
+  decode pool likewise and the prefill pool grown until its p90 TTFT meets the target
 * the provisioned fleet is charged around the clock: $/hour = GPUs × $/GPU-hour
   (+ GPUs × TDP × PUE × $/kWh when a power price is given)
 * traffic-weighted $/Mtok = $/hour / (mean req/s × tokens per request × 3600 / 1e6);
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.sizing.operating import OperatingArrays, WorkloadStats
+from planner.sizing.operating import CEIL_TOLERANCE, OperatingArrays, WorkloadStats
 from planner.spec.context import Resolved
 
-__all__ = ["FleetArrays", "fleet_arrays", "pool_groups"]
+__all__ = ["CEIL_TOLERANCE", "FleetArrays", "fleet_arrays", "pool_groups"]
 
 Arr = NDArray[np.float64]
 
@@ -35,8 +35,8 @@ def pool_groups(
     prefill = ceil(req/s × prompt tokens / prefill tok/s per group)
     decode  = ceil(req/s × output tokens / decode tok/s per group)
     """
-    prefill = math.ceil(requests_per_s * prompt_tokens / prefill_tok_s_per_group - 1e-9)
-    decode = math.ceil(requests_per_s * output_tokens / decode_tok_s_per_group - 1e-9)
+    prefill = math.ceil(requests_per_s * prompt_tokens / prefill_tok_s_per_group - CEIL_TOLERANCE)
+    decode = math.ceil(requests_per_s * output_tokens / decode_tok_s_per_group - CEIL_TOLERANCE)
     return prefill, decode
 
 
@@ -61,21 +61,17 @@ class FleetArrays:
 
 def fleet_arrays(r: Resolved, op: OperatingArrays, stats: WorkloadStats) -> FleetArrays:
     s = r.scenario
-    u = s.fleet.target_utilization
-    peak = s.workload.peak_rate
     mean = s.workload.requests_per_s
     g = op.gpus_per_replica
     nan = np.full_like(g, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
-        dec = np.where(op.feasible, np.maximum(s.fleet.min_replicas, np.ceil(peak / (u * op.goodput_req_s_per_replica) - 1e-9)), nan)
+        replicas = op.replicas
         if op.mode == "colocated":
-            replicas, pre, dec_n = dec, np.zeros_like(g), np.zeros_like(g)
-            capacity = dec * op.goodput_req_s_per_replica
+            pre, dec_n = np.zeros_like(g), np.zeros_like(g)
+            capacity = replicas * op.goodput_req_s_per_replica
             gpu_per_req_s = g / op.goodput_req_s_per_replica
         else:
-            pre = np.where(op.feasible, np.maximum(s.fleet.min_replicas, np.ceil(peak / (u * op.prefill_req_s_per_replica) - 1e-9)), nan)
-            dec_n = dec
-            replicas = pre + dec_n
+            pre, dec_n = op.prefill_replicas, op.decode_replicas
             capacity = np.minimum(pre * op.prefill_req_s_per_replica, dec_n * op.goodput_req_s_per_replica)
             gpu_per_req_s = g / op.prefill_req_s_per_replica + g / op.goodput_req_s_per_replica
         gpus = replicas * g

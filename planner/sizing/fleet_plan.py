@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.io.formatting import NOT_A_NUMBER
 from planner.physics.step import prefill_step
 from planner.sizing.fleet import FleetArrays, fleet_arrays
 from planner.sizing.operating import OperatingArrays, WorkloadStats, operating_arrays, workload_stats
@@ -17,8 +18,9 @@ from planner.spec.derivation import Derivation, fmt_num
 __all__ = ["CostResult", "FleetResult", "OperatingPoint", "RoutingResult", "fleet_sections", "routing_section"]
 
 _F = ConfigDict(frozen=True, extra="forbid")
-QUEUEING_NOTE = ("M/G/1 (Pollaczek-Khinchine) at the planned utilization: W = λE[S²]/(2(1−ρ)); "
-                 "p90 wait ≈ (W/ρ)·ln(ρ/0.1)")
+QUEUEING_NOTE = ("M/G/c over the router's pool of prefill servers at the peak rate (Allen-Cunneen): "
+                 "W = C(c, λE[S]) × E[S]/(c − λE[S]) × (1 + c_s²)/2; a waiting request's wait is exponential "
+                 "with mean W/C; p90 of wait + own prefill by bisection")
 
 
 class OperatingPoint(BaseModel):
@@ -28,9 +30,14 @@ class OperatingPoint(BaseModel):
     feasible: bool
     reason: str
     itl_s: float
+    itl_percentile: float
+    itl_percentile_s: float
     itl_worst_s: float
     ttft_s: float
     ttft_p90_s: float
+    fleet_batch_size: float
+    fleet_itl_s: float
+    fleet_itl_percentile_s: float
     goodput_req_s_per_replica: float
     tok_s_per_replica: float
     max_sequences: float
@@ -49,6 +56,7 @@ class FleetResult(BaseModel):
     prefill_req_s_per_replica: float
     decode_req_s_per_replica: float
     kv_transfer_s: float
+    kv_transfer_exposed_s: float
     kv_transfer_fits_ttft: bool
     cold_start_s: float
     fleet_utilization: float
@@ -114,8 +122,10 @@ def fleet_sections(r: Resolved, d: dict[str, Derivation]) -> tuple[OperatingPoin
     i = 0
     opp = OperatingPoint(
         mode=s.serving.mode, batch_size=int(op.batch_size[i]), feasible=bool(op.feasible[i]), reason=str(op.reason[i]),
-        itl_s=float(op.itl_s[i]), itl_worst_s=float(op.itl_worst_s[i]), ttft_s=float(op.ttft_s[i]),
-        ttft_p90_s=float(op.ttft_p90_s[i]), goodput_req_s_per_replica=float(op.goodput_req_s_per_replica[i]),
+        itl_s=float(op.itl_s[i]), itl_percentile=s.slo.itl_percentile, itl_percentile_s=float(op.itl_percentile_s[i]),
+        itl_worst_s=float(op.itl_worst_s[i]), ttft_s=float(op.ttft_s[i]), ttft_p90_s=float(op.ttft_p90_s[i]),
+        fleet_batch_size=float(op.fleet_batch_size[i]), fleet_itl_s=float(op.fleet_itl_s[i]),
+        fleet_itl_percentile_s=float(op.fleet_itl_percentile_s[i]), goodput_req_s_per_replica=float(op.goodput_req_s_per_replica[i]),
         tok_s_per_replica=float(op.tok_s_per_replica[i]), max_sequences=float(op.max_sequences[i]),
         prefill_utilization=float(op.prefill_utilization[i]), queueing=QUEUEING_NOTE,
     )
@@ -126,7 +136,8 @@ def fleet_sections(r: Resolved, d: dict[str, Derivation]) -> tuple[OperatingPoin
         decode_replicas=float(fl.decode_replicas[i]), gpus_per_replica=int(op.gpus_per_replica[i]),
         gpus_total=float(fl.gpus_total[i]), prefill_req_s_per_replica=float(op.prefill_req_s_per_replica[i]),
         decode_req_s_per_replica=float(op.goodput_req_s_per_replica[i]), kv_transfer_s=float(op.kv_transfer_s[i]),
-        kv_transfer_fits_ttft=bool(op.kv_transfer_s[i] < s.slo.ttft_s), cold_start_s=float(fl.cold_start_s[i]),
+        kv_transfer_exposed_s=float(op.kv_transfer_exposed_s[i]),
+        kv_transfer_fits_ttft=bool(op.kv_transfer_exposed_s[i] < s.slo.ttft_s), cold_start_s=float(fl.cold_start_s[i]),
         fleet_utilization=float(fl.fleet_utilization[i]), colocated_gpus=col_g, disaggregated_gpus=dis_g,
         verdict=_verdict(col_g, dis_g, str(results["colocated"][0].reason[0]), str(results["disaggregated"][0].reason[0])),
     )
@@ -139,19 +150,36 @@ def fleet_sections(r: Resolved, d: dict[str, Derivation]) -> tuple[OperatingPoin
     w = s.workload
     g = int(op.gpus_per_replica[i])
     d["operating_point.goodput_req_s_per_replica"] = Derivation(
-        name="operating_point.goodput_req_s_per_replica", formula="B / (E[output tokens] × ITL)",
-        substituted=f"{opp.batch_size} / ({fmt_num(stats.mean_output)} × {fmt_num(opp.itl_s)})",
+        name="operating_point.goodput_req_s_per_replica",
+        formula="B / (E[output tokens] × ITL) where both SLOs hold, else 0",
+        substituted=(f"{opp.batch_size} / ({fmt_num(stats.mean_output)} × {fmt_num(opp.itl_s)})" if opp.feasible
+                     else "0"),
         value=opp.goodput_req_s_per_replica, unit="req/s")
+    wait, service = float(op.ttft_wait_s[i]), float(op.prefill_service_s[i])
+    transfer = float(op.kv_transfer_exposed_s[i])
+    disagg = s.serving.mode == "disaggregated"
     d["operating_point.ttft_s"] = Derivation(
-        name="operating_point.ttft_s", formula="mean queueing wait + prefill service" + (
-            " + KV transfer" if s.serving.mode == "disaggregated" else " (chunks × (cycle + chunk time))"),
-        substituted=f"{QUEUEING_NOTE}; ρ = {fmt_num(opp.prefill_utilization)}", value=opp.ttft_s, unit="s")
+        name="operating_point.ttft_s",
+        formula="mean queueing wait + prefill service" + (
+            " (pipelined over PP stages) + exposed KV transfer" if disagg
+            else " (chunk i: cycle + chunk over i earlier chunks)") + f"; wait: {QUEUEING_NOTE}",
+        substituted=f"{fmt_num(wait)} + {fmt_num(service)}" + (f" + {fmt_num(transfer)}" if disagg else ""),
+        value=opp.ttft_s, unit="s")
+    u = s.fleet.target_utilization
+    per_dec = opp.goodput_req_s_per_replica
+    dec_sub = f"max({s.fleet.min_replicas}, ⌈{fmt_num(w.peak_rate)} / ({u} × {fmt_num(per_dec)})⌉)"
+    if disagg:
+        gpus_sub = f"({fmt_num(flr.prefill_replicas)} + {dec_sub}) × {g}"
+        formula = ("(prefill pool: the smallest M/G/c pool from ⌈peak / (u × prefill req/s per replica)⌉ up whose "
+                   "p90 TTFT meets the target + decode: max(min_replicas, ⌈peak req/s / (u × req/s per replica)⌉))"
+                   " × GPUs per replica")
+    else:
+        gpus_sub = f"{dec_sub} × {g}"
+        formula = "max(min_replicas, ⌈peak req/s / (utilization × req/s per replica)⌉) × GPUs per replica"
     d["fleet.gpus_total"] = Derivation(
-        name="fleet.gpus_total",
-        formula="max(min_replicas, ⌈peak req/s / (utilization × req/s per replica)⌉) × GPUs per replica"
-        + (" (prefill + decode pools)" if s.serving.mode == "disaggregated" else ""),
-        substituted=f"replicas {fmt_num(flr.replicas)} × {g} (peak {fmt_num(w.peak_rate)} req/s, "
-                    f"u = {s.fleet.target_utilization})", value=flr.gpus_total, unit="GPUs")
+        name="fleet.gpus_total", formula=formula,
+        substituted=gpus_sub if opp.feasible else NOT_A_NUMBER,
+        value=flr.gpus_total, unit="GPUs")
     d["cost.usd_per_mtok_output"] = Derivation(
         name="cost.usd_per_mtok_output", formula="$/hour / (mean req/s × output tokens × 3600 / 1e6)",
         substituted=f"{fmt_num(cost.usd_per_hour)} / ({fmt_num(w.requests_per_s)} × {fmt_num(stats.mean_output)} × 3600 / 1e6)",
@@ -169,8 +197,8 @@ def routing_section(r: Resolved) -> RoutingResult:
     w = r.scenario.workload
     prefix = w.prefix_tokens
     kw = r.step_kwargs()
-    cold = float(prefill_step(tokens=w.prompt_tokens, **kw).time_s)  # type: ignore[arg-type]
-    warm = float(prefill_step(tokens=w.prompt_tokens, cached_tokens=prefix, **kw).time_s)  # type: ignore[arg-type]
+    cold = float(prefill_step(tokens=w.prompt_tokens, **kw).time_s)
+    warm = float(prefill_step(tokens=w.prompt_tokens, cached_tokens=prefix, **kw).time_s)
 
     def mix(h: float) -> tuple[float, float]:
         t = h * warm + (1 - h) * cold

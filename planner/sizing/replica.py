@@ -9,12 +9,15 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+from numpy.typing import ArrayLike
 from pydantic import BaseModel, ConfigDict
 
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
     activation_peak_bytes,
+    activation_profile_tokens,
     contiguous_reservation_bytes,
+    engine_hbm_bytes,
     kv_budget_bytes,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
@@ -26,6 +29,7 @@ from planner.physics.memory import (
 )
 from planner.physics.roofline import (
     attainable_flops_per_s,
+    attention_peak_flops_per_s,
     bound,
     compute_dtype,
     decode_intensity,
@@ -33,12 +37,11 @@ from planner.physics.roofline import (
     prefill_intensity,
     ridge_flop_per_byte,
 )
-from planner.physics.step import DecodeStep, decode_step, prefill_step
+from planner.physics.step import DecodeCycle, PrefillStep, decode_cycle, prefill_chunks, prefill_step
 from planner.physics.techniques import (
     chunked_prefill,
     mbu,
     mfu,
-    speculative_tokens_per_pass,
 )
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
@@ -190,12 +193,14 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     util = s.serving.memory_utilization
     act = 0.0
     if util is not None:
-        act = float(activation_peak_bytes(model=m, batched_tokens=s.serving.chunk_tokens + 256, tp=p.tp))
+        act = float(activation_peak_bytes(model=m, batched_tokens=activation_profile_tokens(s.serving.chunk_tokens), tp=p.tp))
     budget = float(kv_budget_bytes(gpu=gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
                                    memory_utilization=util, activation_bytes=act))
     # Sequences are spread over EP attention groups: each GPU holds 1/EP of them.
-    seqs = float(max_sequences(kv_budget_bytes=budget, kv_bytes_per_token_per_gpu=kg,
-                               context_tokens=context_tokens)) * p.ep
+    pre = float(s.workload.prefix_tokens)
+    h = s.workload.prefix_hit_rate if pre > 0 else 0.0
+    seqs = float(max_sequences(kv_budget_bytes=budget, kv_bytes_per_token_per_gpu=kg, context_tokens=context_tokens,
+                               prefix_tokens=pre, prefix_hit_rate=h)) * p.ep
     fits = budget > 0 and seqs >= 1.0
     bpw = bytes_per_weight(s.weights_dtype)
     _d(d, "memory.weight_bytes", "parameters × bytes per weight",
@@ -214,15 +219,24 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     _d(d, "memory.kv_bytes_per_sequence", "context tokens × KV bytes/token",
        f"{context_tokens} × {fmt_num(k)}", k * context_tokens, "bytes")
     if util is None:
-        _d(d, "memory.kv_budget_bytes", "HBM − weights per GPU − reserved",
-           f"{fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(s.serving.reserved_bytes)}", budget, "bytes")
+        _d(d, "memory.kv_budget_bytes", "max(0, HBM − weights per GPU − reserved)",
+           f"max(0, {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(s.serving.reserved_bytes)})", budget, "bytes")
     else:
         _d(d, "memory.kv_budget_bytes",
-           "memory_utilization × HBM − weights per GPU − activation peak − non-torch",
-           f"{util} × {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(act)} − {fmt_num(DEFAULT_NON_TORCH_BYTES)}",
+           "max(0, memory_utilization × CUDA-visible HBM − weights per GPU − activation peak − non-torch)",
+           f"max(0, {util} × {fmt_num(engine_hbm_bytes(gpu))} − {fmt_num(wg)} − {fmt_num(act)} − "
+           f"{fmt_num(DEFAULT_NON_TORCH_BYTES)})",
            budget, "bytes")
-    _d(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × EP",
-       f"{fmt_num(budget)} / ({context_tokens} × {fmt_num(kg)}) × {p.ep}", seqs, "sequences")
+    alone = f"{fmt_num(budget)} / ({context_tokens} × {fmt_num(kg)})"
+    if pre > 0 and h > 0:
+        _d(d, "memory.max_sequences",
+           "max(budget / (context × K), (budget − prefix × K) / ((context − hit rate × prefix) × K)) × EP, "
+           "K = KV bytes/token per GPU (a shared prefix is held once per replica)",
+           f"max({alone}, max(0, {fmt_num(budget)} − {fmt_num(pre)} × {fmt_num(kg)}) / (({context_tokens} − {h} × "
+           f"{fmt_num(pre)}) × {fmt_num(kg)})) × {p.ep}", seqs, "sequences")
+    else:
+        _d(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × EP",
+           f"{alone} × {p.ep}", seqs, "sequences")
     unshared, shared = prefix_sharing_bytes(kv_bytes_per_token=k, prefix_tokens=s.workload.prefix_tokens,
                                             sequences=max(int(seqs), 1))
     return MemoryResult(
@@ -247,25 +261,18 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     )
 
 
-def decode_at(r: Resolved, *, batch_size: int, live_context: float) -> tuple[DecodeStep, float, float]:
-    """(step, ITL per token, tok/s per sequence) at a batch, speculation included."""
-    s = r.scenario
-    kw = r.step_kwargs()
-    st = decode_step(batch_size=batch_size, context_tokens=live_context, **kw)  # type: ignore[arg-type]
-    k = s.speculative.draft_tokens
-    if k == 0:
-        return st, float(st.step_s), 1.0 / float(st.step_s)
-    verify = decode_step(batch_size=batch_size, context_tokens=live_context, tokens_per_sequence=k + 1,
-                         **kw)  # type: ignore[arg-type]
-    tpp = float(speculative_tokens_per_pass(draft_tokens=k, acceptance=s.speculative.acceptance))
-    cycle = float(verify.step_s) + k * s.speculative.draft_cost * float(st.step_s)
-    itl = cycle / tpp
-    return st, itl, 1.0 / itl
+def decode_at(r: Resolved, *, batch_size: ArrayLike, live_context: ArrayLike) -> DecodeCycle:
+    """The scenario's decode cycle at a batch (speculation included): step, cycle, ITL."""
+    sp = r.scenario.speculative
+    return decode_cycle(batch_size=batch_size, context_tokens=live_context, draft_tokens=sp.draft_tokens,
+                        acceptance=sp.acceptance, draft_cost=sp.draft_cost, **r.step_kwargs())
 
 
 def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: float) -> DecodeResult:
     s, gpu = r.scenario, r.gpu
-    st, itl, tok_seq = decode_at(r, batch_size=batch_size, live_context=live_context)
+    cyc = decode_at(r, batch_size=batch_size, live_context=live_context)
+    st, itl = cyc.step, float(cyc.itl_s)
+    tok_seq = 1.0 / itl
     step = float(st.step_s)
     tok_rep = batch_size * tok_seq
     g = r.gpus_per_replica
@@ -273,12 +280,17 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
     u_b = float(mbu(bytes_per_s=float(st.bytes_per_gpu) / step, hbm_bytes_per_s=gpu.hbm_bytes_per_s))
     u_f = float(mfu(tokens_per_s=tok_rep / g, params=r.params.active, peak_flops_per_s=peak))
     k = s.speculative.draft_tokens
-    tpp = float(speculative_tokens_per_pass(draft_tokens=k, acceptance=s.speculative.acceptance)) if k else 1.0
+    tpp = cyc.tokens_per_pass
     ob, oc = r.origins["efficiency.bandwidth"], r.origins["efficiency.compute"]
+    pp = s.parallel.pp
+    att = float(st.attention_flops_per_gpu) / pp
+    lin = float(st.flops_per_gpu) / pp - att
     _d(d, "decode.step_s",
-       "PP × max(F / (η_c × C), D / (η_b × BW)) + collectives + overhead (step + per layer × L)",
-       f"{s.parallel.pp} × max({fmt_num(float(st.flops_per_gpu) / s.parallel.pp)} / ({r.compute_efficiency} × "
-       f"{fmt_num(peak)}), {fmt_num(float(st.bytes_per_gpu) / s.parallel.pp)} / ({r.bandwidth_efficiency} × "
+       "PP × max(F_linear / (η_c × C_w) + F_attention / (η_c × C_attn), D / (η_b × BW)) + collectives "
+       "+ overhead (step + per layer × L), per GPU per pipeline stage",
+       f"{pp} × max({fmt_num(lin)} / ({r.compute_efficiency} × {fmt_num(peak)}) + {fmt_num(att)} / "
+       f"({r.compute_efficiency} × {fmt_num(attention_peak_flops_per_s(gpu, s.kv_dtype))}), "
+       f"{fmt_num(float(st.bytes_per_gpu) / pp)} / ({r.bandwidth_efficiency} × "
        f"{fmt_num(gpu.hbm_bytes_per_s)})) + {fmt_num(float(st.comm_s))} + {fmt_num(float(st.overhead_s))}",
        step, "s", ob if st.memory_bound else oc)
     _d(d, "decode.tok_s_per_sequence", "1 / ITL" + (" (speculative: tokens per pass / cycle)" if k else ""),
@@ -309,42 +321,81 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
     )
 
 
+def _prefill_working(r: Resolved, pf: PrefillStep, t: float) -> str:
+    """The substituted roofline of one prefill: max(F_lin/(GPUs·η·C_w) + F_attn/(GPUs·η·C_attn),
+    bytes/(η_b·BW)) + collectives + overhead."""
+    if t <= 0:
+        return "0"  # every prompt token hits the prefix cache
+    s, gpu = r.scenario, r.gpu
+    g = s.parallel.tp * s.parallel.ep
+    att = float(pf.attention_flops)
+    lin = float(pf.flops) - att
+    return (f"max({fmt_num(lin)} / ({g} × {r.compute_efficiency} × {fmt_num(peak_flops_per_s(gpu, s.weights_dtype))})"
+            f" + {fmt_num(att)} / ({g} × {r.compute_efficiency} × {fmt_num(attention_peak_flops_per_s(gpu, s.kv_dtype))}), "
+            f"{fmt_num(float(pf.bytes_per_gpu))} / ({r.bandwidth_efficiency} × {fmt_num(gpu.hbm_bytes_per_s)})) + "
+            f"{fmt_num(float(pf.comm_s))} + {fmt_num(r.step_overhead_s)} + {fmt_num(r.layer_overhead_s)} × "
+            f"{r.model.layers}")
+
+
 def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float) -> PrefillResult:
+    """The mean prompt's prefill, run alone and chunked beside the decode batch,
+    averaged over prefix-cache hits (prefix_tokens cached) and misses."""
     s, gpu = r.scenario, r.gpu
     w = s.workload
-    cached = w.prefix_tokens * w.prefix_hit_rate
+    h = w.prefix_hit_rate if w.prefix_tokens > 0 else 0.0
+    hit_cached = float(min(w.prefix_tokens, w.prompt_tokens - 1))
     kw = r.step_kwargs()
-    pf = prefill_step(tokens=w.prompt_tokens, cached_tokens=cached, **kw)  # type: ignore[arg-type]
-    t = float(pf.time_s)
+    miss = prefill_step(tokens=w.prompt_tokens, **kw)
+    hit = prefill_step(tokens=w.prompt_tokens, cached_tokens=hit_cached, **kw)
+    t_miss, t_hit = float(miss.time_s), float(hit.time_s)
+    t = h * t_hit + (1.0 - h) * t_miss if 0 < h < 1 else (t_hit if h == 1 else t_miss)
     chunk = s.serving.chunk_tokens
-    ch = prefill_step(tokens=min(chunk, w.prompt_tokens), **kw)  # type: ignore[arg-type]
-    cp = chunked_prefill(prompt_tokens=max(int(round(w.prompt_tokens - cached)), 1), chunk_tokens=chunk,
-                         decode_step_s=decode_step_s, chunk_s=float(ch.time_s), dedicated_prefill_s=t)
+    cases = [(1.0 - h, 0.0), (h, hit_cached)] if 0 < h < 1 else [(1.0, hit_cached if h == 1 else 0.0)]
+    parts = []
+    for weight, cached in cases:
+        pc = prefill_chunks(new_tokens=[w.prompt_tokens - cached], cached_tokens=[cached], chunk_tokens=chunk, **kw)
+        times = [float(x) for x, m in zip(pc.marginal_s[0], pc.mask[0], strict=True) if m]
+        cp = chunked_prefill(prompt_tokens=int(w.prompt_tokens - cached), chunk_tokens=chunk,
+                             decode_step_s=decode_step_s, chunk_s=times, dedicated_prefill_s=t)
+        parts.append((weight, cp, math.fsum(times)))
+    chunked_ttft = math.fsum(wt * cp.ttft_s for wt, cp, _ in parts)
+    longest = max(cp.iteration_s for _, cp, _ in parts)
     peak = peak_flops_per_s(gpu, s.weights_dtype)
-    new = w.prompt_tokens - cached
+    cached_mean = h * hit_cached
+    new = w.prompt_tokens - cached_mean
     u = float(mfu(tokens_per_s=new / t, params=r.params.active, peak_flops_per_s=peak)) / r.gpus_per_replica if t else 0.0
+    if 0 < h < 1:
+        sub = f"{h} × {fmt_num(t_hit)} + {fmt_num(1.0 - h)} × ({_prefill_working(r, miss, t_miss)})"
+    else:
+        sub = _prefill_working(r, hit if h == 1 else miss, t)
+    pf = hit if h == 1 else miss
     _d(d, "prefill.time_s",
-       "max(F / (TP × η_c × C), (W/TP + N × K) / (η_b × BW)) + all-reduces + overhead, "
-       "F = 2 × P × n + 2·(d_qk+d_v)·L·H·(n·c + n²/2)",
-       f"max({fmt_num(float(pf.flops))} / ({s.parallel.tp} × {r.compute_efficiency} × {fmt_num(peak)}), "
-       f"{fmt_num(float(pf.memory_s))} s) + {fmt_num(float(pf.comm_s))} + {fmt_num(r.step_overhead_s)}",
-       t, "s", r.origins["efficiency.compute"] if pf.compute_bound else r.origins["efficiency.bandwidth"])
+       "max(F_linear / (TP·EP × η_c × C_w) + F_attention / (TP·EP × η_c × C_attn), (W/TP + N × K) / (η_b × BW)) "
+       "+ collectives + overhead (step + per layer × L), F = 2 × P × n + 2·(d_qk+d_v)·L·H·(n·c + n²/2)"
+       + ("; averaged over prefix hits and misses: h × t_hit + (1 − h) × t_miss" if 0 < h < 1 else ""),
+       sub, t, "s", r.origins["efficiency.compute"] if pf.compute_bound else r.origins["efficiency.bandwidth"])
     _d(d, "prefill.mfu", "prompt tok/s × 2 × P_active / (GPUs × peak)",
        f"{fmt_num(new / t if t else 0)} × 2 × {fmt_num(r.params.active)} / ({r.gpus_per_replica} × {fmt_num(peak)})",
        u, "fraction")
-    _d(d, "prefill.chunked_ttft_s", "ceil(N / chunk) × (decode step + chunk time)",
-       f"{cp.chunks} × ({fmt_num(decode_step_s)} + {fmt_num(float(ch.time_s))})", cp.ttft_s, "s")
+    terms = [f"{cp.chunks} × {fmt_num(decode_step_s)} + {fmt_num(total)}" for _, cp, total in parts]
+    _d(d, "prefill.chunked_ttft_s",
+       "Σ_i (decode step + chunk i), chunk i attending to the cached tokens and i earlier chunks "
+       "(its cost inside the decode iteration: max(compute, KV bytes / bandwidth) + collectives)"
+       + (" (hits and misses weighted)" if len(parts) > 1 else ""),
+       " + ".join(f"{fmt_num(wt)} × ({t_})" for (wt, _, _), t_ in zip(parts, terms, strict=True))
+       if len(parts) > 1 else terms[0], chunked_ttft, "s")
+    main = parts[0][1]
     return PrefillResult(
         tokens=w.prompt_tokens,
-        cached_tokens=cached,
+        cached_tokens=cached_mean,
         time_s=t,
         mfu=u,
         bound="compute" if pf.compute_bound else "memory",
         chunk_tokens=chunk,
-        chunks=cp.chunks,
-        chunk_s=float(ch.time_s),
-        chunk_iteration_s=cp.iteration_s,
-        chunked_ttft_s=cp.ttft_s,
+        chunks=main.chunks,
+        chunk_s=longest - decode_step_s,
+        chunk_iteration_s=longest,
+        chunked_ttft_s=chunked_ttft,
     )
 
 

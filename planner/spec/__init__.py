@@ -13,6 +13,7 @@ from planner.spec.catalog import (
 )
 from planner.spec.context import (
     Resolved,
+    StepKwargs,
     resolve,
 )
 from planner.spec.defaults import (
@@ -140,6 +141,7 @@ __all__ = [
     "Serving",
     "Slo",
     "Speculative",
+    "StepKwargs",
     "WEIGHTS_DTYPES",
     "WeightsDtype",
     "Workload",

@@ -7,6 +7,9 @@ value is chosen in exactly one place.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
+
+from numpy.typing import ArrayLike
 
 from planner.spec.defaults import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
@@ -20,7 +23,27 @@ from planner.spec.params import ParamCounts, param_counts
 from planner.spec.scenario import Scenario, resolve_gpu, resolve_model
 from planner.spec.specs import GpuSpec, ModelSpec
 
-__all__ = ["Resolved", "resolve"]
+__all__ = ["Resolved", "StepKwargs", "resolve"]
+
+
+class StepKwargs(TypedDict):
+    """The keyword arguments every step-time call shares (``decode_step``,
+    ``prefill_step``): spread with ``**`` so mypy checks each against the
+    function's own parameter.  The layout entries take arrays where a caller
+    evaluates many candidate layouts at once."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    weights_dtype: str
+    kv_dtype: str
+    tp: ArrayLike
+    pp: ArrayLike
+    ep: ArrayLike
+    bandwidth_efficiency: float
+    compute_efficiency: float
+    step_overhead_s: float
+    layer_overhead_s: float
+    collective_latency_s: float | None
 
 
 @dataclass(frozen=True)
@@ -44,23 +67,26 @@ class Resolved:
         p = self.scenario.parallel
         return p.tp * p.pp * p.ep
 
-    def step_kwargs(self) -> dict[str, object]:
-        """The keyword arguments every step-time call shares."""
+    def step_kwargs(
+        self, *, tp: ArrayLike | None = None, pp: ArrayLike | None = None, ep: ArrayLike | None = None
+    ) -> StepKwargs:
+        """The keyword arguments every step-time call shares; ``tp``/``pp``/``ep``
+        replace the scenario's layout (arrays of candidate layouts in the sweep)."""
         s = self.scenario
-        return {
-            "model": self.model,
-            "gpu": self.gpu,
-            "weights_dtype": s.weights_dtype,
-            "kv_dtype": s.kv_dtype,
-            "tp": s.parallel.tp,
-            "pp": s.parallel.pp,
-            "ep": s.parallel.ep,
-            "bandwidth_efficiency": self.bandwidth_efficiency,
-            "compute_efficiency": self.compute_efficiency,
-            "step_overhead_s": self.step_overhead_s,
-            "layer_overhead_s": self.layer_overhead_s,
-            "collective_latency_s": self.collective_latency_s,
-        }
+        return StepKwargs(
+            model=self.model,
+            gpu=self.gpu,
+            weights_dtype=s.weights_dtype,
+            kv_dtype=s.kv_dtype,
+            tp=s.parallel.tp if tp is None else tp,
+            pp=s.parallel.pp if pp is None else pp,
+            ep=s.parallel.ep if ep is None else ep,
+            bandwidth_efficiency=self.bandwidth_efficiency,
+            compute_efficiency=self.compute_efficiency,
+            step_overhead_s=self.step_overhead_s,
+            layer_overhead_s=self.layer_overhead_s,
+            collective_latency_s=self.collective_latency_s,
+        )
 
 
 def resolve(scenario: Scenario) -> Resolved:

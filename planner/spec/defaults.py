@@ -31,5 +31,7 @@ DEFAULT_STEP_OVERHEAD_S = FITTED_EFFICIENCY["generic"]["step_overhead_s"]
 # Per-layer cost of each forward pass (launches, synchronization), fitted likewise.
 DEFAULT_LAYER_OVERHEAD_S = FITTED_EFFICIENCY["generic"].get("layer_overhead_s", 0.0)
 DEFAULT_EFFICIENCY_ORIGIN: Final[Literal["default (fitted on published data)"]] = "default (fitted on published data)"
-# Engines cap the running batch (vLLM max_num_seqs, TRT-LLM max_batch_size).
+# Engines cap the running batch (vLLM max_num_seqs, TRT-LLM max_batch_size): the
+# plan, sweep and simulator search batches up to this.  vLLM's V1 engine defaults
+# max_num_seqs to 1024 on large-memory GPUs (256 on smaller ones and in V0).
 DEFAULT_MAX_BATCH = 1024

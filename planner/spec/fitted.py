@@ -15,12 +15,12 @@ FITTED_ON = "shared/data/published_calibration.json"
 # Predictable rows per catalog GPU in the fitted data (python -m planner validate
 # on the same file); a GPU with fewer than MIN_ROWS_COVERED rows is outside what
 # the fit has seen, and a plan on it says so.
-FITTED_GPU_ROWS: dict[str, int] = {"h100-sxm": 69, "h200-sxm": 46, "a100-sxm-80gb": 8, "b200": 1}
+FITTED_GPU_ROWS: dict[str, int] = {"h100-sxm": 73, "h200-sxm": 46, "a100-sxm-80gb": 8, "b200": 1}
 MIN_ROWS_COVERED = 5
 
 # bench/fit_defaults.py on published_calibration.json
 FITTED_EFFICIENCY: dict[str, dict[str, float]] = {
-    "generic": {"bandwidth": 0.9499, "compute": 0.5093, "step_overhead_s": 0.000e+00, "layer_overhead_s": 1.247e-04},
-    "trtllm": {"bandwidth": 0.9528, "compute": 0.5110, "step_overhead_s": 0.000e+00, "layer_overhead_s": 1.275e-04},
-    "vllm": {"bandwidth": 0.9499, "compute": 0.5093, "step_overhead_s": 0.000e+00, "layer_overhead_s": 1.247e-04},
+    "generic": {"bandwidth": 0.9817, "compute": 0.5582, "step_overhead_s": 0.000e+00, "layer_overhead_s": 8.169e-05},
+    "trtllm": {"bandwidth": 0.8085, "compute": 0.6110, "step_overhead_s": 0.000e+00, "layer_overhead_s": 6.878e-05},
+    "vllm": {"bandwidth": 0.9817, "compute": 0.5582, "step_overhead_s": 0.000e+00, "layer_overhead_s": 8.169e-05},
 }

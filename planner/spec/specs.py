@@ -54,6 +54,10 @@ class GpuSpec(BaseModel):
     name: str
     vendor: str = ""
     hbm_bytes: PosFloat
+    # Device memory as the CUDA runtime reports it (cudaMemGetInfo total, what
+    # torch.cuda.mem_get_info and vLLM's gpu_memory_utilization budget against):
+    # binary-unit capacity less what the driver reserves.  None: use hbm_bytes.
+    cuda_visible_hbm_bytes: PosFloat | None = None
     hbm_bytes_per_s: PosFloat
     flops_per_s: DenseFlops
     scaleup_bytes_per_s: PosFloat | None = None

@@ -1,35 +1,18 @@
-"""Predict a published measurement from its setup, with the planner's one physics.
+"""Predict a published measurement from its setup, with the planner's one physics
+and its one load model.
 
 A row becomes a :class:`~planner.spec.scenario.Scenario` (GPU, model, number
-formats, TP, ISL/OSL, the family's efficiencies) and an operating point; every
-time comes from :func:`planner.physics.step.decode_step` and
-:func:`planner.physics.step.prefill_step` on the resolved scenario.
+formats, TP, ISL/OSL, the family's efficiencies) and a load on one replica; the
+replica's state comes from :func:`planner.sizing.load.replica_load` (the load
+model of :mod:`planner.physics.queueing`, which ``plan`` and ``sweep`` use too):
 
-The operating point, for B sequences running on one replica:
-
-    t_step  = decode_step(B, context = ISL + OSL/2).step_s
-    T_pf    = prefill_step(ISL).time_s                (a prompt run alone)
-    T_pc    = prefill_step(ISL).compute_s             (its marginal cost inside a
-                                                       mixed batch: the weights are
-                                                       already streamed for decode)
-    cycle   = OSL × t_step + B × T_pc                 (every sequence prefills once
-                                                       and decodes OSL tokens)
-    ρ_p     = (B − 1) × T_pc / cycle                  (share of time the others prefill)
-    ITL     = (OSL × t_step + (B − 1) × T_pc) / OSL   (own steps + the others' prefills)
-    TTFT    = T_pf + t_step/2 + ρ_p·T_pc / (2(1 − ρ_p))   (M/D/1 wait behind other prompts)
-    E2E     = TTFT + (OSL − 1) × ITL
-    output tok/s per replica = B × OSL / E2E          (Little's law, closed loop)
-
-Loads:
-
-* no concurrency and no rate (offline max throughput): B = min(KV budget
-  sequences at ISL + OSL, the engine's max batch); TTFT there is set by the
-  benchmark's queue depth, which such a row does not state, so TTFT/E2E rows
-  without a load are skipped.
-* concurrency c per replica: B = min(c, B_max); beyond B_max the extra
-  users queue: TTFT += (c − B_max) / (B_max / E2E).
-* request rate λ per replica: B solves Little's law B = λ × E2E(B); output
-  tok/s = λ × OSL; above capacity the replica saturates at B_max.
+* no concurrency and no rate (offline max throughput): a closed loop at the
+  batch cap B = min(KV budget sequences at ISL + OSL, the engine's max batch);
+  TTFT there is set by the benchmark's queue depth, which such a row does not
+  state, so TTFT/E2E rows without a load are skipped.
+* concurrency c per replica: a closed loop of c users (beyond the batch cap the
+  extra users queue).
+* request rate λ per replica: an open loop; the batch solves Little's law.
 
 Totals over several GPUs are replicas × per replica, replicas = GPUs / (TP × PP).
 """
@@ -38,13 +21,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import validation_message
-from planner.physics.step import decode_step, prefill_step
+from planner.sizing.load import LoadPoint, replica_load
 from planner.sizing.replica import memory_section
 from planner.spec.context import resolve
 from planner.spec.scenario import Efficiency, Parallel, Scenario, Serving, Workload
@@ -55,7 +37,7 @@ __all__ = [
     "ENGINE_MAX_BATCH",
     "ENGINE_MEMORY_UTILIZATION",
     "EfficiencySet",
-    "OperatingPoint",
+    "LoadPoint",
     "RowSetup",
     "efficiency_for",
     "operating_point",
@@ -168,79 +150,15 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
                     load_per_replica=per, max_batch=max_batch, notes=tuple(notes))
 
 
-class OperatingPoint(BaseModel):
-    """One replica's state at the row's load (SI units)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    load: str
-    replicas: int
-    max_batch: int
-    batch_size: float
-    saturated: bool
-    step_s: float
-    prefill_s: float
-    itl_s: float
-    ttft_s: float
-    e2e_s: float
-    output_tok_s_per_replica: float
-
-
-def _curves(setup: RowSetup, eff: EfficiencySet, batch: np.ndarray) -> dict[str, np.ndarray]:
-    """ITL, TTFT, E2E over an array of batch sizes (see the module docstring)."""
+def operating_point(setup: RowSetup, eff: EfficiencySet) -> LoadPoint:
+    """The replica's state at the row's load."""
     r = resolve(setup.with_efficiency(eff))
-    kw: dict[str, Any] = r.step_kwargs()
-    isl, osl = float(setup.row.isl or 1), float(setup.row.osl or 1)
-    step = np.asarray(decode_step(batch_size=batch, context_tokens=isl + osl / 2.0, **kw).step_s, float)
-    pf = prefill_step(tokens=isl, **kw)
-    t_pf, t_pc = float(pf.time_s), float(pf.compute_s)
-    cycle = osl * step + batch * t_pc
-    rho = np.clip((batch - 1.0) * t_pc / cycle, 0.0, 0.999)
-    itl = (osl * step + (batch - 1.0) * t_pc) / osl
-    ttft = t_pf + step / 2.0 + rho * t_pc / (2.0 * (1.0 - rho))
-    e2e = ttft + (osl - 1.0) * itl
-    return {"step": step, "itl": itl, "ttft": ttft, "e2e": e2e, "prefill": np.full_like(step, t_pf)}
+    return replica_load(r, load=setup.load, prompt_tokens=float(setup.row.isl or 1),
+                        output_tokens=float(setup.row.osl or 1), max_batch=setup.max_batch,
+                        level=setup.load_per_replica, replicas=setup.replicas)
 
 
-def operating_point(setup: RowSetup, eff: EfficiencySet) -> OperatingPoint:
-    """The replica's operating point at the row's load."""
-    osl = float(setup.row.osl or 1)
-    bmax = setup.max_batch
-    extra_wait = 0.0
-    saturated = False
-    if setup.load == "max_throughput":
-        b = np.array([float(bmax)])
-    elif setup.load == "concurrency":
-        b = np.array([min(float(setup.load_per_replica or 1.0), float(bmax))])
-    else:
-        lam = float(setup.load_per_replica or 0.0)
-        grid = np.linspace(1.0, float(bmax), max(2, min(bmax, 512)))
-        g = lam * _curves(setup, eff, grid)["e2e"] - grid  # Little's law residual, falls with B
-        if g[-1] > 0:
-            b, saturated = np.array([float(bmax)]), True
-        elif g[0] <= 0:
-            b = np.array([max(lam * float(_curves(setup, eff, np.array([1.0]))["e2e"][0]), 1e-6)])
-        else:
-            i = int(np.argmax(g <= 0))
-            b0, b1, g0, g1 = grid[i - 1], grid[i], g[i - 1], g[i]
-            b = np.array([b0 + (b1 - b0) * g0 / (g0 - g1)])
-    c = _curves(setup, eff, b)
-    e2e = float(c["e2e"][0])
-    bs = float(b[0])
-    tput = bs * osl / e2e
-    if setup.load == "concurrency" and (setup.load_per_replica or 0.0) > bmax:
-        # Users beyond the batch cap wait in the queue: (c − B) / (B / E2E).
-        extra_wait = ((setup.load_per_replica or 0.0) - bmax) / (bmax / e2e)
-        saturated = True
-    elif setup.load == "request_rate" and not saturated:
-        tput = float(setup.load_per_replica or 0.0) * osl
-    return OperatingPoint(
-        load=setup.load, replicas=setup.replicas, max_batch=bmax, batch_size=bs, saturated=saturated,
-        step_s=float(c["step"][0]), prefill_s=float(c["prefill"][0]), itl_s=float(c["itl"][0]),
-        ttft_s=float(c["ttft"][0]) + extra_wait, e2e_s=e2e + extra_wait, output_tok_s_per_replica=tput,
-    )
-
-
-def predict_row(setup: RowSetup, eff: EfficiencySet) -> tuple[float, OperatingPoint]:
+def predict_row(setup: RowSetup, eff: EfficiencySet) -> tuple[float, LoadPoint]:
     """(predicted value in the row's own unit, operating point)."""
     op = operating_point(setup, eff)
     m = setup.row.metric

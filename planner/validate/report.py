@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from planner.spec.fitted import FITTED_EFFICIENCY
-from planner.validate.predict import EfficiencySet, OperatingPoint, RowSetup, efficiency_for, predict_row, setup_row
+from planner.validate.predict import EfficiencySet, LoadPoint, RowSetup, efficiency_for, predict_row, setup_row
 from planner.validate.rows import MeasurementRow
 
 __all__ = ["MetricSummary", "RowResult", "summarize", "validate_rows", "validation_payload"]
@@ -28,7 +28,7 @@ class RowResult(BaseModel):
     error_pct: float | None  # signed: (predicted − measured) / measured × 100
     skipped_reason: str | None
     scenario: dict[str, Any] | None
-    operating_point: OperatingPoint | None
+    operating_point: LoadPoint | None
     notes: tuple[str, ...] = ()
 
 

@@ -58,7 +58,9 @@ from planner.views.review import (
     sweep_row_scenario,
 )
 from planner.views.sweep import (
+    DEFAULT_CHUNKS,
     DEFAULT_DTYPES,
+    DEFAULT_EP,
     DEFAULT_PP,
     DEFAULT_TP,
     MAX_SWEEP_CANDIDATES,
@@ -74,7 +76,9 @@ __all__ = [
     "CSP",
     "Chart",
     "DEFAULT_APP_URL",
+    "DEFAULT_CHUNKS",
     "DEFAULT_DTYPES",
+    "DEFAULT_EP",
     "DEFAULT_PP",
     "DEFAULT_TP",
     "DERIVATION_GROUPS",

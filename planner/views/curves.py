@@ -17,6 +17,7 @@ import numpy as np
 from planner.errors import PlannerError
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
+    engine_hbm_bytes,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
     max_sequences,
@@ -30,10 +31,10 @@ from planner.physics.roofline import (
     prefill_intensity,
     ridge_flop_per_byte,
 )
-from planner.physics.step import decode_step, prefill_step
-from planner.physics.techniques import chunked_prefill, speculative_tokens_per_pass
+from planner.physics.step import decode_step, prefill_chunks, prefill_step
+from planner.physics.techniques import chunked_prefill, speculative_speedup, speculative_tokens_per_pass
 from planner.sizing.plan import plan_resolved
-from planner.sizing.replica import derive_context, memory_section
+from planner.sizing.replica import decode_at, derive_context, memory_section
 from planner.spec.context import Resolved, resolve
 from planner.spec.precision import bytes_per_kv_element
 from planner.spec.scenario import Scenario, scenario_from_dict
@@ -129,12 +130,16 @@ def roofline_points(
 
 
 def memory_breakdown(scenario: Scenario) -> list[Row]:
-    """One GPU's HBM split into weights, reserved/activations, KV budget and the
-    rest (the 1 − memory_utilization headroom); the parts sum to HBM."""
+    """One GPU's memory split into weights, reserved/activations, KV budget and
+    the rest (the 1 − memory_utilization headroom); the parts sum to the memory
+    the accounting starts from: the CUDA-visible bytes with memory_utilization,
+    the datasheet HBM with the seeds' HBM − weights − reserved."""
     r = resolve(scenario)
     cap, _ = derive_context(r)
     mem = memory_section(r, {}, context_tokens=cap)
     util = scenario.serving.memory_utilization
+    # An engine budgets a fraction of the memory CUDA reports, not the datasheet figure.
+    total = engine_hbm_bytes(r.gpu) if util is not None else mem.hbm_bytes
     rows: list[Row] = [{"part": "weights", "bytes": mem.weight_bytes_per_gpu}]
     if util is None:
         rows.append({"part": "reserved", "bytes": mem.reserved_bytes})
@@ -142,7 +147,7 @@ def memory_breakdown(scenario: Scenario) -> list[Row]:
         rows.append({"part": "activations + CUDA graphs", "bytes": mem.activation_bytes})
         rows.append({"part": "non-torch (CUDA, NCCL)", "bytes": DEFAULT_NON_TORCH_BYTES})
     rows.append({"part": "KV budget", "bytes": mem.kv_budget_bytes})
-    rest = mem.hbm_bytes - sum(float(row["bytes"]) for row in rows)
+    rest = total - sum(float(row["bytes"]) for row in rows)
     if rest > 0:
         rows.append({"part": "headroom (1 − utilization)" if util is not None else "unused", "bytes": rest})
     return rows
@@ -159,28 +164,20 @@ def max_sequences_curve(scenario: Scenario, *, contexts: Sequence[int], kv_dtype
     rows: list[Row] = []
     for kd in kv_dtypes:
         kg = kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=kd, tp=p.tp, pp=p.pp)
+        w = scenario.workload
         seqs = np.asarray(max_sequences(kv_budget_bytes=mem.kv_budget_bytes, kv_bytes_per_token_per_gpu=kg,
-                                        context_tokens=ctx)) * p.ep
+                                        context_tokens=ctx, prefix_tokens=float(w.prefix_tokens),
+                                        prefix_hit_rate=w.prefix_hit_rate)) * p.ep
         rows += [{"kv_dtype": kd, "kv_bytes_per_element": bytes_per_kv_element(kd), "context_tokens": int(c),
                   "max_sequences": float(n)} for c, n in zip(ctx, seqs, strict=True)]
     return rows
 
 
 def _decode_rows(r: Resolved, batch: np.ndarray, live_context: float) -> dict[str, np.ndarray]:
-    """ITL and tok/s over batch sizes, speculation included (as ``decode_at``)."""
-    s = r.scenario
-    kw = r.step_kwargs()
-    st = decode_step(batch_size=batch, context_tokens=live_context, **kw)  # type: ignore[arg-type]
-    step = np.asarray(st.step_s, float)
-    k = s.speculative.draft_tokens
-    if k == 0:
-        itl = step
-    else:
-        verify = decode_step(batch_size=batch, context_tokens=live_context, tokens_per_sequence=k + 1,
-                             **kw)  # type: ignore[arg-type]
-        tpp = float(speculative_tokens_per_pass(draft_tokens=k, acceptance=s.speculative.acceptance))
-        itl = (np.asarray(verify.step_s, float) + k * s.speculative.draft_cost * step) / tpp
-    return {"step_s": step, "itl_s": itl, "memory_bound": np.asarray(st.memory_bound)}
+    """ITL and tok/s over batch sizes, speculation included."""
+    cyc = decode_at(r, batch_size=batch, live_context=live_context)
+    return {"step_s": np.asarray(cyc.step.step_s, float), "itl_s": np.asarray(cyc.itl_s, float),
+            "memory_bound": np.asarray(cyc.step.memory_bound)}
 
 
 def batch_curve(scenario: Scenario, *, batches: Sequence[int]) -> list[Row]:
@@ -199,32 +196,35 @@ def batch_curve(scenario: Scenario, *, batches: Sequence[int]) -> list[Row]:
 
 
 def ttft_curve(scenario: Scenario, *, prompt_lengths: Sequence[int]) -> list[Row]:
-    """Prefill time (TTFT without queueing) over prompt lengths, with the
-    scenario's prefix-cache hits: cached = prefix tokens × hit rate."""
+    """Prefill time (TTFT without queueing) over prompt lengths, averaged over the
+    scenario's prefix-cache hits (prefix tokens cached, share = hit rate) and misses."""
     r = resolve(scenario)
     w = scenario.workload
     n = _arr(prompt_lengths)
-    cached = np.minimum(w.prefix_tokens * w.prefix_hit_rate, n)
-    pf = prefill_step(tokens=n, cached_tokens=cached, **r.step_kwargs())  # type: ignore[arg-type]
-    return [{"prompt_tokens": int(x), "ttft_s": float(t), "bound": "compute" if cb else "memory"}
-            for x, t, cb in zip(n, np.asarray(pf.time_s), np.asarray(pf.compute_bound), strict=True)]
+    h = w.prefix_hit_rate if w.prefix_tokens > 0 else 0.0
+    kw = r.step_kwargs()
+    miss = prefill_step(tokens=n, **kw)
+    hit = prefill_step(tokens=n, cached_tokens=np.minimum(float(w.prefix_tokens), n - 1.0), **kw)
+    t = h * np.asarray(hit.time_s) + (1.0 - h) * np.asarray(miss.time_s)
+    return [{"prompt_tokens": int(x), "ttft_s": float(tt), "bound": "compute" if cb else "memory"}
+            for x, tt, cb in zip(n, t, np.asarray(miss.compute_bound), strict=True)]
 
 
 def chunk_curve(scenario: Scenario, *, chunk_sizes: Sequence[int]) -> list[Row]:
     """Chunked prefill trade-off at the plan's decode batch: a bigger chunk
-    shortens TTFT (fewer iterations) and lengthens the worst ITL
-    (iteration = decode step + chunk time; TTFT = ceil(N / chunk) × iteration)."""
+    shortens TTFT (fewer iterations) and lengthens the worst ITL (iteration i =
+    decode step + chunk i, chunk i attending to the i earlier chunks; TTFT = Σ_i
+    iteration i), for a prefix-cache miss of the mean prompt."""
     r = resolve(scenario)
     p = plan_resolved(r)
     w = scenario.workload
-    new = max(int(round(w.prompt_tokens - p.prefill.cached_tokens)), 1)
-    sizes = _arr(chunk_sizes)
-    ch = np.asarray(prefill_step(tokens=np.minimum(sizes, w.prompt_tokens),
-                                 **r.step_kwargs()).time_s)  # type: ignore[arg-type]
     rows: list[Row] = []
-    for size, cs in zip(sizes, ch, strict=True):
-        cp = chunked_prefill(prompt_tokens=new, chunk_tokens=int(size), decode_step_s=p.decode.step_s,
-                             chunk_s=float(cs), dedicated_prefill_s=p.prefill.time_s)
+    for size in chunk_sizes:
+        pc = prefill_chunks(new_tokens=[w.prompt_tokens], cached_tokens=[0.0], chunk_tokens=int(size),
+                            **r.step_kwargs())
+        times = [float(x) for x, m in zip(pc.marginal_s[0], pc.mask[0], strict=True) if m]
+        cp = chunked_prefill(prompt_tokens=w.prompt_tokens, chunk_tokens=int(size), decode_step_s=p.decode.step_s,
+                             chunk_s=times, dedicated_prefill_s=p.prefill.time_s)
         rows.append({"chunk_tokens": int(size), "chunks": cp.chunks, "iteration_s": cp.iteration_s,
                      "ttft_s": cp.ttft_s, "dedicated_ttft_s": cp.dedicated_ttft_s})
     return rows
@@ -239,14 +239,14 @@ def speculative_curve(
     p = plan_resolved(r)
     kw = r.step_kwargs()
     b, live = p.decode.batch_size, p.decode.context_tokens
-    step = float(decode_step(batch_size=b, context_tokens=live, **kw).step_s)  # type: ignore[arg-type]
+    step = float(decode_step(batch_size=b, context_tokens=live, **kw).step_s)
     a = _arr(acceptances)
     rows: list[Row] = []
     for k in draft_tokens:
-        verify = float(decode_step(batch_size=b, context_tokens=live, tokens_per_sequence=k + 1,
-                                   **kw).step_s)  # type: ignore[arg-type]
+        verify = float(decode_step(batch_size=b, context_tokens=live, tokens_per_sequence=k + 1, **kw).step_s)
         tpp = np.asarray(speculative_tokens_per_pass(draft_tokens=k, acceptance=a))
-        speed = tpp * step / (verify + k * scenario.speculative.draft_cost * step)
+        speed = np.asarray(speculative_speedup(draft_tokens=k, acceptance=a, draft_cost=scenario.speculative.draft_cost,
+                                               verify_step_s=verify, step_s=step))
         rows += [{"draft_tokens": int(k), "acceptance": float(x), "tokens_per_pass": float(t),
                   "speedup": float(v)} for x, t, v in zip(a, tpp, speed, strict=True)]
     return rows

@@ -13,7 +13,8 @@ from typing import Any
 
 from planner.errors import ScenarioError
 from planner.io.export import flatten
-from planner.sizing.operating import RDMA_BYTES_PER_S, workload_stats
+from planner.physics.link import DEFAULT_KV_LINK_EFFICIENCY, kv_link_bytes_per_s
+from planner.sizing.operating import workload_stats
 from planner.sizing.plan import Plan
 from planner.spec.context import resolve
 from planner.spec.derivation import Derivation, fmt_num
@@ -48,17 +49,19 @@ def fleet_derivations(*, scenario: Scenario, plan: Plan) -> dict[str, Derivation
     mean_in, mean_out = stats.mean_prompt, stats.mean_output
     out_mtok_h = w.requests_per_s * mean_out * 3600 / 1e6
     in_mtok_h = w.requests_per_s * mean_in * 3600 / 1e6
-    link = scenario.fleet.link_bytes_per_s or (
-        (r.gpu.scaleup_bytes_per_s or r.gpu.pcie_bytes_per_s) if scenario.fleet.link == "nvlink" else RDMA_BYTES_PER_S)
+    link = kv_link_bytes_per_s(r.gpu, link=scenario.fleet.link, link_bytes_per_s=scenario.fleet.link_bytes_per_s)
     g = f.gpus_per_replica
     gpu_per_req_s = g / f.decode_req_s_per_replica if f.decode_req_s_per_replica else float("nan")
     if f.mode == "disaggregated" and f.prefill_req_s_per_replica:
         gpu_per_req_s += g / f.prefill_req_s_per_replica
     d = {
         "fleet.kv_transfer_s": Derivation(
-            name="fleet.kv_transfer_s", formula="mean prompt × KV bytes/token / link bytes/s + setup",
-            substituted=f"{fmt_num(mean_in)} × {fmt_num(m.kv_bytes_per_token)} / {fmt_num(link)} "
-                        f"({scenario.fleet.link}) + {fmt_num(scenario.fleet.kv_transfer_setup_s)}",
+            name="fleet.kv_transfer_s",
+            formula="mean prompt × KV bytes/token per GPU / (link efficiency × one direction of each GPU's link); "
+                    "TP shards move in parallel, layer by layer behind the prefill (exposed part: "
+                    "fleet.kv_transfer_exposed_s)",
+            substituted=f"{fmt_num(mean_in)} × {fmt_num(m.kv_bytes_per_token_per_gpu * scenario.parallel.pp)} / "
+                        f"({DEFAULT_KV_LINK_EFFICIENCY} × {fmt_num(link)})",
             value=f.kv_transfer_s, unit="s"),
         "fleet.cold_start_s": Derivation(
             name="fleet.cold_start_s", formula="weight bytes per GPU / load bytes/s per GPU",

@@ -1,6 +1,10 @@
-"""The design-space sweep: every GPU × dtype × TP × PP × mode, each with its
-operating point (batch 1..max on a grid), fleet and cost, infeasible candidates
-kept with their reason, and the Pareto frontiers marked.
+"""The design-space sweep: every GPU × dtype × TP × PP × EP × chunk size × mode,
+each with its operating point (batch 1..max on a grid), fleet and cost,
+infeasible candidates kept with their reason, and the Pareto frontiers marked.
+
+EP candidates are the degrees that divide a mixture-of-experts model's experts
+(1 for a dense model); the chunk size (vLLM ``max_num_batched_tokens``) trades
+TTFT against the ITL percentile's chunk stalls, so it is searched too.
 
 The sweep calls :func:`planner.sizing.operating.operating_arrays` and
 :func:`planner.sizing.fleet.fleet_arrays` on arrays of layouts: the same functions
@@ -23,15 +27,21 @@ from planner.sizing.fleet import fleet_arrays
 from planner.sizing.operating import operating_arrays, workload_stats
 from planner.spec.catalog import load_catalog
 from planner.spec.context import resolve
-from planner.spec.scenario import MAX_PP, MAX_TP, Scenario
+from planner.spec.scenario import MAX_EP, MAX_PP, MAX_SEQUENCE_TOKENS, MAX_TP, Scenario
 
-__all__ = ["DEFAULT_DTYPES", "DEFAULT_PP", "DEFAULT_TP", "MAX_SWEEP_CANDIDATES", "pareto_front", "sweep"]
+__all__ = ["DEFAULT_CHUNKS", "DEFAULT_DTYPES", "DEFAULT_EP", "DEFAULT_PP", "DEFAULT_TP", "MAX_SWEEP_CANDIDATES",
+           "pareto_front", "sweep"]
 
 DEFAULT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "int8", "int4", "nvfp4")
 DEFAULT_TP: tuple[int, ...] = (1, 2, 4, 8)
 DEFAULT_PP: tuple[int, ...] = (1, 2)
+# Expert-parallel degrees tried for MoE models (those dividing the expert count).
+DEFAULT_EP: tuple[int, ...] = (1, 2, 4, 8)
+# Chunk sizes tried (vLLM's max_num_batched_tokens: 512 is the Sarathi-Serve
+# example, 2048 the planner's default, 8192 vLLM V1's default on large GPUs).
+DEFAULT_CHUNKS: tuple[int, ...] = (512, 2048, 8192)
 MODES: tuple[str, ...] = ("colocated", "disaggregated")
-# Most candidates one sweep evaluates (GPUs × dtypes × TP × PP × modes, after
+# Most candidates one sweep evaluates (GPUs × dtypes × TP × PP × EP × chunks × modes, after
 # de-duplication).  The default sweep is 720; 20,000 take about 1 s and 50 MB
 # on a 2-core machine (92,160 took 3.5 s and 210 MB), and are more rows than
 # anyone reads.
@@ -45,8 +55,10 @@ def _unique(values: Sequence[T]) -> list[T]:
     return list(dict.fromkeys(values))
 
 
-def _check_axes(gpu_ids: list[str], dts: list[str], tps: list[int], pps: list[int], modes: list[str]) -> None:
-    for flag, axis, top in (("--tp", tps, MAX_TP), ("--pp", pps, MAX_PP)):
+def _check_axes(gpu_ids: list[str], dts: list[str], tps: list[int], pps: list[int], modes: list[str], *,
+                eps: list[int], chunks: list[int]) -> None:
+    for flag, axis, top in (("--tp", tps, MAX_TP), ("--pp", pps, MAX_PP), ("--ep", eps, MAX_EP),
+                            ("--chunks", chunks, MAX_SEQUENCE_TOKENS)):
         if not axis:
             raise ScenarioError(f"{flag}: give at least one value")
         for v in axis:
@@ -55,12 +67,12 @@ def _check_axes(gpu_ids: list[str], dts: list[str], tps: list[int], pps: list[in
     for flag, names in (("--gpus", gpu_ids), ("--dtypes", dts), ("--modes", modes)):
         if not names:
             raise ScenarioError(f"{flag}: give at least one value")
-    n = len(gpu_ids) * len(dts) * len(tps) * len(pps) * len(modes)
+    n = len(gpu_ids) * len(dts) * len(tps) * len(pps) * len(eps) * len(chunks) * len(modes)
     if n > MAX_SWEEP_CANDIDATES:
         raise ScenarioError(
-            f"sweep: {len(gpu_ids)} GPUs × {len(dts)} dtypes × {len(tps)} TP × {len(pps)} PP × {len(modes)} modes "
-            f"= {n:,} candidates, over the limit of {MAX_SWEEP_CANDIDATES:,}; narrow --gpus, --dtypes, --tp, --pp "
-            "or --modes")
+            f"sweep: {len(gpu_ids)} GPUs × {len(dts)} dtypes × {len(tps)} TP × {len(pps)} PP × {len(eps)} EP × "
+            f"{len(chunks)} chunks × {len(modes)} modes = {n:,} candidates, over the limit of "
+            f"{MAX_SWEEP_CANDIDATES:,}; narrow --gpus, --dtypes, --tp, --pp, --ep, --chunks or --modes")
 
 
 def pareto_front(x: Sequence[float] | NDArray[np.float64], y: Sequence[float] | NDArray[np.float64]) -> NDArray[np.bool_]:
@@ -85,61 +97,76 @@ def pareto_front(x: Sequence[float] | NDArray[np.float64], y: Sequence[float] | 
     return front
 
 
-def _layouts(model_heads: int, experts: int, tps: Sequence[int], pps: Sequence[int], per_node: int,
-             layers: int) -> tuple[list[tuple[int, int]], list[tuple[int, int, str]]]:
+def _layouts(model_heads: int, experts: int, tps: Sequence[int], pps: Sequence[int], eps: Sequence[int],
+             per_node: int, layers: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int, str]]]:
     ok, bad = [], []
     for tp in tps:
         for pp in pps:
-            if tp > per_node:
-                bad.append((tp, pp, f"parallel.tp ({tp}) exceeds the {per_node} GPUs in a node"))
-            elif model_heads % tp:
-                bad.append((tp, pp, f"parallel.tp ({tp}) does not divide {model_heads} heads"))
-            elif pp > layers:
-                bad.append((tp, pp, "parallel.pp exceeds the layers"))
-            else:
-                ok.append((tp, pp))
+            for ep in eps:
+                if tp > per_node:
+                    bad.append((tp, pp, ep, f"parallel.tp ({tp}) exceeds the {per_node} GPUs in a node"))
+                elif model_heads % tp:
+                    bad.append((tp, pp, ep, f"parallel.tp ({tp}) does not divide {model_heads} heads"))
+                elif pp > layers:
+                    bad.append((tp, pp, ep, "parallel.pp exceeds the layers"))
+                elif ep > 1 and (not experts or experts % ep):
+                    continue  # EP only for MoE models, dividing the experts: not a candidate
+                else:
+                    ok.append((tp, pp, ep))
     return ok, bad
 
 
 def sweep(
     base: Scenario, *, gpus: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
-    tps: Sequence[int] = DEFAULT_TP, pps: Sequence[int] = DEFAULT_PP, modes: Sequence[str] = MODES,
+    tps: Sequence[int] = DEFAULT_TP, pps: Sequence[int] = DEFAULT_PP, eps: Sequence[int] | None = None,
+    chunks: Sequence[int] | None = None, modes: Sequence[str] = MODES,
 ) -> dict[str, Any]:
-    """Evaluate every candidate; returns {"rows": [...], "cheapest": row | None}."""
+    """Evaluate every candidate; returns {"rows": [...], "cheapest": row | None}.
+
+    ``eps`` default: DEFAULT_EP for a mixture-of-experts model, else the
+    scenario's own; ``chunks`` default: DEFAULT_CHUNKS and the scenario's own."""
     cat = load_catalog()
     gpu_ids = _unique(list(gpus)) if gpus else sorted(cat.gpus)
     dts = _unique(list(dtypes)) if dtypes else list(DEFAULT_DTYPES)
     tps, pps, modes = _unique(list(tps)), _unique(list(pps)), _unique(list(modes))
-    _check_axes(gpu_ids, dts, tps, pps, modes)
     for g in gpu_ids:
         if g not in cat.gpus:
             raise ScenarioError(f"--gpus: unknown gpu '{g}'")
     for m in modes:
         if m not in MODES:
             raise ScenarioError(f"--modes: unknown mode '{m}' (colocated, disaggregated)")
+    model = resolve(base).model
+    ep_list = _unique(list(eps)) if eps else (list(DEFAULT_EP) if model.is_moe else [base.parallel.ep])
+    chunk_list = sorted(set(chunks) if chunks else {*DEFAULT_CHUNKS, base.serving.chunk_tokens})
+    _check_axes(gpu_ids, dts, tps, pps, modes, eps=ep_list, chunks=chunk_list)
     rows: list[dict[str, Any]] = []
-    ep = base.parallel.ep
     for gid in gpu_ids:
         for dt in dts:
-            try:
-                sc = base.model_copy(update={"gpu": gid, "weights_dtype": dt, "parallel": base.parallel.model_copy(update={"tp": 1, "pp": 1})})
-                sc = Scenario.model_validate(sc.model_dump())
-            except ValidationError as exc:
-                raise ScenarioError(f"--dtypes: {dt}: {validation_message(exc)}") from None
-            r = resolve(sc)
-            cdt = compute_dtype(r.gpu, dt)  # the tensor-core rate used (FP4 weights on Hopper: fp8)
-            stats = workload_stats(r)
-            ok, bad = _layouts(r.model.heads, r.model.experts, tps, pps, r.gpu.gpus_per_node, r.model.layers)
-            for mode in modes:
-                for tp, pp, why in bad:
-                    rows.append(_row(gid, dt, sc.kv_dtype, tp, pp, ep, mode, None, None, 0, why, cdt))
-                if not ok:
-                    continue
-                op = operating_arrays(r, tp=[t for t, _ in ok], pp=[p for _, p in ok], ep=[ep] * len(ok), mode=mode,
-                                      stats=stats)
-                fl = fleet_arrays(r, op, stats)
-                for i, (tp, pp) in enumerate(ok):
-                    rows.append(_row(gid, dt, sc.kv_dtype, tp, pp, ep, mode, op, fl, i, str(op.reason[i]), cdt))
+            for chunk in chunk_list:
+                try:
+                    sc = base.model_copy(update={
+                        "gpu": gid, "weights_dtype": dt,
+                        "parallel": base.parallel.model_copy(update={"tp": 1, "pp": 1, "ep": 1}),
+                        "serving": base.serving.model_copy(update={"chunk_tokens": chunk})})
+                    sc = Scenario.model_validate(sc.model_dump())
+                except ValidationError as exc:
+                    raise ScenarioError(f"--dtypes: {dt}: {validation_message(exc)}") from None
+                r = resolve(sc)
+                cdt = compute_dtype(r.gpu, dt)  # the tensor-core rate used (FP4 weights on Hopper: fp8)
+                stats = workload_stats(r)
+                ok, bad = _layouts(r.model.heads, r.model.experts, tps, pps, ep_list, r.gpu.gpus_per_node,
+                                   r.model.layers)
+                for mode in modes:
+                    for tp, pp, ep, why in bad:
+                        rows.append(_row(gid, dt, sc.kv_dtype, tp, pp, ep, chunk, mode, None, None, 0, why, cdt))
+                    if not ok:
+                        continue
+                    op = operating_arrays(r, tp=[t for t, _, _ in ok], pp=[p for _, p, _ in ok],
+                                          ep=[e for _, _, e in ok], mode=mode, stats=stats)
+                    fl = fleet_arrays(r, op, stats)
+                    for i, (tp, pp, ep) in enumerate(ok):
+                        rows.append(_row(gid, dt, sc.kv_dtype, tp, pp, ep, chunk, mode, op, fl, i, str(op.reason[i]),
+                                         cdt))
     feas = np.array([row["feasible"] for row in rows], dtype=bool)
     cost = np.array([row["usd_per_mtok_output"] if f else np.nan for row, f in zip(rows, feas, strict=True)], float)
     itl = np.array([row["itl_s"] if f else np.nan for row, f in zip(rows, feas, strict=True)], float)
@@ -157,7 +184,7 @@ def sweep(
     return {"rows": rows, "cheapest": rows[cheapest] if cheapest is not None else None}
 
 
-def _row(gid: str, dt: str, kd: str, tp: int, pp: int, ep: int, mode: str, op: Any, fl: Any, i: int,
+def _row(gid: str, dt: str, kd: str, tp: int, pp: int, ep: int, chunk: int, mode: str, op: Any, fl: Any, i: int,
          reason: str, compute: str) -> dict[str, Any]:
     def v(a: Any) -> float | None:
         if a is None:
@@ -167,10 +194,11 @@ def _row(gid: str, dt: str, kd: str, tp: int, pp: int, ep: int, mode: str, op: A
 
     feasible = bool(op.feasible[i]) if op is not None else False
     return {
-        "gpu": gid, "weights_dtype": dt, "kv_dtype": kd, "tp": tp, "pp": pp, "ep": ep, "mode": mode,
-        "feasible": feasible, "reason": reason, "compute_dtype": compute,
+        "gpu": gid, "weights_dtype": dt, "kv_dtype": kd, "tp": tp, "pp": pp, "ep": ep, "chunk_tokens": chunk,
+        "mode": mode, "feasible": feasible, "reason": reason, "compute_dtype": compute,
         "batch_size": int(op.batch_size[i]) if op is not None else None,
         "itl_s": v(op.itl_s) if op is not None else None,
+        "itl_percentile_s": v(op.itl_percentile_s) if op is not None else None,
         "ttft_s": v(op.ttft_s) if op is not None else None,
         "ttft_p90_s": v(op.ttft_p90_s) if op is not None else None,
         "goodput_req_s_per_replica": v(op.goodput_req_s_per_replica) if op is not None else None,

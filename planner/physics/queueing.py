@@ -1,0 +1,297 @@
+"""The load model: offered load and one replica's service times in, batch,
+queueing delay and latency percentiles out.  ``plan``, ``sweep``, ``validate``
+and the probe's prediction all call it, so one question gets one answer.
+
+A replica serves with continuous batching.  Its physics (see ``ServiceTimes``) is:
+
+* a decode cycle c(B) at batch B (speculation included) yielding τ tokens per
+  sequence per cycle;
+* per request, the prefill work P(n): colocated, the sum of its chunk times
+  (chunk i attends to i·chunk earlier tokens), each chunk riding one iteration
+  beside the decode batch (the seeds' hybrid iteration = decode step + chunk);
+  disaggregated, its prefill on a prefill replica, plus the exposed KV transfer.
+
+Decode (colocated), at a per-replica arrival rate λ:
+
+* ρ_p = λ·E[P] is the share of time spent on prefill chunks, so the mean gap
+  between iterations is c/(1 − ρ_p) and the mean ITL = c / (τ (1 − ρ_p));
+  at a batch B instead of a rate, Little's law B = λ·E[o]·ITL gives
+  ITL = c/τ + B·E[P]/E[o] and λ = B / (E[o]·ITL).
+* ITL at a percentile q: a share f = λ·E[n/chunk]·c/(1 − ρ_p) of iterations
+  carries a chunk whose stall X follows the chunk-time distribution; the gap is
+  (c + X)/τ, so the q-quantile is c/τ if 1 − f ≥ q, else (c + X_{(q − 1 + f)/f})/τ.
+* A new prompt first waits out the iteration in progress: on average its
+  residual life E[T²] / (2 E[T]) over iteration times T (c, or c + X).
+
+TTFT: the prefill servers form a pool when a router spreads requests over them
+(M/G/c).  Mean wait by Allen–Cunneen: W = C(c, a) / (cμ − λ) × (1 + c_s²)/2,
+with C the Erlang-C probability of waiting, a = λ/μ, c_s² the squared coefficient
+of variation of the service time (c = 1: Pollaczek–Khinchine).  Given that a
+request waits, the wait is taken as exponential with mean W / C, so the TTFT
+distribution is P(T ≤ t) = Σ_j w_j [(1 − C) + C (1 − e^(−(t − s_j)C/W))] over
+t ≥ s_j, s_j each request's own service; its q-quantile is found by bisection.
+A prefill replica of PP stages pipelines successive prompts: it is one server of
+service S/PP (throughput PP/S), and a prompt's own latency over its m chunks
+(microbatches) is (S/PP) / (1 − bubble), bubble = (PP − 1)/(m + PP − 1).
+
+Closed loops (a benchmark at fixed concurrency N): throughput X solves
+N = X × E2E(X); streams that start together and stay in step (fixed lengths, the
+probe's warm-up) instead prefill N prompts as one batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from planner.physics.techniques import pipeline_bubble
+
+__all__ = [
+    "BISECTION_STEPS",
+    "ROUNDING_MARGIN",
+    "TTFT_PERCENTILE",
+    "QueueWait",
+    "ColocatedDecode",
+    "ServiceTimes",
+    "TtftPool",
+    "batch_at_rate",
+    "colocated_decode",
+    "erlang_c",
+    "mgc_wait",
+    "pipelined_prefill",
+    "rate_at_concurrency",
+    "sojourn_quantile",
+    "stall_quantile",
+    "ttft_pool",
+]
+
+# TTFT targets are checked at this percentile (the SLO reads "p90 TTFT").
+TTFT_PERCENTILE = 0.9
+# Bisection steps for a latency quantile: 2^-48 of the bracket, far below any
+# displayed digit.
+BISECTION_STEPS = 48
+# Relative margin keeping floating-point round-off from flipping a comparison at
+# an exact boundary (offered load at capacity, a quantile level at a step of the
+# cumulative weights): far below any physical difference.
+ROUNDING_MARGIN = 1e-12
+
+Arr = NDArray[np.float64]
+
+
+def _f(x: ArrayLike) -> Arr:
+    return np.asarray(x, dtype=float)
+
+
+def erlang_c(servers: ArrayLike, offered: ArrayLike) -> Arr:
+    """Probability an arrival waits in M/M/c: C(c, a), a = λ/μ (1 where a ≥ c).
+
+    Erlang B by its recursion B_k = a·B_{k−1} / (k + a·B_{k−1}), then
+    C = B / (1 − (a/c)(1 − B))."""
+    c, a = np.broadcast_arrays(_f(servers), _f(offered))
+    cmax = int(np.max(c)) if c.size else 0
+    b = np.ones_like(a)
+    out = np.ones_like(a)
+    for k in range(1, cmax + 1):
+        b = a * b / (k + a * b)
+        at = c == k
+        if np.any(at):
+            rho = a[at] / k
+            out[at] = np.where(rho < 1, b[at] / (1.0 - rho * (1.0 - b[at])), 1.0)
+    return out
+
+
+@dataclass(frozen=True)
+class QueueWait:
+    """Waiting in a pool of identical servers (arrays broadcast over candidates)."""
+
+    mean_s: Arr  # mean wait W (inf when saturated)
+    p_wait: Arr  # probability of waiting at all (Erlang C)
+    utilization: Arr  # ρ = λ E[S] / c
+
+
+def mgc_wait(*, arrival_per_s: ArrayLike, servers: ArrayLike, mean_s: ArrayLike,
+             second_moment_s2: ArrayLike) -> QueueWait:
+    """M/G/c by Allen–Cunneen: W = C(c, λE[S]) × E[S] / (c − λE[S]) × (1 + c_s²)/2."""
+    lam, c = _f(arrival_per_s), _f(servers)
+    es, es2 = _f(mean_s), _f(second_moment_s2)
+    a = lam * es
+    rho = a / c
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cs2 = np.where(es > 0, es2 / (es * es) - 1.0, 0.0)
+        p_wait = np.where(rho < 1, erlang_c(c, np.minimum(a, c * (1 - ROUNDING_MARGIN))), 1.0)
+        w = np.where(rho < 1, p_wait * es / (c - a) * (1.0 + cs2) / 2.0, np.inf)
+    return QueueWait(mean_s=np.where(lam > 0, w, 0.0), p_wait=np.where(lam > 0, p_wait, 0.0), utilization=rho)
+
+
+def sojourn_quantile(q: float, wait: QueueWait, service_s: ArrayLike, weights: ArrayLike) -> Arr:
+    """q-quantile of wait + own service: the wait is 0 with probability 1 − C and
+    exponential with mean W/C otherwise; ``service_s`` holds each request class's
+    own service on its last axis (weights summing to 1)."""
+    s = _f(service_s)
+    w = _f(weights)
+    pw = np.expand_dims(wait.p_wait, -1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tail = np.expand_dims(np.where(wait.p_wait > 0, wait.mean_s / wait.p_wait, 0.0), -1)
+    saturated = ~np.isfinite(wait.mean_s)
+    tail = np.where(np.isfinite(tail), tail, 0.0)
+
+    def cdf(t: Arr) -> Arr:
+        d = np.expand_dims(t, -1) - s
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            waited = np.where(tail > 0, 1.0 - np.exp(-np.maximum(d, 0.0) / np.where(tail > 0, tail, 1.0)), 1.0)
+        return np.asarray(np.sum(w * np.where(d >= 0, (1.0 - pw) + pw * waited, 0.0), axis=-1), dtype=float)
+
+    lo = np.min(s, axis=-1)
+    hi = np.max(s, axis=-1) + np.squeeze(tail, -1) * (np.log(1.0 / max(1.0 - q, ROUNDING_MARGIN)) + 1.0)
+    for _ in range(BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        below = cdf(mid) < q
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    return np.where(saturated, np.inf, hi)
+
+
+def stall_quantile(q: float, *, share: ArrayLike, stalls_s: ArrayLike, weights: ArrayLike) -> Arr:
+    """q-quantile of a stall that is 0 with probability 1 − f and drawn from
+    ``stalls_s`` with probability f = ``share``.  ``share`` is (candidates, …),
+    ``stalls_s`` and ``weights`` (candidates or 1, K)."""
+    f = np.clip(_f(share), 0.0, 1.0)
+    f2 = f.reshape(f.shape[0], -1) if f.ndim else f.reshape(1, 1)
+    x = np.atleast_2d(_f(stalls_s))
+    w = np.broadcast_to(_f(weights), x.shape)
+    order = np.argsort(x, axis=-1)
+    xs = np.take_along_axis(x, order, axis=-1)
+    cum = np.cumsum(np.take_along_axis(w, order, axis=-1), axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        level = np.where(f2 > 0, (q - (1.0 - f2)) / f2, 0.0)
+    out = np.zeros(f2.shape)
+    for r in range(f2.shape[0]):
+        rr = r if x.shape[0] > 1 else 0
+        idx = np.searchsorted(cum[rr], level[r] * cum[rr, -1] * (1.0 - ROUNDING_MARGIN))
+        out[r] = xs[rr, np.minimum(idx, x.shape[1] - 1)]
+    out = np.where(1.0 - f2 >= q, 0.0, out)
+    return out.reshape(f.shape)
+
+
+@dataclass(frozen=True)
+class ServiceTimes:
+    """One replica's service times for the load model (arrays broadcast: a leading
+    candidate axis, then a batch axis for per-batch values; per-request values on
+    the last axis with ``weights``)."""
+
+    cycle_s: Arr  # decode cycle at each batch (…, B)
+    tokens_per_pass: float  # τ: tokens per sequence per cycle (speculation)
+    mean_output_tokens: float  # E[o]
+    weights: Arr  # (S,) request classes' probabilities
+    prefill_work_s: Arr  # (…, S) chunk time a request's prefill adds to iterations (colocated)
+    prefill_iterations: Arr  # (…, S) iterations its chunks span (colocated)
+    chunk_share: Arr  # (…, S) new tokens / chunk size: the iterations' budget it uses
+    stall_s: Arr  # (…, K) one chunk's time, over every chunk of every class
+    stall_weights: Arr  # (…, K) how often each chunk occurs (summing to 1)
+
+
+@dataclass(frozen=True)
+class ColocatedDecode:
+    """Decode on a colocated replica at a batch (arrays over candidates × batches)."""
+
+    rate_per_s: Arr  # requests/s the batch corresponds to (Little's law)
+    itl_mean_s: Arr
+    itl_quantile_s: Arr  # at the requested percentile, chunk stalls included
+    itl_worst_s: Arr  # the longest chunk's stall
+    prefill_share: Arr  # ρ_p: share of time on prefill chunks
+    chunk_share: Arr  # f: share of iterations carrying a chunk
+    residual_s: Arr  # mean remaining time of the iteration an arrival lands in: E[T²] / (2 E[T])
+
+
+def colocated_decode(sv: ServiceTimes, *, batch: ArrayLike, itl_percentile: float,
+                     closed_loop: bool = False) -> ColocatedDecode:
+    """ITL (mean and percentile) and the rate a decode batch B implies on a colocated
+    replica: ITL = c/τ + B'·E[P]/E[o] with B' = B (open arrivals) or B − 1 (a closed
+    loop: only the others' prompts interrupt a decoding sequence)."""
+    b = _f(batch)
+    tau = sv.tokens_per_pass
+    eo = sv.mean_output_tokens
+    ep = np.sum(sv.weights * sv.prefill_work_s, axis=-1, keepdims=True)
+    ek = np.sum(sv.weights * sv.chunk_share, axis=-1, keepdims=True)
+    others = np.maximum(b - 1.0, 0.0) if closed_loop else b
+    itl = sv.cycle_s / tau + others * ep / eo
+    rate = b / (eo * itl)
+    lam_others = others / (eo * itl)
+    rho_p = lam_others * ep
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(rho_p < 1, lam_others * ek * sv.cycle_s / (1.0 - rho_p), 1.0)
+    stall = stall_quantile(itl_percentile, share=np.broadcast_to(f, np.broadcast_shapes(f.shape, itl.shape)),
+                           stalls_s=sv.stall_s, weights=sv.stall_weights)
+    worst = np.max(sv.stall_s, axis=-1, keepdims=True)
+    sw = np.broadcast_to(sv.stall_weights, sv.stall_s.shape)
+    x1 = np.sum(sw * sv.stall_s, axis=-1, keepdims=True)
+    x2 = np.sum(sw * sv.stall_s * sv.stall_s, axis=-1, keepdims=True)
+    fc = np.clip(f, 0.0, 1.0)
+    cyc = sv.cycle_s
+    t1 = cyc + fc * x1
+    t2 = cyc * cyc + fc * (2.0 * cyc * x1 + x2)
+    return ColocatedDecode(rate_per_s=rate, itl_mean_s=itl, itl_quantile_s=(sv.cycle_s + stall) / tau,
+                           itl_worst_s=(sv.cycle_s + worst) / tau, prefill_share=rho_p, chunk_share=f,
+                           residual_s=t2 / (2.0 * t1))
+
+
+@dataclass(frozen=True)
+class TtftPool:
+    """TTFT of a pool of prefill servers (arrays over candidates)."""
+
+    wait: QueueWait
+    service_mean_s: Arr  # a request's own mean prefill latency (+ exposed transfer)
+    mean_s: Arr  # mean TTFT
+    quantile_s: Arr  # TTFT at TTFT_PERCENTILE
+
+
+def ttft_pool(*, arrival_per_s: ArrayLike, servers: ArrayLike, server_s: ArrayLike, own_s: ArrayLike,
+              weights: ArrayLike, percentile: float = TTFT_PERCENTILE) -> TtftPool:
+    """TTFT = wait in M/G/c (service ``server_s`` per request, last axis) + the
+    request's own latency ``own_s``."""
+    w = _f(weights)
+    srv, own = _f(server_s), _f(own_s)
+    es = np.sum(w * srv, axis=-1)
+    es2 = np.sum(w * srv * srv, axis=-1)
+    qw = mgc_wait(arrival_per_s=arrival_per_s, servers=servers, mean_s=es, second_moment_s2=es2)
+    own_mean = np.sum(w * own, axis=-1)
+    return TtftPool(wait=qw, service_mean_s=own_mean, mean_s=qw.mean_s + own_mean,
+                    quantile_s=sojourn_quantile(percentile, qw, own, w))
+
+
+def pipelined_prefill(*, prefill_s: ArrayLike, stages: ArrayLike, microbatches: ArrayLike) -> tuple[Arr, Arr]:
+    """(server time S/PP, own latency (S/PP)/(1 − bubble)) of a PP-stage prefill replica."""
+    p = _f(stages)
+    per = _f(prefill_s) / p
+    bubble = _f(pipeline_bubble(stages=p, microbatches=np.maximum(_f(microbatches), 1.0)))
+    return per, per / (1.0 - bubble)
+
+
+def batch_at_rate(rate_per_s: ArrayLike, *, batches: ArrayLike, rates_per_s: ArrayLike) -> Arr:
+    """The batch whose Little's-law rate is ``rate_per_s``, interpolated per
+    candidate row on a grid of batches (``batches``, 1-D) and the rates they
+    imply (``rates_per_s``, (C, B), rising along the grid); beyond the grid's
+    last rate, the last batch (saturated).  ``rate_per_s`` is (C, Q)."""
+    grid = _f(batches)
+    r = np.maximum.accumulate(np.atleast_2d(_f(rates_per_s)), axis=-1)
+    lam = np.atleast_2d(_f(rate_per_s))
+    lam = np.broadcast_to(lam, (r.shape[0], lam.shape[-1]))
+    out = np.empty(lam.shape)
+    for i in range(lam.shape[0]):
+        out[i] = np.interp(lam[i], r[i], grid)
+    return out
+
+
+def rate_at_concurrency(concurrency: float, e2e_at_rate: Callable[[float], float], *, upper_per_s: float) -> float:
+    """Closed loop: the throughput X with N = X × E2E(X), by bisection on (0, upper)."""
+    lo, hi = 0.0, upper_per_s
+    for _ in range(BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        if mid * e2e_at_rate(mid) < concurrency:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
