@@ -1,5 +1,6 @@
 """Page display helpers: a number that does not exist (an infeasible plan's NaN,
-an unreachable TTFT's inf, a missing value) is shown as "—", never "nan"/"inf"."""
+an unreachable TTFT's inf, a missing value) is shown as "—", never "nan"/"inf";
+every other number has three significant figures and its unit (``planner.human``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import math
 from numbers import Integral, Real
 from typing import Any
 
-from planner import human
+from planner import SloCheck, derivation_value, human, label_for, readable
 
-__all__ = ["MISSING", "derivation_md", "is_number", "plain", "shown"]
+__all__ = ["MISSING", "check_line", "derivation_md", "is_number", "plain", "readable", "shown", "usd"]
 
 MISSING = "—"
 
@@ -30,6 +31,11 @@ def shown(value: Any, unit: str = "", fmt: str | None = None) -> str:
     return format(number, fmt) if fmt is not None else human(number, unit)
 
 
+def usd(value: Any, per: str = "") -> str:
+    """``$2.07`` (``$2.07/Mtok`` with ``per="/Mtok"``), or "—"."""
+    return shown(value, "USD") + per if is_number(value) else MISSING
+
+
 _MARKDOWN_LINKS = str.maketrans({c: "\\" + c for c in "[]<>`\\"})
 
 
@@ -41,10 +47,23 @@ def plain(text: str) -> str:
 
 
 def derivation_md(dv: Any, *, reason: str | None = None, name: bool = False) -> str:
-    """A derivation as markdown: formula, substituted values and result, or the
-    formula and "—" with ``reason`` when the result is not a finite number (the
-    substituted line would only repeat the NaN)."""
-    head = f"**{dv.name}** = `{dv.formula}`" if name else f"`{dv.formula}`"
+    """A derivation as markdown: its reader's name, formula, substituted values (SI
+    prefixes, never scientific notation) and result with its unit, or the formula and
+    "—" with ``reason`` when the result is not a finite number."""
+    formula = readable(dv.formula, powers_of_ten=True)
+    head = f"**{label_for(dv.name)}** = `{formula}`" if name else f"`{formula}`"
     if not is_number(dv.value):
         return f"{head}  \n= {MISSING} ({reason or 'not defined for this scenario'})"
-    return f"{head}  \n= `{dv.substituted}` = **{dv.value:.6g} {dv.unit}** · *{dv.origin}*"
+    value = derivation_value(float(dv.value), dv.unit)
+    return f"{head}  \n= `{readable(dv.substituted)}` = **{value}** · *{dv.origin}*"
+
+
+def check_line(check: SloCheck) -> str:
+    """``TTFT p90 · queueing included: 713 ms ≤ 1.00 s target ✅ pass`` (or ❌ fail, or "—" and why)."""
+    value = shown(check.value_s, "s")
+    target = human(check.target_s, "s")
+    if check.passed is None:
+        return f"{check.label}: {MISSING} (no operating point) · target {target}"
+    mark = "✅ pass" if check.passed else "❌ fail"
+    sign = "≤" if check.passed else ">"
+    return f"{check.label}: {value} {sign} {target} target {mark}"

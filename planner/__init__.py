@@ -30,7 +30,7 @@ from planner.errors import (
     ScenarioError,
 )
 from planner.io.export import csv_text, plan_row
-from planner.io.formatting import human
+from planner.io.formatting import derivation_value, human, readable, sig3
 from planner.physics.memory import (
     contiguous_reservation_bytes,
     internal_fragmentation,
@@ -69,9 +69,12 @@ from planner.spec.derivation import Derivation
 from planner.spec.params import ParamCounts, param_counts
 from planner.spec.precision import bits_per_weight, bytes_per_kv_element, bytes_per_weight
 from planner.spec.scenario import Scenario, apply_overrides, scenario_from_dict
-from planner.spec.share import scenario_from_token, share_token
+from planner.spec.share import MAX_TOKEN_CHARS, scenario_from_token, share_token
 from planner.spec.specs import DenseFlops, GpuSpec, ModelSpec
 from planner.views.curves import log_grid, roof_lines
+from planner.views.inputs import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, trace_from_upload
+from planner.views.link import LINK_FIELDS, link_params, parse_link, scenario_data, widget_values
+from planner.views.plausibility import plausibility_warnings
 from planner.views.review import (
     fleet_derivations,
     input_differences,
@@ -80,11 +83,45 @@ from planner.views.review import (
     sweep_row_scenario,
 )
 from planner.views.sweep import sweep
+from planner.views.vocabulary import (
+    Headline,
+    SloCheck,
+    blended_note,
+    label_for,
+    latency_label,
+    plan_headline,
+    plan_slo_checks,
+    pools_text,
+    price_source,
+)
 
 __all__ = [
     "csv_text",
     "plan_row",
     "human",
+    "INPUT_HELP",
+    "LINK_FIELDS",
+    "MAX_TOKEN_CHARS",
+    "TRACE_MAX_BYTES",
+    "TRACE_MAX_ROWS",
+    "link_params",
+    "parse_link",
+    "scenario_data",
+    "trace_from_upload",
+    "widget_values",
+    "derivation_value",
+    "readable",
+    "sig3",
+    "Headline",
+    "SloCheck",
+    "blended_note",
+    "label_for",
+    "latency_label",
+    "plan_headline",
+    "plan_slo_checks",
+    "plausibility_warnings",
+    "pools_text",
+    "price_source",
     "log_grid",
     "roof_lines",
     "fleet_derivations",

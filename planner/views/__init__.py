@@ -17,6 +17,9 @@ from planner.views.curves import (
     speculative_curve,
     ttft_curve,
 )
+from planner.views.inputs import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, trace_from_upload
+from planner.views.link import LINK_FIELDS, LinkField, link_params, parse_link, scenario_data, widget_values
+from planner.views.plausibility import LARGEST_CLUSTER_GPUS, plausibility_warnings
 from planner.views.review import (
     MODES,
     RATE_GRID_FRACTIONS,
@@ -33,8 +36,42 @@ from planner.views.sweep import (
     pareto_front,
     sweep,
 )
+from planner.views.vocabulary import (
+    FIELD_LABELS,
+    Headline,
+    SloCheck,
+    blended_note,
+    label_for,
+    latency_label,
+    plan_headline,
+    plan_slo_checks,
+    pools_text,
+    price_source,
+)
 
 __all__ = [
+    "INPUT_HELP",
+    "LINK_FIELDS",
+    "LinkField",
+    "TRACE_MAX_BYTES",
+    "TRACE_MAX_ROWS",
+    "link_params",
+    "parse_link",
+    "scenario_data",
+    "trace_from_upload",
+    "widget_values",
+    "FIELD_LABELS",
+    "LARGEST_CLUSTER_GPUS",
+    "Headline",
+    "SloCheck",
+    "blended_note",
+    "label_for",
+    "latency_label",
+    "plan_headline",
+    "plan_slo_checks",
+    "plausibility_warnings",
+    "pools_text",
+    "price_source",
     "DEFAULT_DTYPES",
     "DEFAULT_PP",
     "DEFAULT_TP",
