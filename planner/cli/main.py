@@ -11,16 +11,17 @@ import importlib
 import json
 import logging
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from planner.errors import PlannerError
-from planner.io.export import csv_text, flatten, plan_row
+from planner.io.export import REASON_COLUMN, csv_text, finite_row, flatten, plan_infeasible_reason, plan_row
 from planner.io.formatting import format_value
 from planner.spec.scenario import Scenario, apply_overrides, load_scenario_file, scenario_from_dict
 
-__all__ = ["main", "scenario_from_args", "add_scenario_args", "emit", "plan_row"]
+__all__ = ["main", "one_line", "scenario_from_args", "add_scenario_args", "emit", "plan_row"]
 
 # Subcommand modules; each defines register(subparsers) -> None.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
@@ -45,14 +46,19 @@ def add_format_arg(p: argparse.ArgumentParser, default: str = "json") -> None:
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """The scenario a local user names: a file and/or ``--set`` overrides.  Only
+    here may ``model`` be a config.json path (read with the size cap)."""
     data: dict[str, Any] = load_scenario_file(args.scenario) if getattr(args, "scenario", None) else {}
-    return scenario_from_dict(apply_overrides(data, list(getattr(args, "overrides", []))))
+    return scenario_from_dict(apply_overrides(data, list(getattr(args, "overrides", []))), allow_local_files=True)
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
     if len(rows) == 1:
-        width = max((len(k) for k in rows[0]), default=0)
-        return "\n".join(f"{k.ljust(width)}  {format_value(k, v)}" for k, v in rows[0].items())
+        row = rows[0]
+        if row.get(REASON_COLUMN):  # say first why some values show "—"
+            row = {REASON_COLUMN: row[REASON_COLUMN], **row}
+        width = max((len(k) for k in row), default=0)
+        return "\n".join(f"{k.ljust(width)}  {format_value(k, v)}" for k, v in row.items())
     cols = list(rows[0]) if rows else []
     cells = [[format_value(c, r.get(c)) for c in cols] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
@@ -77,7 +83,7 @@ def emit(fmt: str, payload: Any, rows: list[dict[str, Any]] | None = None) -> No
     if fmt == "json":
         print(json.dumps(_finite(payload), indent=2, default=str, allow_nan=False))
         return
-    rows = rows if rows is not None else [flatten(payload)]
+    rows = [finite_row(r) for r in (rows if rows is not None else [flatten(payload)])]
     print(csv_text(rows) if fmt == "csv" else _table(rows), end="" if fmt == "csv" else "\n")
 
 
@@ -87,7 +93,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
     result = plan(scenario).to_json_dict()
     if args.format == "table":
-        rows = [flatten(result)]
+        reason = plan_infeasible_reason(result)
+        rows = [finite_row(flatten(result), reason)]
         emit("table", result, rows)
         print("derivations:")
         for dv in result["derivations"].values():
@@ -105,8 +112,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=_cmd_plan)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: line breaks and other control characters escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m planner", description="Ridgeline capacity planner")
+    parser = _Parser(prog="python -m planner", description="Ridgeline capacity planner")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMAND_MODULES:
         module = importlib.import_module(name)
@@ -122,8 +141,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except PlannerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (RecursionError, MemoryError) as exc:
+        print(f"error: the input is too large or too deeply nested ({type(exc).__name__})", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a bug, still one line and no traceback for the user
+        logging.getLogger("planner").debug("unexpected error", exc_info=True)
+        print(f"error: internal error ({type(exc).__name__}: {one_line(str(exc))[:300]}); please report it",
+              file=sys.stderr)
+        return 1

@@ -17,18 +17,38 @@ __all__ = ["parse_rates", "register"]
 
 
 def parse_rates(text: str) -> list[float]:
-    """``"1,2.5,4"`` → [1.0, 2.5, 4.0]; every rate > 0."""
-    out = []
+    """``"1,2.5,4"`` → [1.0, 2.5, 4.0]; every rate > 0, repeats dropped, at most MAX_RATES."""
+    from planner.simulate.options import MAX_RATE_REQ_S
+    from planner.simulate.report import MAX_RATES
+
+    out: dict[float, None] = {}
     for part in text.split(","):
         part = part.strip()
         try:
+            if len(part) > 40:
+                raise ValueError(part)
             value = float(part)
         except ValueError:
-            raise ScenarioError(f"--rates: {part!r} is not a number; expected e.g. --rates 1,2,4") from None
-        if not value > 0 or value == float("inf"):
-            raise ScenarioError(f"--rates: every rate must be > 0, got {part}")
-        out.append(value)
-    return out
+            raise ScenarioError(f"--rates: {part[:40]!r} is not a number; expected e.g. --rates 1,2,4") from None
+        if not 0 < value <= MAX_RATE_REQ_S:
+            raise ScenarioError(f"--rates: every rate must be > 0 and at most {MAX_RATE_REQ_S:g} req/s, got {part}")
+        out[value] = None
+        if len(out) > MAX_RATES:
+            raise ScenarioError(f"--rates: more than {MAX_RATES} distinct rates; the limit is {MAX_RATES}")
+    return list(out)
+
+
+_FLAGS = {"rate_req_s": "--rate", "slo_attainment": "--attainment", "lengths": "--lengths",
+          "chunked_prefill": "--no-chunking"}
+
+
+def _flag_message(message: str) -> str:
+    """``kv_capacity_tokens: ...`` → ``--kv-capacity-tokens: ...`` (the option the user typed)."""
+    key, sep, rest = message.partition(": ")
+    if not sep or " " in key:
+        return message
+    flag = "--" + key.replace("_", "-")
+    return f"{_FLAGS[key]} ({key}): {rest}" if key in _FLAGS else f"{flag}: {rest}"
 
 
 def _options(args: argparse.Namespace) -> Any:
@@ -45,7 +65,10 @@ def _options(args: argparse.Namespace) -> Any:
     }
     if args.length_sigma is not None and args.lengths is None:
         fields["lengths"] = "lognormal"  # a sigma only means something for lognormal lengths
-    return sim_options(**{k: v for k, v in fields.items() if v is not None})
+    try:
+        return sim_options(**{k: v for k, v in fields.items() if v is not None})
+    except ScenarioError as exc:
+        raise ScenarioError(_flag_message(str(exc))) from None
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:

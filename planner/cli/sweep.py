@@ -6,29 +6,42 @@ import argparse
 
 from planner.cli.main import add_format_arg, add_scenario_args, emit, scenario_from_args
 from planner.errors import ScenarioError
+from planner.spec.scenario import MAX_PP, MAX_TP
 from planner.views.sweep import DEFAULT_PP, DEFAULT_TP, MODES, sweep
 
 __all__ = ["register"]
 
 
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        out = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ScenarioError(f"{flag}: expected comma-separated integers, got {text!r}") from None
-    if not out or any(x < 1 for x in out):
-        raise ScenarioError(f"{flag}: expected positive integers, got {text!r}")
-    return out
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 60 else repr(text[:57] + "...")
+
+
+def _ints(text: str, flag: str, top: int) -> list[int]:
+    """Comma-separated integers from 1 to ``top``, repeats dropped."""
+    out: dict[int, None] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not (part.isascii() and part.isdigit()) or len(part) > 6:
+            raise ScenarioError(f"{flag}: expected comma-separated integers from 1 to {top}, got {_shown(part)}")
+        value = int(part)
+        if not 1 <= value <= top:
+            raise ScenarioError(f"{flag}: every value must be from 1 to {top}, got {value}")
+        out[value] = None
+    if not out:
+        raise ScenarioError(f"{flag}: expected comma-separated integers from 1 to {top}, got {_shown(text)}")
+    return list(out)
 
 
 def _strs(text: str | None) -> list[str] | None:
-    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+    return list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip())) if text else None
 
 
 def _cmd(args: argparse.Namespace) -> int:
     base = scenario_from_args(args)
-    result = sweep(base, gpus=_strs(args.gpus), dtypes=_strs(args.dtypes), tps=_ints(args.tp, "--tp"),
-                   pps=_ints(args.pp, "--pp"), modes=_strs(args.modes) or list(MODES))
+    result = sweep(base, gpus=_strs(args.gpus), dtypes=_strs(args.dtypes), tps=_ints(args.tp, "--tp", MAX_TP),
+                   pps=_ints(args.pp, "--pp", MAX_PP), modes=_strs(args.modes) or list(MODES))
     emit(args.format, result, result["rows"])
     return 0
 

@@ -8,12 +8,25 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["csv_text", "flatten", "neutralize_cell", "plan_row", "unit_column"]
+__all__ = [
+    "REASON_COLUMN",
+    "csv_text",
+    "finite_row",
+    "flatten",
+    "neutralize_cell",
+    "plan_infeasible_reason",
+    "plan_row",
+    "unit_column",
+]
+
+# The column that says why a row's empty cells are empty (NaN/inf in the core).
+REASON_COLUMN = "infeasible_reason"
 
 _INJECTION_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -32,6 +45,31 @@ def flatten(data: Mapping[str, Any], prefix: str = "", *, skip: Iterable[str] = 
             out[dotted] = json.dumps(list(value))
         else:
             out[dotted] = value
+    return out
+
+
+def _non_finite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def plan_infeasible_reason(plan_json: Mapping[str, Any]) -> str | None:
+    """Why some of a plan's numbers do not exist, or None when all of them do."""
+    if not any(_non_finite(v) for v in flatten(plan_json, skip=()).values()):
+        return None
+    op = plan_json.get("operating_point") or {}
+    fleet = plan_json.get("fleet") or {}
+    if op.get("feasible") is False:
+        return str(fleet.get("verdict") or op.get("reason") or "no operating point meets the SLO")
+    return "not defined for this scenario (no finite value)"
+
+
+def finite_row(row: Mapping[str, Any], reason: str | None = None) -> dict[str, Any]:
+    """A flat row with every NaN/inf made None (an empty CSV cell, "—" in a
+    table).  When a value was dropped the row gets :data:`REASON_COLUMN` (``reason``,
+    else a generic one) unless it already has that column."""
+    out = {k: (None if _non_finite(v) else v) for k, v in row.items()}
+    if out.get(REASON_COLUMN) is None and any(_non_finite(v) for v in row.values()):
+        out[REASON_COLUMN] = reason or "not defined (no finite value)"
     return out
 
 
@@ -58,6 +96,10 @@ def _one_line_break(value: Any) -> Any:
     return value
 
 
+def _empty(value: Any) -> bool:
+    return value is None or _non_finite(value)  # NaN/inf are never written as numbers
+
+
 def csv_text(rows: Iterable[Mapping[str, Any]], *, columns: list[str] | None = None) -> str:
     """CSV of flat rows with a stable column order (first row's order, then new
     keys as they appear, unless ``columns`` is given); every cell neutralized."""
@@ -74,7 +116,7 @@ def csv_text(rows: Iterable[Mapping[str, Any]], *, columns: list[str] | None = N
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow([unit_column(c) for c in columns])
     for row in rows:
-        writer.writerow([_one_line_break(neutralize_cell("" if row.get(c) is None else row.get(c))) for c in columns])
+        writer.writerow([_one_line_break(neutralize_cell("" if _empty(row.get(c)) else row.get(c))) for c in columns])
     return buf.getvalue()
 
 
@@ -87,4 +129,6 @@ def plan_row(scenario: BaseModel, plan_json: dict[str, Any]) -> dict[str, Any]:
             data[key] = f"inline:{data[key]['id']}"
     row = flatten({"scenario": data})
     row.update(flatten(plan_json))
-    return row
+    reason = plan_infeasible_reason(plan_json)
+    row[REASON_COLUMN] = reason  # always a column (empty when every number exists)
+    return finite_row(row, reason)

@@ -12,7 +12,16 @@ import math
 import re
 from typing import Any
 
-__all__ = ["SI_PREFIXES", "derivation_value", "format_value", "human", "readable", "sig3"]
+__all__ = ["NOT_A_NUMBER", "SI_PREFIXES", "derivation_value", "format_value", "human", "is_number", "readable", "sig3"]
+
+# What a table or page shows where a value does not exist (an infeasible
+# plan's cost, a queue that never drains): never "nan" or "inf".
+NOT_A_NUMBER = "—"
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float (not a bool): something a reader can use as a number."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 # Decimal SI prefixes from 1e-9 to 1e18 (k lower case, as SI writes it).
 SI_PREFIXES: tuple[tuple[float, str], ...] = (
@@ -76,13 +85,14 @@ def _usd(value: float) -> str:
 
 def human(value: Any, unit: str) -> str:
     """Format an SI value with its unit for people: bytes → GB, s → ms, FLOP/s →
-    TFLOP/s, fraction → %, USD → $; other units follow the number (``20.7 req/s``)."""
+    TFLOP/s, fraction → %, USD → $; other units follow the number (``20.7 req/s``).
+    None, NaN and ±inf show as NOT_A_NUMBER ("—")."""
     if value is None:
-        return "—"
+        return NOT_A_NUMBER
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return str(value)
+    if not math.isfinite(value):
+        return NOT_A_NUMBER
     if unit == "bytes":
         return _si(value, "B")
     if unit == "s":
@@ -162,5 +172,6 @@ def _unit_of(key: str) -> str:
 
 
 def format_value(key: str, value: Any) -> str:
-    """Human form of a flattened plan value, its unit read from the key's suffix."""
+    """Human form of a flattened plan value, its unit read from the key's suffix;
+    "—" for a value that does not exist (None, NaN, inf)."""
     return human(value, _unit_of(key))

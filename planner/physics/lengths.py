@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
@@ -20,10 +21,24 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.errors import ScenarioError
+from planner.io.jsonfile import read_text_file
+from planner.spec.scenario import MAX_SEQUENCE_TOKENS, MAX_TRACE_ROWS
 
-__all__ = ["LengthSamples", "length_samples", "lognormal_quantiles", "parse_trace_csv", "weighted_quantile"]
+__all__ = [
+    "MAX_TRACE_CSV_BYTES",
+    "LengthSamples",
+    "csv_rows",
+    "length_samples",
+    "lognormal_quantiles",
+    "parse_trace_csv",
+    "weighted_quantile",
+]
 
 QUANTILE_POINTS = 48
+# A length-trace CSV: MAX_TRACE_ROWS rows of two integers is ~1.5 MB; 4 MB
+# leaves room for spaces and CRLF line ends.
+MAX_TRACE_CSV_BYTES = 4_000_000
+_MAX_FIELD_CHARS = 40
 Arr = NDArray[np.float64]
 
 
@@ -88,36 +103,52 @@ def length_samples(
     return LengthSamples(prompt=np.maximum(pp.ravel(), 1.0), output=np.maximum(oo.ravel(), 1.0), weight=w)
 
 
-def parse_trace_csv(source: str | Path | io.TextIOBase, *, max_rows: int = 1_000_000) -> tuple[tuple[int, int], ...]:
-    """Read a ``prompt_tokens,output_tokens`` CSV; errors name the row and field."""
-    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith(".csv")):
-        try:
-            text = Path(source).read_text()
-        except OSError as exc:
-            raise ScenarioError(f"cannot read trace {source}: {exc.strerror}") from None
+def csv_rows(text: str, what: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line number, row) of CSV text whose header has ``columns``; a missing
+    column or a malformed file (a field over the csv module's 128 KB limit, a
+    NUL ...) is one ScenarioError naming ``what`` and the line."""
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        fields = reader.fieldnames or []
+        missing = [c for c in columns if c not in fields]
+        if missing:
+            raise ScenarioError(f"{what}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
+        yield from enumerate(reader, start=2)  # line 1 is the header
+    except csv.Error as exc:
+        raise ScenarioError(f"{what}: malformed CSV at line {reader.line_num}: {exc}") from None
+
+
+def parse_trace_csv(source: str | Path | io.TextIOBase, *, max_rows: int = MAX_TRACE_ROWS) -> tuple[tuple[int, int], ...]:
+    """Read ``prompt_tokens,output_tokens`` CSV text (a ``Path``: a file a local
+    user names, at most MAX_TRACE_CSV_BYTES; a ``str`` is always CSV text, never
+    a path); errors name the row and field.  At most ``max_rows`` rows of
+    1..MAX_SEQUENCE_TOKENS tokens."""
+    if isinstance(source, Path):
+        text = read_text_file(source, max_bytes=MAX_TRACE_CSV_BYTES, what="trace")
     elif isinstance(source, str):
         text = source
     else:
-        text = source.read()
-    reader = csv.DictReader(io.StringIO(text))
-    fields = set(reader.fieldnames or ())
-    missing = [c for c in ("prompt_tokens", "output_tokens") if c not in fields]
-    if missing:
-        raise ScenarioError(f"trace CSV: missing column {', '.join(missing)} (need prompt_tokens,output_tokens)")
+        text = source.read(MAX_TRACE_CSV_BYTES + 1)
+        if len(text) > MAX_TRACE_CSV_BYTES:
+            raise ScenarioError(f"trace CSV: over the limit of {MAX_TRACE_CSV_BYTES:,} characters")
+    max_rows = min(max_rows, MAX_TRACE_ROWS)
     rows: list[tuple[int, int]] = []
-    for i, row in enumerate(reader, start=2):  # line 1 is the header
+    for i, row in csv_rows(text, "trace CSV", ("prompt_tokens", "output_tokens")):
         if len(rows) >= max_rows:
-            raise ScenarioError(f"trace CSV: more than {max_rows} rows")
+            raise ScenarioError(f"trace CSV: more than {max_rows:,} rows; the limit is {max_rows:,}")
         pair = []
         for col in ("prompt_tokens", "output_tokens"):
             raw = (row.get(col) or "").strip()
             try:
-                value = int(float(raw))
+                value = float(raw) if len(raw) <= _MAX_FIELD_CHARS else math.nan
             except ValueError:
-                raise ScenarioError(f"trace CSV row {i}: {col} is not a number ({raw!r})") from None
-            if value < 1 or value != float(raw):
-                raise ScenarioError(f"trace CSV row {i}: {col} must be a positive integer, got {raw!r}")
-            pair.append(value)
+                value = math.nan
+            if value != value:
+                raise ScenarioError(f"trace CSV row {i}: {col} is not a number ({raw[:_MAX_FIELD_CHARS]!r})")
+            if not (1 <= value <= MAX_SEQUENCE_TOKENS and value.is_integer()):
+                raise ScenarioError(f"trace CSV row {i}: {col} must be an integer from 1 to "
+                                    f"{MAX_SEQUENCE_TOKENS:,}, got {raw[:_MAX_FIELD_CHARS]!r}")
+            pair.append(int(value))
         rows.append((pair[0], pair[1]))
     if not rows:
         raise ScenarioError("trace CSV: no rows")

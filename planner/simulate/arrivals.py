@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +18,13 @@ from pathlib import Path
 import numpy as np
 
 from planner.errors import ScenarioError
-from planner.simulate.options import SimOptions
-from planner.spec.scenario import Scenario
+from planner.io.jsonfile import read_text_file
+from planner.physics.lengths import csv_rows
+from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions
+from planner.spec.scenario import MAX_SEQUENCE_TOKENS, Scenario
 
 __all__ = [
+    "MAX_TRACE_FILE_BYTES",
     "Request",
     "arrival_times",
     "generate_requests",
@@ -33,6 +34,11 @@ __all__ = [
 ]
 
 SYSTEM_PREFIX_KEY = "system"
+# A trace file: MAX_SIM_REQUESTS rows of ~60 characters (with a prefix key) is
+# ~6 MB; 16 MB leaves room for long keys.  Each row is also held to
+# MAX_SEQUENCE_TOKENS tokens and MAX_TRACE_FIELD_CHARS characters per field.
+MAX_TRACE_FILE_BYTES = 16_000_000
+MAX_TRACE_FIELD_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,20 +148,22 @@ _TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
 def parse_trace_csv(text: str) -> tuple[Request, ...]:
     """Requests from CSV text with columns arrival_s, prompt_tokens, output_tokens
-    (optional prefix_key, prefix_tokens). Arrivals must be sorted; lengths ≥ 1."""
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in _TRACE_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise ScenarioError(f"trace: missing column(s) {', '.join(missing)}; expected {', '.join(_TRACE_COLUMNS)}")
+    (optional prefix_key, prefix_tokens). Arrivals must be sorted; lengths ≥ 1 and
+    at most MAX_SEQUENCE_TOKENS; at most MAX_SIM_REQUESTS rows."""
     out: list[Request] = []
     last = -math.inf
-    for row_no, row in enumerate(reader, start=2):
+    for row_no, row in csv_rows(text, "trace", _TRACE_COLUMNS):
+        if len(out) >= MAX_SIM_REQUESTS:
+            raise ScenarioError(f"trace: more than {MAX_SIM_REQUESTS:,} rows; the limit is {MAX_SIM_REQUESTS:,}")
+
         def num(col: str, kind: type, row: dict[str, str] = row, row_no: int = row_no) -> float:
             raw = (row.get(col) or "").strip()
             try:
+                if len(raw) > MAX_TRACE_FIELD_CHARS:
+                    raise ValueError(raw)
                 value = kind(raw)
             except ValueError:
-                raise ScenarioError(f"trace.{col}: not a number at line {row_no}: {raw!r}") from None
+                raise ScenarioError(f"trace.{col}: not a number at line {row_no}: {raw[:40]!r}") from None
             if not math.isfinite(value):
                 raise ScenarioError(f"trace.{col}: not finite at line {row_no}")
             return value
@@ -168,11 +176,12 @@ def parse_trace_csv(text: str) -> tuple[Request, ...]:
                                 f"the previous one ({last})")
         last = t
         p, o = int(num("prompt_tokens", int)), int(num("output_tokens", int))
-        if p < 1:
-            raise ScenarioError(f"trace.prompt_tokens: must be >= 1 at line {row_no}")
-        if o < 1:
-            raise ScenarioError(f"trace.output_tokens: must be >= 1 at line {row_no}")
+        for col, v in (("prompt_tokens", p), ("output_tokens", o)):
+            if not 1 <= v <= MAX_SEQUENCE_TOKENS:
+                raise ScenarioError(f"trace.{col}: must be from 1 to {MAX_SEQUENCE_TOKENS:,} at line {row_no}")
         key = (row.get("prefix_key") or "").strip() or None
+        if key is not None and len(key) > MAX_TRACE_FIELD_CHARS:
+            raise ScenarioError(f"trace.prefix_key: longer than {MAX_TRACE_FIELD_CHARS} characters at line {row_no}")
         ptok = int(num("prefix_tokens", int)) if key and (row.get("prefix_tokens") or "").strip() else 0
         if not 0 <= ptok <= p:
             raise ScenarioError(f"trace.prefix_tokens: must be between 0 and prompt_tokens at line {row_no}")
@@ -184,9 +193,4 @@ def parse_trace_csv(text: str) -> tuple[Request, ...]:
 
 def load_trace(path: str | Path) -> tuple[Request, ...]:
     """Read and validate a trace CSV file."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ScenarioError(f"trace: cannot read {p}: {exc.strerror}") from None
-    return parse_trace_csv(text)
+    return parse_trace_csv(read_text_file(path, max_bytes=MAX_TRACE_FILE_BYTES, what="trace"))

@@ -33,7 +33,7 @@ from planner.errors import InsufficientMemoryError, ScenarioError
 from planner.physics.step import decode_step, prefill_step
 from planner.physics.techniques import kv_transfer_s
 from planner.simulate.arrivals import Request, generate_requests
-from planner.simulate.options import SimOptions
+from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions
 from planner.simulate.router import ReplicaLoad, choose_replica
 from planner.sizing.plan import plan_resolved
 from planner.spec.context import Resolved, resolve
@@ -565,6 +565,8 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
              requests: tuple[Request, ...] | None = None) -> SimRun:
     """Simulate serving ``requests`` (default: generated from the scenario and options)."""
     options = options or SimOptions()
+    if requests is not None and len(requests) > MAX_SIM_REQUESTS:
+        raise ScenarioError(f"requests: {len(requests):,} requests is over the limit of {MAX_SIM_REQUESTS:,}")
     reqs = tuple(requests) if requests is not None else generate_requests(scenario, options)
     if not reqs:
         raise ScenarioError("requests: empty; give at least one request")

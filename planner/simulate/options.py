@@ -10,13 +10,18 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import ScenarioError
-from planner.spec.scenario import validation_message
+from planner.spec.scenario import MAX_LENGTH_SIGMA, validation_message
 
 __all__ = [
     "DEFAULT_KV_LINK_BYTES_PER_S",
     "DEFAULT_KV_LINK_EFFICIENCY",
     "DEFAULT_KV_TRANSFER_SETUP_S",
     "DEFAULT_LENGTH_SIGMA",
+    "MAX_KV_CAPACITY_TOKENS",
+    "MAX_RATE_REQ_S",
+    "MAX_SIM_BATCH",
+    "MAX_SIM_REQUESTS",
+    "MAX_THINK_S",
     "Router",
     "SimOptions",
     "sim_options",
@@ -31,6 +36,23 @@ DEFAULT_KV_TRANSFER_SETUP_S = 1e-3
 # scenario's workload.prompt_tokens / output_tokens).
 DEFAULT_LENGTH_SIGMA = 0.5
 
+# Bounds on one run (each error names the option and its bound).
+# Requests per run: measured on a 2-core machine (default scenario), 10,000
+# requests take 2.3 s and 150 MB, 50,000 take 6 s and 400 MB, 100,000 take 10.5 s
+# and 570 MB (10,000,000 ran past 3.7 GB before).  Also the most rows a trace holds.
+MAX_SIM_REQUESTS = 100_000
+# KV capacity per replica: 8 × 192 GB of HBM (B200) at the smallest KV per token
+# in the catalog (DeepSeek-V3 MLA, fp8: 35 KB) is ~4.4e7 tokens; 1e9 is 20× that.
+MAX_KV_CAPACITY_TOKENS = 1_000_000_000
+# Running sequences per replica: the same bound as serving.batch_size.
+MAX_SIM_BATCH = 65_536
+# Offered load: a million requests/s is far beyond one simulated fleet.
+MAX_RATE_REQ_S = 1e6
+# Mean think time between chat turns: one day.
+MAX_THINK_S = 86_400.0
+# Gamma shape: 1e-3 (CV ≈ 32) to 1e3 (nearly periodic) covers every trace seen.
+MIN_BURSTINESS, MAX_BURSTINESS = 1e-3, 1e3
+
 Router = Literal["round_robin", "least_loaded", "prefix_affinity"]
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -42,24 +64,26 @@ class SimOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    rate_req_s: PosFloat | None = None  # None: the scenario's workload.requests_per_s
-    requests: Annotated[int, Field(ge=1, le=10_000_000)] = 1000
+    rate_req_s: Annotated[float, Field(gt=0, le=MAX_RATE_REQ_S, allow_inf_nan=False)] | None = None  # None: workload's
+    requests: Annotated[int, Field(ge=1, le=MAX_SIM_REQUESTS)] = 1000
     arrival: Literal["poisson", "gamma"] = "poisson"
-    burstiness: PosFloat = 1.0  # gamma shape (vLLM benchmark convention): 1 = Poisson, < 1 burstier
+    # gamma shape (vLLM benchmark convention): 1 = Poisson, < 1 burstier
+    burstiness: Annotated[float, Field(ge=MIN_BURSTINESS, le=MAX_BURSTINESS, allow_inf_nan=False)] = 1.0
     # "scenario": the workload's own distribution (fixed, lognormal σ, or trace rows).
     lengths: Literal["scenario", "lognormal", "fixed"] = "scenario"
-    length_sigma: NonNegFloat = DEFAULT_LENGTH_SIGMA
+    length_sigma: Annotated[float, Field(ge=0, le=MAX_LENGTH_SIGMA, allow_inf_nan=False)] = DEFAULT_LENGTH_SIGMA
     multi_turn: Annotated[int, Field(ge=1, le=1000)] = 1  # turns per chat session (1: single-turn)
-    think_s: NonNegFloat = 5.0  # mean user think time between turns (exponential)
-    concurrency: Annotated[int, Field(ge=1)] | None = None  # closed loop: this many requests in flight
+    think_s: Annotated[float, Field(ge=0, le=MAX_THINK_S, allow_inf_nan=False)] = 5.0  # mean think time (exponential)
+    # closed loop: this many requests in flight
+    concurrency: Annotated[int, Field(ge=1, le=MAX_SIM_REQUESTS)] | None = None
     router: Router = "round_robin"
     replicas: Annotated[int, Field(ge=1, le=4096)] = 1
     prefill_replicas: Annotated[int, Field(ge=1, le=4096)] = 1  # serving.mode = disaggregated
     decode_replicas: Annotated[int, Field(ge=1, le=4096)] = 1
     chunked_prefill: bool = True
-    kv_capacity_tokens: Annotated[int, Field(ge=1)] | None = None  # None: the plan's KV budget
-    max_batch: Annotated[int, Field(ge=1)] | None = None  # None: serving.batch_size or the engine default
-    seed: Annotated[int, Field(ge=0)] = 0
+    kv_capacity_tokens: Annotated[int, Field(ge=1, le=MAX_KV_CAPACITY_TOKENS)] | None = None  # None: the plan's
+    max_batch: Annotated[int, Field(ge=1, le=MAX_SIM_BATCH)] | None = None  # None: serving.batch_size or default
+    seed: Annotated[int, Field(ge=0, le=2**64 - 1)] = 0
     w_affinity: NonNegFloat = 1.0
     w_queue: NonNegFloat = 0.5
     w_kv: NonNegFloat = 0.5

@@ -17,10 +17,15 @@ import numpy as np
 
 from planner.errors import ScenarioError
 from planner.simulate.engine import SimRun, simulate
-from planner.simulate.options import SimOptions
+from planner.simulate.options import MAX_RATE_REQ_S, SimOptions
 from planner.spec.scenario import Scenario
 
-__all__ = ["find_knee", "latency_stats", "rate_sweep", "summarize"]
+__all__ = ["MAX_RATES", "find_knee", "latency_stats", "rate_sweep", "summarize"]
+
+# Rates one sweep simulates (each a full run of ``requests``): the Tail page's
+# grid has 7; 32 resolve a knee finely and keep a sweep under a few minutes at
+# the largest run size.
+MAX_RATES = 32
 
 
 def latency_stats(values: np.ndarray) -> dict[str, float]:
@@ -89,10 +94,13 @@ def rate_sweep(scenario: Scenario, options: SimOptions, rates: Sequence[float]) 
     if not rates:
         raise ScenarioError("rates: give at least one rate")
     for r in rates:
-        if not r > 0:
-            raise ScenarioError(f"rates: every rate must be > 0, got {r}")
+        if not 0 < r <= MAX_RATE_REQ_S:
+            raise ScenarioError(f"rates: every rate must be > 0 and at most {MAX_RATE_REQ_S:g} req/s, got {r}")
+    unique = sorted(set(rates))
+    if len(unique) > MAX_RATES:
+        raise ScenarioError(f"rates: {len(unique)} rates is over the limit of {MAX_RATES}")
     levels = []
-    for r in sorted(rates):
+    for r in unique:
         run = simulate(scenario, options.model_copy(update={"rate_req_s": float(r)}))
         levels.append(summarize(run, slo_ttft_s=scenario.slo.ttft_s, slo_itl_s=scenario.slo.itl_s,
                                 offered_rate_req_s=float(r)))

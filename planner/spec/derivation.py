@@ -7,6 +7,7 @@ unit and its origin (datasheet, assumed default, calibrated, measured, derived).
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -25,11 +26,10 @@ Origin = Literal[
 
 
 def fmt_num(x: float) -> str:
-    """Compact human form for substituted values: 3.35e+12, 0.8, 131,072."""
-    if x != x:  # NaN
-        return "nan"
-    if x == float("inf"):
-        return "inf"
+    """Compact human form for substituted values: 3.35e+12, 0.8, 131,072; "—"
+    for NaN or ±inf (a value that does not exist is never printed as a number)."""
+    if not math.isfinite(x):
+        return "—"
     ax = abs(x)
     if ax != 0 and (ax >= 1e7 or ax < 1e-3):
         return f"{x:.4g}"

@@ -13,13 +13,17 @@ from typing import Any
 
 from planner.errors import CatalogError
 from planner.io.jsonfile import read_json
+from planner.spec.specs import MAX_SPEC_INT
 
-__all__ = ["SUPPORTED_MODEL_TYPES", "load_hf_config", "spec_kwargs_from_hf_config"]
+__all__ = ["MAX_CONFIG_INT", "SUPPORTED_MODEL_TYPES", "load_hf_config", "spec_kwargs_from_hf_config"]
 
 _DENSE = {"llama", "mistral", "qwen2", "qwen3"}
 _MOE = {"mixtral", "qwen2_moe", "qwen3_moe"}
 _MLA = {"deepseek_v2", "deepseek_v3"}
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_DENSE | _MOE | _MLA))
+# Largest shape a config.json may give: the ModelSpec bound (int32, as frameworks
+# store shapes; real values such as vocab ~256k or 10M-token contexts are far below).
+MAX_CONFIG_INT = MAX_SPEC_INT
 
 
 def _req(cfg: dict[str, Any], key: str) -> Any:
@@ -28,11 +32,36 @@ def _req(cfg: dict[str, Any], key: str) -> Any:
     return cfg[key]
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _int(cfg: dict[str, Any], key: str, value: Any, *, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_CONFIG_INT:
+        kind = "a positive integer" if low > 0 else "a non-negative integer"
+        raise CatalogError(f"config.json: '{key}' must be {kind} up to {MAX_CONFIG_INT}, got {_shown(value)}")
+    return value
+
+
 def _pos_int(cfg: dict[str, Any], key: str, default: Any = None) -> int:
     value = cfg.get(key, default) if default is not None else _req(cfg, key)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise CatalogError(f"config.json: '{key}' must be a positive integer, got {value!r}")
-    return value
+    return _int(cfg, key, value, low=1)
+
+
+def _opt_int(cfg: dict[str, Any], key: str, *, low: int) -> int | None:
+    value = cfg.get(key)
+    return None if value is None else _int(cfg, key, value, low=low)
+
+
+def _name(cfg: dict[str, Any], model_type: str) -> str:
+    name = cfg.get("_name_or_path")
+    if isinstance(name, str) and name.strip():
+        return name.strip()[:200]
+    arch = cfg.get("architectures")
+    if isinstance(arch, list) and arch and isinstance(arch[0], str) and arch[0].strip():
+        return arch[0].strip()[:200]
+    return model_type
 
 
 def _slug(text: str) -> str:
@@ -45,9 +74,9 @@ def spec_kwargs_from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(cfg, dict):
         raise CatalogError("config.json: expected a JSON object")
     model_type = _req(cfg, "model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    if not isinstance(model_type, str) or model_type not in SUPPORTED_MODEL_TYPES:
         raise CatalogError(
-            f"config.json: model_type '{model_type}' is not supported "
+            f"config.json: model_type {_shown(model_type)} is not supported "
             f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
         )
     hidden = _pos_int(cfg, "hidden_size")
@@ -69,7 +98,7 @@ def spec_kwargs_from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
                 f"'num_attention_heads' ({heads}) and no 'head_dim' is given"
             )
         head_dim = hidden // heads
-    name = cfg.get("_name_or_path") or (cfg.get("architectures") or [model_type])[0]
+    name = _name(cfg, model_type)
     out: dict[str, Any] = {
         "id": _slug(str(name).split("/")[-1]),
         "name": str(name),
@@ -81,7 +110,7 @@ def spec_kwargs_from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
         "vocab": vocab,
         "tie_embeddings": bool(cfg.get("tie_word_embeddings", False)),
         "qkv_bias": bool(cfg.get("attention_bias", model_type in {"qwen2", "qwen2_moe"})),
-        "max_context_tokens": cfg.get("max_position_embeddings"),
+        "max_context_tokens": _opt_int(cfg, "max_position_embeddings", low=1),
         "source_note": f"imported from a config.json (model_type {model_type})",
     }
     if model_type in _DENSE:
@@ -105,8 +134,15 @@ def spec_kwargs_from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
                     "'moe_intermediate_size'"
                 )
             out["shared_experts"] = share // out["moe_intermediate"]
-        if cfg.get("mlp_only_layers"):
-            out["dense_layers"] = len(cfg["mlp_only_layers"])
+        dense = cfg.get("mlp_only_layers")
+        if dense is not None:
+            if not isinstance(dense, list) or any(isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < layers
+                                                  for x in dense):
+                raise CatalogError(
+                    f"config.json: 'mlp_only_layers' must be a list of layer indices below {layers}, "
+                    f"got {_shown(dense)}")
+            if dense:
+                out["dense_layers"] = len(set(dense))
     else:  # MLA
         out["attention"] = "mla"
         out["kv_lora_rank"] = _pos_int(cfg, "kv_lora_rank")
@@ -120,8 +156,8 @@ def spec_kwargs_from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
         out["moe_intermediate"] = _pos_int(cfg, "moe_intermediate_size")
         out["experts"] = _pos_int(cfg, "n_routed_experts")
         out["experts_per_token"] = _pos_int(cfg, "num_experts_per_tok")
-        out["shared_experts"] = int(cfg.get("n_shared_experts") or 0)
-        out["dense_layers"] = int(cfg.get("first_k_dense_replace") or 0)
+        out["shared_experts"] = _opt_int(cfg, "n_shared_experts", low=0) or 0
+        out["dense_layers"] = _opt_int(cfg, "first_k_dense_replace", low=0) or 0
         if cfg.get("moe_layer_freq", 1) != 1:
             raise CatalogError("config.json: 'moe_layer_freq' other than 1 is not supported")
     if out.get("experts") and out["experts_per_token"] > out["experts"]:

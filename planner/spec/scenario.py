@@ -13,12 +13,20 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from planner.errors import PlannerError, ScenarioError
-from planner.io.jsonfile import read_json
+from planner.io.jsonfile import MAX_JSON_DEPTH, parse_json, read_json
 from planner.spec.catalog import get_gpu, get_model
 from planner.spec.precision import KvDtype, WeightsDtype
 from planner.spec.specs import GpuSpec, ModelSpec
 
 __all__ = [
+    "MAX_EP",
+    "MAX_ID_CHARS",
+    "MAX_LENGTH_SIGMA",
+    "MAX_PP",
+    "MAX_SEQUENCE_TOKENS",
+    "MAX_TP",
+    "MAX_TRACE_ROWS",
+    "MODEL_PATH_MESSAGE",
     "SCHEMA_VERSION",
     "Cost",
     "Efficiency",
@@ -30,7 +38,9 @@ __all__ = [
     "Speculative",
     "Workload",
     "apply_overrides",
+    "is_model_path",
     "load_scenario_file",
+    "resolve_local_model_file",
     "resolve_gpu",
     "resolve_model",
     "scenario_from_dict",
@@ -39,12 +49,44 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 
+# Bounds every scenario, from anywhere, is held to.
+# Longest prompt or output a workload may name (the schema's bound since the
+# start): ~60× the longest context in the catalog (DeepSeek-V3, 163,840 tokens),
+# room for 10M-token-context models; past it the planner's arrays mean nothing.
+MAX_SEQUENCE_TOKENS = 10_000_000
+# Lognormal σ of prompt/output lengths: at σ = 3 the p99 length is already
+# e^(2.33·3 − 4.5) ≈ 12× the mean and the median 1% of it; larger values overflow
+# the quantile arithmetic (σ = 1e308 gave negative throughput).
+MAX_LENGTH_SIGMA = 3.0
+# Trace rows a scenario may carry: the planner reduces a trace to its moments,
+# so a day of traffic at ~1 req/s is plenty (and ~1.5 MB of JSON).
+MAX_TRACE_ROWS = 100_000
+# Layout bounds (Parallel; the schema's bounds since the start): no catalog node
+# has more than 8 GPUs, so TP past that is refused by the cross-check anyway; PP
+# and EP as deep as any published deployment (DeepSeek-V3 experts: EP 256).
+MAX_TP = 64
+MAX_PP = 64
+MAX_EP = 256
+# A catalog id (gpu, model): the longest catalog id has 14 characters.
+MAX_ID_CHARS = 200
+
+# The one message for a path-shaped ``model`` outside the CLI.  It never depends
+# on the path (whether a file exists there must not be observable).
+MODEL_PATH_MESSAGE = (
+    "looks like a file path; a scenario from a share link, import, upload or stored payload cannot "
+    "read files: import the config.json first (Catalog page, or the CLI: "
+    "python -m planner plan --set model=PATH) and use the model's id or its inline spec"
+)
+
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 PosFraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+TraceTokens = Annotated[int, Field(ge=1, le=MAX_SEQUENCE_TOKENS)]
+CatalogId = Annotated[str, Field(max_length=MAX_ID_CHARS)]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -53,9 +95,9 @@ class Parallel(BaseModel):
     """Layout of one replica: TP × PP × EP GPUs."""
 
     model_config = _FROZEN
-    tp: Annotated[int, Field(ge=1, le=64)] = 1
-    pp: Annotated[int, Field(ge=1, le=64)] = 1
-    ep: Annotated[int, Field(ge=1, le=256)] = 1
+    tp: Annotated[int, Field(ge=1, le=MAX_TP)] = 1
+    pp: Annotated[int, Field(ge=1, le=MAX_PP)] = 1
+    ep: Annotated[int, Field(ge=1, le=MAX_EP)] = 1
 
 
 class Workload(BaseModel):
@@ -66,16 +108,16 @@ class Workload(BaseModel):
     ``peak_requests_per_s`` (default: the mean) what the fleet is sized for."""
 
     model_config = _FROZEN
-    prompt_tokens: Annotated[int, Field(ge=1, le=10_000_000)] = 2000
-    output_tokens: Annotated[int, Field(ge=1, le=10_000_000)] = 250
+    prompt_tokens: Annotated[int, Field(ge=1, le=MAX_SEQUENCE_TOKENS)] = 2000
+    output_tokens: Annotated[int, Field(ge=1, le=MAX_SEQUENCE_TOKENS)] = 250
     requests_per_s: PosFloat = 10.0
     peak_requests_per_s: PosFloat | None = None
     prefix_tokens: NonNegInt = 0
     prefix_hit_rate: Fraction = 0.0
     distribution: Literal["fixed", "lognormal", "trace"] = "fixed"
-    prompt_sigma: Annotated[float, Field(ge=0, le=3, allow_inf_nan=False)] = 0.0
-    output_sigma: Annotated[float, Field(ge=0, le=3, allow_inf_nan=False)] = 0.0
-    trace: tuple[tuple[PosInt, PosInt], ...] | None = None
+    prompt_sigma: Annotated[float, Field(ge=0, le=MAX_LENGTH_SIGMA, allow_inf_nan=False)] = 0.0
+    output_sigma: Annotated[float, Field(ge=0, le=MAX_LENGTH_SIGMA, allow_inf_nan=False)] = 0.0
+    trace: Annotated[tuple[tuple[TraceTokens, TraceTokens], ...], Field(max_length=MAX_TRACE_ROWS)] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Workload:
@@ -165,8 +207,8 @@ class Scenario(BaseModel):
     model_config = _FROZEN
     schema_version: Literal[1] = 1
     name: Annotated[str, Field(max_length=200)] = "untitled"
-    gpu: str | GpuSpec = "h100-sxm"
-    model: str | ModelSpec = "llama-3.1-8b"
+    gpu: CatalogId | GpuSpec = "h100-sxm"
+    model: CatalogId | ModelSpec = "llama-3.1-8b"
     weights_dtype: WeightsDtype = "bf16"
     kv_dtype: KvDtype = "bf16"
     parallel: Parallel = Parallel()
@@ -180,14 +222,11 @@ class Scenario(BaseModel):
 
     @field_validator("model", mode="before")
     @classmethod
-    def _model_from_path(cls, value: Any) -> Any:
-        if isinstance(value, str) and (value.endswith(".json") or "/" in value):
-            from planner.spec.hf_import import load_hf_config
-
-            try:
-                return ModelSpec.from_hf_config(load_hf_config(value))
-            except PlannerError as exc:
-                raise ValueError(str(exc)) from None
+    def _no_model_path(cls, value: Any) -> Any:
+        # Validation never opens a file: only the CLI, for a file its user names,
+        # turns a path into an inline spec first (resolve_local_model_file).
+        if is_model_path(value):
+            raise ValueError(MODEL_PATH_MESSAGE)
         return value
 
     @field_validator("gpu", "model", mode="after")
@@ -221,6 +260,28 @@ class Scenario(BaseModel):
         return self
 
 
+def is_model_path(value: Any) -> bool:
+    """True for a ``model`` string shaped like a file path (contains "/" or "\\",
+    or ends in ".json"); catalog ids never are."""
+    return isinstance(value, str) and (value.endswith(".json") or "/" in value or "\\" in value)
+
+
+def resolve_local_model_file(data: dict[str, Any]) -> dict[str, Any]:
+    """For a file a local user names (the CLI): a path-shaped ``model`` becomes the
+    inline spec its Hugging Face config.json describes (read with the size cap).
+    Never call this on data from a link, import, upload or store."""
+    value = data.get("model")
+    if not is_model_path(value):
+        return data
+    from planner.spec.hf_import import load_hf_config
+
+    try:
+        spec = ModelSpec.from_hf_config(load_hf_config(str(value)))
+    except PlannerError as exc:
+        raise ScenarioError(f"model: {exc}") from None
+    return {**data, "model": spec.model_dump(mode="json")}
+
+
 def resolve_gpu(scenario: Scenario) -> GpuSpec:
     """The GpuSpec a scenario names (catalog id) or carries inline."""
     return scenario.gpu if isinstance(scenario.gpu, GpuSpec) else get_gpu(scenario.gpu)
@@ -249,21 +310,34 @@ def validation_message(exc: ValidationError, *, prefix: str = "") -> str:
     return "; ".join(dict.fromkeys(parts))
 
 
-def scenario_from_dict(data: dict[str, Any]) -> Scenario:
-    """Validate a plain dict; errors become one ScenarioError naming the field."""
+def scenario_from_dict(data: dict[str, Any], *, allow_local_files: bool = False) -> Scenario:
+    """Validate a plain dict; errors become one ScenarioError naming the field.
+
+    By default (data from a share link, import, upload, query parameter or the
+    store) nothing is read from disk: a path-shaped ``model`` is refused with
+    :data:`MODEL_PATH_MESSAGE`, the same whether or not the file exists.  Only
+    a local user naming a file (the CLI's scenario file and ``--set model=PATH``)
+    passes ``allow_local_files=True`` to read that config.json."""
     if not isinstance(data, dict):
         raise ScenarioError("scenario: expected a JSON object")
+    if allow_local_files:
+        data = resolve_local_model_file(data)
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(validation_message(exc)) from None
+    except RecursionError:  # a pathologically nested inline spec
+        raise ScenarioError(f"scenario: nested deeper than {MAX_JSON_DEPTH} levels") from None
 
 
-def _parse_value(text: str) -> Any:
+def _parse_value(text: str, key: str) -> Any:
     try:
-        return json.loads(text)
+        json.loads(text)
     except json.JSONDecodeError:
         return text
+    except (RecursionError, ValueError):
+        pass  # parse_json names the problem below
+    return parse_json(text, source=f"--set {key}")
 
 
 _FIELDS: dict[str, type[BaseModel]] = {
@@ -288,7 +362,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             sub = _FIELDS.get(parts[0])
             if sub is None or len(parts) != 2 or parts[1] not in sub.model_fields:
                 raise ScenarioError(f"{key}: unknown key")
-        value = _parse_value(raw)
+        value = _parse_value(raw, key)
         if parts[0] in {"name", "gpu", "model"} and not isinstance(value, dict):
             value = raw  # ids and names stay strings ("1" is a name, not a number)
         node = out
@@ -299,6 +373,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 
 def load_scenario_file(path: str | Path) -> dict[str, Any]:
-    """Read a scenario JSON file into a dict (validated later)."""
+    """Read a scenario JSON file a local user names into a dict (validated
+    later); only a regular file, at most MAX_JSON_FILE_BYTES."""
     data: dict[str, Any] = read_json(path)
     return data

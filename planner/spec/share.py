@@ -16,6 +16,7 @@ import re
 import zlib
 
 from planner.errors import ScenarioError
+from planner.io.jsonfile import parse_json
 from planner.spec.scenario import Scenario, scenario_from_dict
 
 __all__ = ["MAX_TOKEN_CHARS", "scenario_from_token", "share_token"]
@@ -68,10 +69,10 @@ def scenario_from_token(token: str) -> Scenario:
     if hashlib.sha256(raw).digest()[:_DIGEST_BYTES] != digest:
         raise ScenarioError("share link: the token's checksum does not match (it was changed or damaged)")
     try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ScenarioError("share link: the token does not hold JSON") from None
+        data = parse_json(raw, source="token")
+    except ScenarioError as exc:
+        raise ScenarioError(f"share link: the token does not hold JSON ({exc})") from None
     try:
-        return scenario_from_dict(data)
+        return scenario_from_dict(data)  # untrusted: a path-shaped model is refused, no file is opened
     except ScenarioError as exc:
         raise ScenarioError(f"share link: {exc}") from None

@@ -13,11 +13,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.errors import CatalogError
 
-__all__ = ["DenseFlops", "GpuSpec", "ModelSpec"]
+__all__ = ["MAX_SPEC_FLOAT", "MAX_SPEC_INT", "DenseFlops", "GpuSpec", "ModelSpec"]
 
-PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-PosInt = Annotated[int, Field(ge=1)]
-NonNegInt = Annotated[int, Field(ge=0)]
+# Bounds on every spec number (an inline spec can come from a share link):
+# shapes fit in int32 as in every framework (the largest real ones, vocab
+# ~256k and 10M-token contexts, are far below); rates, capacities, prices and
+# parameter counts stay under 1e20 (the largest catalog figure, ~1e16 FLOP/s,
+# is 10,000× below), so no product the planner forms can overflow a float.
+MAX_SPEC_INT = 2**31 - 1
+MAX_SPEC_FLOAT = 1e20
+
+PosFloat = Annotated[float, Field(gt=0, le=MAX_SPEC_FLOAT, allow_inf_nan=False)]
+PosInt = Annotated[int, Field(ge=1, le=MAX_SPEC_INT)]
+NonNegInt = Annotated[int, Field(ge=0, le=MAX_SPEC_INT)]
 
 
 class DenseFlops(BaseModel):

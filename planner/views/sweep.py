@@ -9,11 +9,13 @@ The sweep calls :func:`planner.sizing.operating.operating_arrays` and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import ValidationError
 
 from planner.errors import ScenarioError
 from planner.physics.roofline import compute_dtype
@@ -21,14 +23,44 @@ from planner.sizing.fleet import fleet_arrays
 from planner.sizing.operating import operating_arrays, workload_stats
 from planner.spec.catalog import load_catalog
 from planner.spec.context import resolve
-from planner.spec.scenario import Scenario
+from planner.spec.scenario import MAX_PP, MAX_TP, Scenario, validation_message
 
-__all__ = ["DEFAULT_DTYPES", "DEFAULT_PP", "DEFAULT_TP", "pareto_front", "sweep"]
+__all__ = ["DEFAULT_DTYPES", "DEFAULT_PP", "DEFAULT_TP", "MAX_SWEEP_CANDIDATES", "pareto_front", "sweep"]
 
 DEFAULT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "int8", "int4", "nvfp4")
 DEFAULT_TP: tuple[int, ...] = (1, 2, 4, 8)
 DEFAULT_PP: tuple[int, ...] = (1, 2)
 MODES: tuple[str, ...] = ("colocated", "disaggregated")
+# Most candidates one sweep evaluates (GPUs × dtypes × TP × PP × modes, after
+# de-duplication).  The default sweep is 720; 20,000 take about 1 s and 50 MB
+# on a 2-core machine (92,160 took 3.5 s and 210 MB), and are more rows than
+# anyone reads.
+MAX_SWEEP_CANDIDATES = 20_000
+
+T = TypeVar("T")
+
+
+def _unique(values: Sequence[T]) -> list[T]:
+    """``values`` without repeats, in first-seen order."""
+    return list(dict.fromkeys(values))
+
+
+def _check_axes(gpu_ids: list[str], dts: list[str], tps: list[int], pps: list[int], modes: list[str]) -> None:
+    for flag, axis, top in (("--tp", tps, MAX_TP), ("--pp", pps, MAX_PP)):
+        if not axis:
+            raise ScenarioError(f"{flag}: give at least one value")
+        for v in axis:
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top:
+                raise ScenarioError(f"{flag}: every value must be an integer from 1 to {top}, got {v!r}")
+    for flag, names in (("--gpus", gpu_ids), ("--dtypes", dts), ("--modes", modes)):
+        if not names:
+            raise ScenarioError(f"{flag}: give at least one value")
+    n = len(gpu_ids) * len(dts) * len(tps) * len(pps) * len(modes)
+    if n > MAX_SWEEP_CANDIDATES:
+        raise ScenarioError(
+            f"sweep: {len(gpu_ids)} GPUs × {len(dts)} dtypes × {len(tps)} TP × {len(pps)} PP × {len(modes)} modes "
+            f"= {n:,} candidates, over the limit of {MAX_SWEEP_CANDIDATES:,}; narrow --gpus, --dtypes, --tp, --pp "
+            "or --modes")
 
 
 def pareto_front(x: Sequence[float] | NDArray[np.float64], y: Sequence[float] | NDArray[np.float64]) -> NDArray[np.bool_]:
@@ -75,14 +107,16 @@ def sweep(
 ) -> dict[str, Any]:
     """Evaluate every candidate; returns {"rows": [...], "cheapest": row | None}."""
     cat = load_catalog()
-    gpu_ids = list(gpus) if gpus else sorted(cat.gpus)
+    gpu_ids = _unique(list(gpus)) if gpus else sorted(cat.gpus)
+    dts = _unique(list(dtypes)) if dtypes else list(DEFAULT_DTYPES)
+    tps, pps, modes = _unique(list(tps)), _unique(list(pps)), _unique(list(modes))
+    _check_axes(gpu_ids, dts, tps, pps, modes)
     for g in gpu_ids:
         if g not in cat.gpus:
             raise ScenarioError(f"--gpus: unknown gpu '{g}'")
     for m in modes:
         if m not in MODES:
             raise ScenarioError(f"--modes: unknown mode '{m}' (colocated, disaggregated)")
-    dts = list(dtypes) if dtypes else list(DEFAULT_DTYPES)
     rows: list[dict[str, Any]] = []
     ep = base.parallel.ep
     for gid in gpu_ids:
@@ -90,8 +124,8 @@ def sweep(
             try:
                 sc = base.model_copy(update={"gpu": gid, "weights_dtype": dt, "parallel": base.parallel.model_copy(update={"tp": 1, "pp": 1})})
                 sc = Scenario.model_validate(sc.model_dump())
-            except Exception as exc:  # noqa: BLE001 - reported per candidate
-                raise ScenarioError(f"--dtypes: {dt}: {exc}") from None
+            except ValidationError as exc:
+                raise ScenarioError(f"--dtypes: {dt}: {validation_message(exc)}") from None
             r = resolve(sc)
             cdt = compute_dtype(r.gpu, dt)  # the tensor-core rate used (FP4 weights on Hopper: fp8)
             stats = workload_stats(r)
@@ -129,7 +163,7 @@ def _row(gid: str, dt: str, kd: str, tp: int, pp: int, ep: int, mode: str, op: A
         if a is None:
             return None
         x = float(a[i])
-        return None if x != x else x
+        return x if math.isfinite(x) else None  # NaN/inf: not a number a reader can use
 
     feasible = bool(op.feasible[i]) if op is not None else False
     return {
