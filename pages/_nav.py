@@ -21,6 +21,7 @@ def app_pages() -> dict[str, list[StreamlitPage]]:
             st.Page("pages/tail.py", title="Tail latency", url_path="tail"),
         ],
         "Decide": [
+            st.Page("pages/compare.py", title="Compare", url_path="compare"),
             st.Page("pages/explore.py", title="Explore", url_path="explore"),
             st.Page("pages/scenarios.py", title="Scenarios", url_path="scenarios"),
         ],

@@ -29,7 +29,7 @@ from planner.errors import (
     ProbeError,
     ScenarioError,
 )
-from planner.io.export import csv_text, plan_row
+from planner.io.export import column_unit, csv_text, plan_row, review_csv_text
 from planner.io.formatting import derivation_value, human, readable, sig3
 from planner.physics.memory import (
     contiguous_reservation_bytes,
@@ -71,6 +71,18 @@ from planner.spec.precision import bits_per_weight, bytes_per_kv_element, bytes_
 from planner.spec.scenario import Scenario, apply_overrides, scenario_from_dict
 from planner.spec.share import MAX_TOKEN_CHARS, scenario_from_token, share_token
 from planner.spec.specs import DenseFlops, GpuSpec, ModelSpec
+from planner.views.compare import (
+    COMPARE_MAX,
+    COMPARE_MIN,
+    COMPARE_PAIRS,
+    CompareColumn,
+    best_layout,
+    compare_columns,
+    gpu_variants,
+    layout_label,
+    layout_variants,
+    partner_gpu,
+)
 from planner.views.curves import log_grid, roof_lines
 from planner.views.inputs import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, trace_from_upload
 from planner.views.link import LINK_FIELDS, link_params, parse_link, scenario_data, widget_values
@@ -82,6 +94,7 @@ from planner.views.review import (
     mode_scenarios,
     sweep_row_scenario,
 )
+from planner.views.revisions import FieldChange, revision_changes
 from planner.views.sweep import sweep
 from planner.views.vocabulary import (
     Headline,
@@ -97,9 +110,23 @@ from planner.views.vocabulary import (
 
 __all__ = [
     "csv_text",
+    "column_unit",
+    "review_csv_text",
     "plan_row",
     "human",
     "INPUT_HELP",
+    "FieldChange",
+    "revision_changes",
+    "COMPARE_MAX",
+    "COMPARE_MIN",
+    "COMPARE_PAIRS",
+    "CompareColumn",
+    "best_layout",
+    "compare_columns",
+    "gpu_variants",
+    "layout_label",
+    "layout_variants",
+    "partner_gpu",
     "LINK_FIELDS",
     "MAX_TOKEN_CHARS",
     "TRACE_MAX_BYTES",

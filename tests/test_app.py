@@ -245,8 +245,8 @@ def test_scenarios_page_save_then_list_and_open_by_slug(app: AppTest, store_db: 
     app.selectbox(key="gpu").set_value("h200-sxm").run()
     _goto(app, "scenarios")
     app.text_input(key="sc_name").set_value("Review H200")
-    app.text_input(key="sc_tags").set_value("review, h200")
-    app.button(key="FormSubmitter:sc_save-Save").click().run()
+    app.text_input(key="sc_tags").set_value("review, h200").run()
+    app.button(key="sc_save").click().run()
     assert not app.exception and not app.error, [e.value for e in app.error]
     assert any("Saved" in s.value for s in app.success)
     listed = app.dataframe[0].value

@@ -4,6 +4,18 @@ and below.
 
 from __future__ import annotations
 
+from planner.views.compare import (
+    COMPARE_MAX,
+    COMPARE_MIN,
+    COMPARE_PAIRS,
+    CompareColumn,
+    best_layout,
+    compare_columns,
+    gpu_variants,
+    layout_label,
+    layout_variants,
+    partner_gpu,
+)
 from planner.views.curves import (
     Row,
     batch_curve,
@@ -29,6 +41,7 @@ from planner.views.review import (
     mode_scenarios,
     sweep_row_scenario,
 )
+from planner.views.revisions import FieldChange, field_text, revision_changes
 from planner.views.sweep import (
     DEFAULT_DTYPES,
     DEFAULT_PP,
@@ -50,6 +63,19 @@ from planner.views.vocabulary import (
 )
 
 __all__ = [
+    "FieldChange",
+    "field_text",
+    "revision_changes",
+    "COMPARE_MAX",
+    "COMPARE_MIN",
+    "COMPARE_PAIRS",
+    "CompareColumn",
+    "best_layout",
+    "compare_columns",
+    "gpu_variants",
+    "layout_label",
+    "layout_variants",
+    "partner_gpu",
     "INPUT_HELP",
     "LINK_FIELDS",
     "LinkField",
