@@ -85,6 +85,7 @@ from planner.views.compare import (
 )
 from planner.views.curves import log_grid, roof_lines
 from planner.views.inputs import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, trace_from_upload
+from planner.views.labels import room_for_labels
 from planner.views.link import LINK_FIELDS, link_params, parse_link, scenario_data, widget_values
 from planner.views.plausibility import plausibility_warnings
 from planner.views.review import (
@@ -109,6 +110,7 @@ from planner.views.vocabulary import (
 )
 
 __all__ = [
+    "room_for_labels",
     "csv_text",
     "column_unit",
     "review_csv_text",

@@ -30,6 +30,7 @@ from planner.views.curves import (
     ttft_curve,
 )
 from planner.views.inputs import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, trace_from_upload
+from planner.views.labels import LABEL_MIN_DX, LABEL_MIN_DY, room_for_labels
 from planner.views.link import LINK_FIELDS, LinkField, link_params, parse_link, scenario_data, widget_values
 from planner.views.plausibility import LARGEST_CLUSTER_GPUS, plausibility_warnings
 from planner.views.review import (
@@ -63,6 +64,9 @@ from planner.views.vocabulary import (
 )
 
 __all__ = [
+    "LABEL_MIN_DX",
+    "LABEL_MIN_DY",
+    "room_for_labels",
     "FieldChange",
     "field_text",
     "revision_changes",
