@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from pages._format import plain
+from pages._format import md, plain
 from planner import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, PlannerError, Scenario, price_source, trace_from_upload
 
 DEFAULT = Scenario()
@@ -56,7 +56,7 @@ def capacity_widgets(num: Callable[..., Any], select: Callable[..., Any], holes:
     price = num("Price ($/GPU-hour, empty = catalog)", "price", None, 0.1, holes,
                 help=INPUT_HELP["cost.usd_per_gpu_hour"])
     gpu = st.session_state.get("gpu", DEFAULT.gpu)
-    st.caption("Price: " + price_source(gpu=gpu, usd_per_gpu_hour=price))
+    st.markdown(":gray[Price: " + md(plain(price_source(gpu=gpu, usd_per_gpu_hour=price))) + "]")
     with st.expander("Length distribution"):
         dist = select("Distribution", ["fixed", "lognormal", "trace"], DEFAULT.workload.distribution, "dist", holes,
                       help=INPUT_HELP["workload.distribution"])

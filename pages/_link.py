@@ -68,28 +68,35 @@ def request_stored(stored: Any) -> None:
                  pinned=pinned, saved={"slug": stored.slug, "name": stored.name, "version": stored.version})
 
 
-def _from_url_ref() -> None:
-    """``?scenario=<slug>`` or ``?s=<token>``: queue that scenario or show why not."""
+def _from_url_ref() -> str | None:
+    """``?scenario=<slug>`` or ``?s=<token>``: queue that scenario, or say why not."""
     qp = st.query_params
     if "scenario" in qp:
         from pages._store import store_engine
         from planner.store import get_scenario
 
+        class _Keep:  # store_engine's message, kept for the rerun
+            text: str | None = None
+
+            def error(self, text: str) -> None:
+                self.text = text
+
         slug = qp["scenario"]
-        engine = store_engine()
+        keep = _Keep()
+        engine = store_engine(where=keep)
         if engine is None:
-            return
+            return keep.text
         try:
             stored = get_scenario(engine=engine, ref=slug)
         except PlannerError as exc:
-            st.error(f"Share link `?scenario=`: {plain(str(exc))}")
-            return
+            return f"Share link `?scenario=`: {plain(str(exc))}"
         request_stored(stored)
     elif "s" in qp:
         try:
             request_load(scenario_from_token(qp["s"]), label="shared link")
         except PlannerError as exc:
-            st.error(plain(str(exc)))  # the message starts "share link: ..."
+            return plain(str(exc))  # the message starts "share link: ..."
+    return None
 
 
 def read_link_once(choices: dict[str, list[Any]]) -> None:
@@ -98,10 +105,12 @@ def read_link_once(choices: dict[str, list[Any]]) -> None:
     if st.session_state.get(READ):
         return
     st.session_state[READ] = True
-    _from_url_ref()
+    error = _from_url_ref()
     params = {k: st.query_params.get_all(k) for k in st.query_params}
     values, problems = parse_link(params, choices)
-    st.session_state[PROBLEMS] = {"json": None, "problems": problems}
+    # Kept in session state: the session's first run is rerun at once (app.py), and what
+    # it drew is gone.
+    st.session_state[PROBLEMS] = {"json": None, "problems": problems, "errors": [error] if error else []}
     st.session_state["_link_values"] = values
 
 
@@ -135,14 +144,16 @@ def apply_pending() -> None:
 def show_problems(scenario: Scenario | None) -> None:
     """The link's refused values, as warnings, until the scenario changes."""
     box = st.session_state.get(PROBLEMS)
-    if not box or not box["problems"]:
+    if not box or not (box["problems"] or box["errors"]):
         return
     now = scenario.model_dump_json() if scenario is not None else ""
     if box["json"] is None:
         box["json"] = now
     if box["json"] != now:
-        box["problems"] = []
+        box["problems"], box["errors"] = [], []
         return
+    for e in box["errors"]:
+        st.error(e)
     for p in box["problems"]:
         st.warning(p)
 

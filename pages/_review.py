@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._format import MISSING, check_line, shown, usd
+from pages._format import MISSING, check_line, md, shown, usd
 from planner import Plan, Scenario, blended_note, plan_headline, plausibility_warnings, price_source
 from planner.simulate import FleetCheck, fleet_check
 
@@ -33,16 +33,25 @@ def show_headline(result: Plan, scenario: Scenario, *, where: object = None) -> 
         box.error(why)  # type: ignore[attr-defined]
     cols = box.columns(4)  # type: ignore[attr-defined]
     cols[0].metric("GPUs", shown(h.gpus_total, fmt=",.0f"), help=why or f"{h.gpus_per_replica} per replica")
-    cols[1].metric("Replicas", h.pools, help=why or f"{h.mode}; sized for the peak at the target utilization")
+    f = result.fleet
+    if h.mode == "disaggregated":
+        pools = (f"{f.prefill_replicas:,.0f} + {f.decode_replicas:,.0f}" if h.feasible else MISSING)
+        cols[1].metric("Replicas (prefill + decode)", pools,
+                       help=why or f"{h.pools}, {h.gpus_per_replica} GPU(s) each; sized for the peak at the target utilization")
+    else:
+        cols[1].metric("Replicas", shown(f.replicas, fmt=",.0f"),
+                       help=why or f"colocated, {h.gpus_per_replica} GPU(s) each; sized for the peak at the target utilization")
+    price = price_source(gpu=scenario.gpu, usd_per_gpu_hour=scenario.cost.usd_per_gpu_hour)
     cols[2].metric("$/Mtok output", usd(h.usd_per_mtok_output),
-                   help=why or (f"blended (input + output) {usd(h.usd_per_mtok_blended)}/Mtok; "
-                                f"fleet {usd(h.usd_per_hour)}/hour; price: {price_source(gpu=scenario.gpu, usd_per_gpu_hour=scenario.cost.usd_per_gpu_hour)}"))
+                   help=why or md(f"blended (input + output) {usd(h.usd_per_mtok_blended)}/Mtok; "
+                                  f"fleet {usd(h.usd_per_hour)}/hour; price: {price}"))
     slo = "met" if h.slo_met else ("—" if not h.feasible else "missed")
     cols[3].metric("SLO", slo, help=why or "both targets, as the plan computes them (below)")
-    box.markdown("  \n".join(check_line(c) for c in h.checks)  # type: ignore[attr-defined]
-                 + f"  \n*{h.checks[0].basis}; {h.checks[1].basis}.*")
+    box.markdown("  \n".join(check_line(c) for c in h.checks))  # type: ignore[attr-defined]
+    box.caption(f"How: TTFT p90 is {h.checks[0].basis.removeprefix('analytic: ')}; "  # type: ignore[attr-defined]
+                f"ITL mean is the {h.checks[1].basis.removeprefix('analytic: ')}.")
     if h.feasible and (note := blended_note(result)):
-        box.caption(note)  # type: ignore[attr-defined]
+        box.caption(md(note))  # type: ignore[attr-defined]
 
 
 def show_fleet_check(result: Plan, scenario: Scenario, *, where: object = None) -> None:
@@ -62,4 +71,4 @@ def show_fleet_check(result: Plan, scenario: Scenario, *, where: object = None) 
 
 def show_plausibility(result: Plan, scenario: Scenario) -> None:
     for w in plausibility_warnings(scenario, result):
-        st.warning(w)
+        st.warning(md(w))

@@ -19,7 +19,6 @@ from pages._link import (
     LOADED,
     PINNED,
     apply_pending,
-    copy_link,
     imported_models,
     read_link_once,
     request_load,
@@ -97,18 +96,16 @@ def cached_sweep(scenario: Scenario, **axes: Any) -> list[dict[str, Any]]:
 
 def _num(label: str, key: str, value: float | int | None, step: float | int, holes: dict[str, Any],
          help: str | None = None, **kw: Any) -> Any:
-    # A value set through session state (a link, a loaded scenario) is the widget's value; passing a default
-    # beside it would only log Streamlit's duplicate-value warning.
-    first = {} if key in st.session_state else {"value": value}
-    out = st.number_input(label, step=step, key=key, persist_state="session", help=help, **first, **kw)
+    # A value set through session state (a link, a loaded scenario) is the widget's value.  The default
+    # stays the same on every run: a browser resets a widget whose default changes between runs.
+    out = st.number_input(label, value=value, step=step, key=key, persist_state="session", help=help, **kw)
     holes[key] = st.empty()
     return out
 
 
 def _select(label: str, options: list[Any], default: Any, key: str, holes: dict[str, Any],
             help: str | None = None) -> Any:
-    first = {} if key in st.session_state else {"index": options.index(default)}
-    out = st.selectbox(label, options, key=key, persist_state="session", help=help, **first)
+    out = st.selectbox(label, options, index=options.index(default), key=key, persist_state="session", help=help)
     holes[key] = st.empty()
     return out
 
@@ -146,8 +143,8 @@ def _widgets(cat: Any, holes: dict[str, Any]) -> None:
     choices = _choices(cat)
     with st.sidebar:
         st.header("Scenario")
-        st.session_state.setdefault("name", DEFAULT.name)
-        st.text_input("Name", key="name", max_chars=200, help="shown in exports and reports")
+        st.text_input("Scenario name", value=DEFAULT.name, key="name", max_chars=200,
+                      help="shown in exports and reports")
         holes["name"] = st.empty()
         _select("GPU", choices["gpu"], DEFAULT.gpu, "gpu", holes)
         _select("Model", choices["model"], DEFAULT.model, "model", holes)
@@ -229,8 +226,7 @@ def sidebar_scenario() -> Scenario | None:
         (holes[key] if key else st.sidebar).error(plain(msg))
         st.error(f"The scenario is not valid: {plain(msg)}")
         return None
-    with st.sidebar.expander("Share this view"):
-        copy_link(sync_url(scenario, values))
+    sync_url(scenario, values)
     return scenario
 
 
@@ -247,6 +243,14 @@ def frame() -> None:
     st.session_state[SCENARIO_KEY] = scenario
     show_problems(scenario)
     saved_banner(scenario)
+
+
+def first_run_of_session() -> bool:
+    """True once per session: on its first run (see app.py)."""
+    if st.session_state.get("_ids_settled"):
+        return False
+    st.session_state["_ids_settled"] = True
+    return True
 
 
 def through_app_py() -> None:

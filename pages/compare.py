@@ -103,12 +103,15 @@ chart_rows = [{"option": c.label, "gpu": c.label.split()[0], "usd_per_mtok_outpu
 if chart_rows:
     data = pd.DataFrame(chart_rows)
     y = alt.Y("option:N", sort=[r["option"] for r in chart_rows], title=None, axis=alt.Axis(labelLimit=320))
-    bars = alt.Chart(data).mark_bar().encode(
-        x=alt.X("usd_per_mtok_output:Q", title="$/Mtok output"), y=y,
+    top = float(data["usd_per_mtok_output"].max()) * 1.4  # room for the label beside the longest bar
+    x = alt.X("usd_per_mtok_output:Q", title="$/Mtok output", scale=alt.Scale(domain=[0, top], nice=False),
+              axis=alt.Axis(format="$.2f", tickCount=6))
+    bars = alt.Chart(data).mark_bar(size=28).encode(
+        x=x, y=y,
         color=alt.Color("gpu:N", title="GPU", scale=gpu_colors(list(data["gpu"]))),
         tooltip=[alt.Tooltip("option:N"), alt.Tooltip("text:N", title="cost")])
-    text = alt.Chart(data).mark_text(align="left", dx=4).encode(x="usd_per_mtok_output:Q", y=y, text="text:N")
-    show_chart((bars + text).properties(height=60 * len(chart_rows) + 40,
+    text = alt.Chart(data).mark_text(align="left", dx=6, fontSize=12).encode(x=x, y=y, text="text:N")
+    show_chart((bars + text).properties(height=50 * len(chart_rows) + 30,
                                        title="$/Mtok output of the options that meet the SLO"), "compare")
 pick = st.selectbox("Make one the sidebar's scenario", [c.label for c in cols], key="cmp_pick")
 if st.button("Use it", key="cmp_use", type="primary"):

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._charts import gpu_colors, show_chart
-from pages._format import shown, usd
+from pages._format import md, shown, usd
 from pages._sidebar import DTYPES, MODES, cached_sweep, page_scenario, request_load
 from planner import PlannerError, csv_text, load_catalog, sweep_row_scenario
 
@@ -48,8 +48,8 @@ st.metric("Candidates meeting the SLO", f"{len(ok):,} of {len(df):,}",
           help="the others are not plotted; the table lists them with their reason")
 if not ok.empty:
     best = ok.loc[ok["usd_per_mtok_output"].idxmin()]
-    st.success(f"Cheapest: {best['candidate']} at {usd(best['usd_per_mtok_output'])}/Mtok output, "
-               f"{shown(best['gpus_total'], fmt=',.0f')} GPUs")
+    st.success(md(f"Cheapest: {best['candidate']} at {usd(best['usd_per_mtok_output'])}/Mtok output, "
+                  f"{shown(best['gpus_total'], fmt=',.0f')} GPUs"))
     pts = ok.assign(frontier=ok["pareto_cost_itl"].map({True: "on the frontier", False: "dominated"}))
     base = alt.Chart(pts).encode(
         x=alt.X("itl_ms:Q", title="ITL mean at the operating point (ms)"),

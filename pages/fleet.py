@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages._format import MISSING, check_line, derivation_md, is_number, shown, usd
+from pages._format import MISSING, check_line, derivation_md, is_number, md, shown, usd
 from pages._review import cached_fleet_check
 from pages._sidebar import cached_plan, page_scenario
 from planner import PlannerError, blended_note, fleet_derivations, mode_scenarios, plan_slo_checks
@@ -58,15 +58,20 @@ for col, (mode, sc) in zip(cols, mode_scenarios(scenario).items(), strict=True):
             grid[i % 2].metric(label, value, help=reason if value == MISSING else None)
         checks = plan_slo_checks(p, sc)
         st.markdown("  \n".join(check_line(ch) for ch in checks))
+        for label, value, _dv in rows:
+            table.setdefault("Replicas" if label.startswith("Replicas") else label, {})[mode] = (
+                f"{value} (prefill : decode)" if label.startswith("Replicas (") and value != MISSING else value)
+        if mode == "colocated":
+            table.setdefault("KV transfer per request", {})[mode] = "none (one pool)"
         for ch in checks:
             table.setdefault(ch.label + " (target " + shown(ch.target_s, "s") + ")", {})[mode] = shown(ch.value_s, "s")
         if op.feasible and (check := cached_fleet_check(sc)) is not None:
             (st.success if check.passed else st.warning)(check.sentence())
-            table.setdefault("Simulated: requests meeting both targets", {})[mode] = f"{check.attainment:.1%}"
+            table.setdefault(f"Simulated: requests meeting both targets (plan promises {check.target:.0%})",
+                             {})[mode] = f"{check.attainment:.1%}"
         for label, value, dv in rows:
-            table.setdefault(label, {})[mode] = value
             if dv is not None:
-                with st.expander(f"{label}: {value}"):
+                with st.expander(md(f"{label}: {value}")):
                     st.markdown(derivation_md(dv, reason=reason))
 if table:
     st.subheader("Side by side")
@@ -75,7 +80,7 @@ if plans:
     st.subheader("Verdict")
     st.info(next(iter(plans.values())).fleet.verdict)
     if note := blended_note(next(iter(plans.values()))):
-        st.caption(note)
+        st.caption(md(note))
     if not all(p.operating_point.feasible for p in plans.values()):
         st.caption(f"{MISSING}: no such number, since no operating point meets the SLO (the reason is above).")
     rt = next(iter(plans.values())).routing

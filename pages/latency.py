@@ -23,13 +23,14 @@ cols[0].metric("Decode step at the batch", shown(d.step_s, "s"),
 cols[1].metric("tok/s per replica", shown(d.tok_s_per_replica, fmt=",.0f"))
 cols[2].metric("Prefill time · no queueing", shown(result.prefill.time_s, "s"),
                help=f"one prompt alone; TTFT p90 at the operating point, queueing included: {shown(op.ttft_p90_s, 's')}")
-cols[3].metric("Chunked prefill TTFT · no queueing", shown(result.prefill.chunked_ttft_s, "s"),
+cols[3].metric("Chunked TTFT · no queueing", shown(result.prefill.chunked_ttft_s, "s"),
                help=f"{result.prefill.chunks} chunk(s) of {result.prefill.chunk_tokens:,} tokens, each beside a decode step")
 
 st.subheader("Throughput vs ITL as the batch grows")
 batches = sorted({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, d.batch_size})
 bc = pd.DataFrame(cached_curve("batch_curve", scenario, batches=batches))
 bc["itl_ms"] = bc["itl_s"] * 1e3
+bc["KV cache"] = bc["fits"].map({True: "fits", False: "does not fit"})
 # Label a batch only where there is room: small batches crowd at the left.
 order = sorted(range(len(bc)), key=lambda i: -int(bc["batch_size"].iloc[i]))
 room = room_for_labels([bc["itl_ms"].iloc[i] for i in order], [bc["tok_s_per_replica"].iloc[i] for i in order],
@@ -41,9 +42,10 @@ for i, keep in zip(order, room, strict=True):
 base = alt.Chart(bc).encode(x=alt.X("itl_ms:Q", title="decode step = ITL mean, no queueing (ms)"),
                             y=alt.Y("tok_s_per_replica:Q", title="tok/s per replica"))
 curve = base.mark_line(point=True).encode(
-    color=alt.Color("fits:N", title="fits in KV"),
+    color=alt.Color("KV cache:N", title="KV cache", scale=alt.Scale(domain=["fits", "does not fit"],
+                                                                  range=["#4c78a8", "#bbbbbb"])),
     tooltip=[alt.Tooltip("batch_size:Q", title="batch"), alt.Tooltip("itl_ms:Q", title="ITL (ms)", format=".3~r"),
-             alt.Tooltip("tok_s_per_replica:Q", title="tok/s per replica", format=",.0f"), "bound:N", "fits:N"])
+             alt.Tooltip("tok_s_per_replica:Q", title="tok/s per replica", format=",.0f"), "bound:N", "KV cache:N"])
 labels = base.mark_text(dy=-10, fontSize=10).encode(text="label:N")
 target = alt.Chart(pd.DataFrame([{"itl_ms": scenario.slo.itl_s * 1e3}])).mark_rule(
     color="red", strokeDash=[6, 4]).encode(x="itl_ms:Q")

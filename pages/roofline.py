@@ -66,7 +66,7 @@ st.caption(f"Points: the scenario's decode steps (batch × context) and prefills
 r = result.roofline
 cols = st.columns(4)
 cols[0].metric("Ridge point", f"{r.ridge_flop_per_byte:,.0f} FLOP/B")
-cols[1].metric("Decode intensity", f"{r.decode_intensity_flop_per_byte:,.1f} FLOP/B", help=r.decode_bound + " bound")
+cols[1].metric("Decode intensity", shown(r.decode_intensity_flop_per_byte, "FLOP/B"), help=r.decode_bound + " bound")
 cols[2].metric("Decode attainable", shown(r.decode_attainable_flops_per_s, "FLOP/s"))
 cols[3].metric("Prefill intensity", f"{r.prefill_intensity_flop_per_byte:,.0f} FLOP/B", help=r.prefill_bound + " bound")
 with st.expander("Derivations"):

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._charts import show_chart
-from pages._format import MISSING, shown
+from pages._format import MISSING, round3, shown
 from pages._sidebar import page_plan, page_scenario
 from planner import PlannerError, Scenario
 from planner.simulate import (
@@ -41,6 +41,10 @@ def _run(scenario_json: str, options_json: str) -> dict[str, Any]:
 @st.cache_data(max_entries=32, show_spinner=False)
 def _rates(scenario_json: str, options_json: str, rates: tuple[float, ...]) -> dict[str, Any]:
     return rate_sweep(Scenario.model_validate_json(scenario_json), SimOptions.model_validate_json(options_json), rates)
+
+
+def _name(timeline: dict[str, Any], i: int) -> str:
+    return f"{timeline['role']} {i}" if timeline["role"] != "colocated" else f"replica {i}"
 
 
 st.title("Tail latency")
@@ -90,7 +94,8 @@ m = st.columns(4)
 m[0].metric("Requests meeting both targets", f"{one['slo_attainment']:.1%}",
             help=f"TTFT ≤ {shown(scenario.slo.ttft_s, 's')} and the request's mean ITL ≤ "
                  f"{shown(scenario.slo.itl_s, 's')}; the plan promises {target:.0%} (it sizes TTFT at its p90)")
-m[1].metric("Verdict", "meets the plan" if ok else "misses the plan", help=f"target {target:.0%} of requests")
+m[1].metric(f"Plan's {target:.0%}", "met" if ok else "missed",
+            help=f"the plan promises that at least {target:.0%} of requests meet both targets")
 m[2].metric("Goodput", shown(one["goodput_req_s"], "req/s"), help="requests/s meeting both targets")
 m[3].metric("Preemptions", f"{one['preemptions']:,}", help="sequences evicted from the KV cache and recomputed")
 if not ok:
@@ -99,8 +104,10 @@ if not ok:
 st.subheader(f"Percentiles at {shown(opts.rate_req_s or scenario.workload.requests_per_s, 'req/s')}, in ms")
 rows = {"TTFT · queueing included": one["ttft_s"], "ITL · every token gap": one["itl_s"],
         "ITL · each request's mean (TPOT)": one["tpot_s"], "End-to-end · queueing included": one["e2e_s"]}
-st.dataframe(pd.DataFrame({label: {stat: round(v[stat] * 1e3, 1) for stat in ("mean", "p50", "p90", "p99")}
-                           for label, v in rows.items()}).T, key="tl_pct")
+st.dataframe(pd.DataFrame({label: {stat: round3(v[stat] * 1e3) for stat in ("mean", "p50", "p90", "p99")}
+                           for label, v in rows.items()}).T, key="tl_pct",
+             column_config={stat: st.column_config.NumberColumn(format="localized")
+                            for stat in ("mean", "p50", "p90", "p99")})
 st.caption(f"Targets: TTFT {shown(scenario.slo.ttft_s, 's')} (the plan checks its p90: "
            f"{shown(plan.operating_point.ttft_p90_s, 's') if plan.operating_point.feasible else MISSING} analytic), "
            f"ITL {shown(scenario.slo.itl_s, 's')} (the plan checks the mean: "
@@ -128,17 +135,23 @@ else:
     st.caption("Press the button to sweep the offered rate (about 6 runs).")
 
 st.subheader("KV cache and batch over time")
-shown_tl = one["timeline"][:TIMELINE_REPLICAS]
+# Disaggregated: the decode pool holds the KV cache and the batches (a prefill replica's stay near 0).
+timelines = [r for r in one["timeline"] if r["role"] != "prefill"]
+shown_tl = timelines[:TIMELINE_REPLICAS]
 tl = pd.concat([pd.DataFrame({"t (s)": r["t_s"], "batch (sequences)": r["batch_size"],
                               "KV used (%)": [x * 100 for x in r["kv_utilization"]],
-                              "replica": f"{r['role']} {i}" if r["role"] != "colocated" else f"replica {i}", "order": i})
+                              "replica": _name(r, i), "order": i})
                 for i, r in enumerate(shown_tl)])
-if len(one["timeline"]) > TIMELINE_REPLICAS:
-    st.caption(f"The first {TIMELINE_REPLICAS} of {len(one['timeline']):,} replicas.")
-legend_order = [f"{r['role']} {i}" if r["role"] != "colocated" else f"replica {i}" for i, r in enumerate(shown_tl)]
+if disagg:
+    st.caption(f"The decode pool ({min(len(timelines), TIMELINE_REPLICAS)} of its {len(timelines):,} replicas): it holds "
+               "the KV cache and the batches; prefill replicas hand each request on after its first token.")
+elif len(timelines) > TIMELINE_REPLICAS:
+    st.caption(f"{TIMELINE_REPLICAS} of {len(timelines):,} replicas.")
+legend_order = [_name(r, i) for i, r in enumerate(shown_tl)]
 for col, name in (("KV used (%)", "tail-kv"), ("batch (sequences)", "tail-batch")):
     show_chart(alt.Chart(tl).mark_line().encode(x="t (s):Q", y=f"{col}:Q",
-                                                color=alt.Color("replica:N", sort=legend_order, title=None))
+                                                color=alt.Color("replica:N", sort=legend_order, title=None,
+                                                                legend=alt.Legend(orient="bottom", columns=8)))
                .properties(height=200, title=f"{col.split(' (')[0]} over time"), name)
 st.subheader(f"Routers on {4}-turn chat")
 reps = max(2, opts.prefill_replicas if disagg else opts.replicas)
@@ -147,8 +160,8 @@ for router in ROUTERS:
     o = opts.model_copy(update={"router": router, "multi_turn": 4, "requests": ROUTER_REQUESTS,
                                 ("prefill_replicas" if disagg else "replicas"): reps})
     r = _run(sj, o.model_dump_json())
-    rows_r.append({"router": ROUTER_NAMES[router], "TTFT p50 · queueing included (ms)": round(r["ttft_s"]["p50"] * 1e3, 1),
-                   "TTFT p99 · queueing included (ms)": round(r["ttft_s"]["p99"] * 1e3, 1),
+    rows_r.append({"router": ROUTER_NAMES[router], "TTFT p50 · queueing included (ms)": round3(r["ttft_s"]["p50"] * 1e3),
+                   "TTFT p99 · queueing included (ms)": round3(r["ttft_s"]["p99"] * 1e3),
                    "prefix hit rate (%)": round(r["prefix_hit_rate"] * 100, 1),
                    "meeting both targets (%)": round(r["slo_attainment"] * 100, 1)})
 st.caption(f"{ROUTER_REQUESTS} requests, {reps} {'colocated ' if not disagg else 'prefill '}replicas; a short run "
