@@ -134,9 +134,11 @@ def plan_row(scenario: BaseModel, plan_json: dict[str, Any]) -> dict[str, Any]:
     return finite_row(row, reason)
 
 
+_UNIT_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("usd_per_mtok", "USD/Mtok"), ("usd_per_gpu_hour", "USD/GPU-hour"), ("usd_per_hour", "USD/hour"),
+    ("usd_per_1k_requests", "USD/1k requests"), ("usd_per_kwh", "USD/kWh"),
+)
 _UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
-    ("usd_per_mtok_output_full_load", "USD/Mtok"), ("usd_per_mtok", "USD/Mtok"), ("usd_per_gpu_hour", "USD/GPU-hour"),
-    ("usd_per_hour", "USD/hour"), ("usd_per_1k_requests", "USD/1k requests"), ("usd_per_kwh", "USD/kWh"),
     ("bytes_per_s", "bytes/s"), ("flops_per_s", "FLOP/s"), ("flop_per_byte", "FLOP/byte"), ("tok_s_per_sequence", "tokens/s"),
     ("tok_s_per_replica", "tokens/s"), ("tok_s_per_gpu", "tokens/s"), ("tok_s", "tokens/s"), ("req_s_per_replica", "requests/s"),
     ("req_s", "requests/s"), ("requests_per_s", "requests/s"), ("_bytes", "bytes"), ("bytes_per_token", "bytes"),
@@ -151,6 +153,9 @@ CSV_SIGNIFICANT_DIGITS = 6  # what a CSV keeps of a float: past the model's prec
 def column_unit(key: str) -> str:
     """The unit of a flattened plan or scenario column, read from its key's suffix ("" when none)."""
     last = key.rsplit(".", 1)[-1]
+    for prefix, unit in _UNIT_PREFIXES:
+        if last.startswith(prefix):
+            return unit
     for suffix, unit in _UNIT_SUFFIXES:
         if last.endswith(suffix):
             return unit

@@ -115,7 +115,8 @@ def _to_widget(field: LinkField, value: Any) -> Any:
         return int(value)
     if field.kind == "float":
         x = float(value) * field.scale
-        return round(x, 9) if field.scale != 1.0 else x  # 0.05 s × 1000 = 50.00000000000001 ms otherwise
+        # 15 significant digits: 0.05 s × 1000 is 50 ms, not 50.00000000000001.
+        return float(f"{x:.15g}") if field.scale != 1.0 else x
     if isinstance(value, Mapping):  # an inline GPU or model spec: its id
         return str(value.get("id", ""))
     return value
