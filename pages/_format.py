@@ -80,7 +80,7 @@ def check_line(check: SloCheck) -> str:
     value = shown(check.value_s, "s")
     target = human(check.target_s, "s")
     if check.passed is None:
-        return f"{check.label}: {MISSING} (no operating point) · target {target}"
+        return f"{check.label}: {MISSING} ({check.why_missing or 'no operating point'}) · target {target}"
     mark = ":green[:material/check_circle: **pass**]" if check.passed else ":red[:material/cancel: **fail**]"
     sign = "≤" if check.passed else ">"
     return f"{check.label}: {value} {sign} {target} target {mark}"

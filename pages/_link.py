@@ -198,6 +198,15 @@ def sync_url(scenario: Scenario | None, values: dict[str, Any]) -> dict[str, str
     return wanted
 
 
+def unedited_saved(scenario: Scenario) -> str | None:
+    """The slug of the saved scenario the sidebar holds, when it is unedited since loaded."""
+    loaded = st.session_state.get(LOADED)
+    saved = loaded.get("saved") if loaded else None
+    if saved and loaded["json"] == scenario.model_dump_json():
+        return str(saved["slug"])
+    return None
+
+
 def saved_banner(scenario: Scenario | None) -> None:
     """Which saved scenario is loaded, its revision, and whether it was edited since."""
     loaded = st.session_state.get(LOADED)

@@ -48,8 +48,9 @@ def show_headline(result: Plan, scenario: Scenario, *, where: object = None) -> 
     slo = "met" if h.slo_met else ("—" if not h.feasible else "missed")
     cols[3].metric("SLO", slo, help=why or "both targets, as the plan computes them (below)")
     box.markdown("  \n".join(check_line(c) for c in h.checks))  # type: ignore[attr-defined]
-    box.caption(f"How: TTFT p90 is {h.checks[0].basis.removeprefix('analytic: ')}; "  # type: ignore[attr-defined]
-                f"ITL mean is the {h.checks[1].basis.removeprefix('analytic: ')}.")
+    if not h.checks[0].why_missing:
+        box.caption(f"How: TTFT p90 is {h.checks[0].basis.removeprefix('analytic: ')}; "  # type: ignore[attr-defined]
+                    f"ITL mean is the {h.checks[1].basis.removeprefix('analytic: ')}.")
     if h.feasible and (note := blended_note(result)):
         box.caption(md(note))  # type: ignore[attr-defined]
 

@@ -111,8 +111,9 @@ if chart_rows:
         color=alt.Color("gpu:N", title="GPU", scale=gpu_colors(list(data["gpu"]))),
         tooltip=[alt.Tooltip("option:N"), alt.Tooltip("text:N", title="cost")])
     text = alt.Chart(data).mark_text(align="left", dx=6, fontSize=12).encode(x=x, y=y, text="text:N")
-    show_chart((bars + text).properties(height=50 * len(chart_rows) + 30,
-                                       title="$/Mtok output of the options that meet the SLO"), "compare")
+    # A band per option (Streamlit draws a fixed height otherwise, and bars would overlap).
+    show_chart((bars + text).properties(height=alt.Step(44), title="$/Mtok output of the options that meet the SLO"),
+               "compare")
 pick = st.selectbox("Make one the sidebar's scenario", [c.label for c in cols], key="cmp_pick")
 if st.button("Use it", key="cmp_use", type="primary"):
     chosen = next(c for c in cols if c.label == pick)

@@ -8,19 +8,19 @@ import pandas as pd
 import streamlit as st
 
 from pages._charts import gpu_colors, show_chart
-from pages._format import md, shown, usd
+from pages._format import md, round3, shown, usd
 from pages._sidebar import DTYPES, MODES, cached_sweep, page_scenario, request_load
 from planner import PlannerError, csv_text, load_catalog, sweep_row_scenario
 
 # The table's columns as a reviewer reads them (ITL and TTFT in ms, one unit per view).
 COLUMNS = {"candidate": "Candidate", "feasible": "Meets the SLO", "pareto_cost_itl": "On the frontier",
            "usd_per_mtok_output": "$/Mtok output", "usd_per_mtok_blended": "$/Mtok blended", "gpus_total": "GPUs",
-           "itl_ms": "ITL mean (ms)", "ttft_p90_ms": "TTFT p90 · queueing included (ms)", "batch_size": "Batch",
+           "itl_ms": "ITL mean (ms)", "ttft_p90_ms": "TTFT p90, queued (ms)", "batch_size": "Batch",
            "goodput_req_s_per_gpu": "Goodput per GPU (req/s)", "reason": "Why not"}
 
 st.title("Explore")
 scenario = page_scenario()
-c = st.columns([3, 1])
+c = st.columns([3, 2])
 gpus = c[0].multiselect("GPUs", sorted(load_catalog().gpus), default=["h100-sxm", "h200-sxm", "b200"], key="ex_gpus")
 modes = c[1].multiselect("Modes", MODES, default=MODES, key="ex_modes")
 c = st.columns(3)
@@ -43,6 +43,7 @@ df = pd.DataFrame(rows)
 df.insert(0, "candidate", [f"{r.gpu} {r.weights_dtype} TP{r.tp}·PP{r.pp} {r.mode}" for r in df.itertuples()])
 df["itl_ms"] = (df["itl_s"] * 1e3).round(1)
 df["ttft_p90_ms"] = (df["ttft_p90_s"] * 1e3).round(0)
+df["goodput_req_s_per_gpu"] = df["goodput_req_s_per_gpu"].map(round3)
 ok = df[df["feasible"]]
 st.metric("Candidates meeting the SLO", f"{len(ok):,} of {len(df):,}",
           help="the others are not plotted; the table lists them with their reason")
@@ -67,9 +68,11 @@ if not ok.empty:
     show_chart((line + dots).properties(height=380, title="$/Mtok vs ITL (the frontier dashed)"), "explore-pareto")
 table = df[list(COLUMNS)].sort_values(["feasible", "usd_per_mtok_output"], ascending=[False, True])
 st.dataframe(table.rename(columns=COLUMNS), hide_index=True, key="ex_table",
-             column_config={"$/Mtok output": st.column_config.NumberColumn(format="$%.3g"),
-                            "$/Mtok blended": st.column_config.NumberColumn(format="$%.3g"),
-                            "Goodput per GPU (req/s)": st.column_config.NumberColumn(format="%.3g")})
+             column_config={"$/Mtok output": st.column_config.NumberColumn(format="dollar"),
+                            "$/Mtok blended": st.column_config.NumberColumn(format="dollar"),
+                            "TTFT p90, queued (ms)": st.column_config.NumberColumn(
+                                help="p90 time to first token, queueing included (M/G/1 at the target utilization)"),
+                            "ITL mean (ms)": st.column_config.NumberColumn(help="mean inter-token latency, no queueing")})
 st.download_button("Sweep CSV", csv_text(rows), file_name="sweep.csv", mime="text/csv", key="ex_csv",
                    on_click="ignore")
 if not ok.empty:

@@ -40,12 +40,13 @@ table = pd.DataFrame({
     "TP over PCIe": layouts["tp_over_pcie"], "current": layouts["current"],
 })
 st.dataframe(table, hide_index=True, width="stretch")
-plot = layouts.assign(layout=table["layout"].values, itl_ms=layouts["itl_s"] * 1e3)
+plot = layouts.assign(layout=table["layout"].values, itl_ms=layouts["itl_s"] * 1e3,
+                      tp_link=layouts["tp_over_pcie"].map({True: "over PCIe", False: "within NVLink"}))
 show_chart(alt.Chart(plot).mark_point(filled=True, size=120).encode(
     x=alt.X("itl_ms:Q", title="ITL mean at each layout's batch, no queueing (ms)"),
     y=alt.Y("tok_s_per_gpu:Q", title="tok/s per GPU"),
     color=alt.Color("gpus:O", title="GPUs per replica", scale=alt.Scale(scheme="category10")),
-    shape=alt.Shape("tp_over_pcie:N", title="TP over PCIe"),
+    shape=alt.Shape("tp_link:N", title="TP"),
     tooltip=["layout:N", alt.Tooltip("gpus:Q", title="GPUs"), alt.Tooltip("itl_ms:Q", title="ITL (ms)", format=".3~r"),
              alt.Tooltip("tok_s_per_gpu:Q", title="tok/s per GPU", format=",.0f"),
              alt.Tooltip("max_sequences:Q", title="max sequences", format=",.1f")]).properties(height=360),

@@ -46,8 +46,9 @@ cols[0].metric("Weights per GPU", shown(m.weight_bytes_per_gpu, "bytes"))
 cols[1].metric("KV budget per GPU", shown(m.kv_budget_bytes, "bytes"))
 cols[2].metric("MBU", shown(d.mbu, "fraction"), help="memory-bandwidth utilization of a decode step")
 cols[3].metric("Prefill MFU", shown(p.mfu, "fraction"), help="compute utilization of a prefill")
-st.caption(md(f"Costs: {usd(result.cost.usd_per_hour, '/hour')} for the fleet, "
-              f"{usd(result.cost.usd_per_mtok_blended, '/Mtok')} blended (input + output tokens)."))
+if op.feasible:
+    st.caption(md(f"Costs: {usd(result.cost.usd_per_hour, '/hour')} for the fleet, "
+                  f"{usd(result.cost.usd_per_mtok_blended, '/Mtok')} blended (input + output tokens)."))
 for w in result.warnings:
     st.warning(w)
 st.subheader("How these numbers were derived")

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._format import MISSING, plain, shown
-from pages._link import LOADED
+from pages._link import LOADED, unedited_saved
 from pages._sidebar import cached_plan, cached_sweep, page_plan, page_scenario, request_stored
 from pages._store import store_engine
 from planner import (
@@ -96,6 +96,11 @@ if existing is None:
     if st.button("Save", key="sc_save", type="primary", disabled=not name.strip()):
         _do(lambda: store.save_scenario(engine=engine, scenario=named, name=name, description=desc, tags=_tags(tags)),
             lambda r: f"Saved {r.name!r} as `{r.slug}`, version {r.version}", load=True)
+elif unedited_saved(scenario) == existing.slug and existing.name == name.strip() and not (desc or tags):
+    st.caption(f"This is `{existing.slug}` version {existing.version}, unchanged since it was loaded: nothing to save.")
+    if st.button("Save as a copy", key="sc_copy"):
+        _do(lambda: store.save_scenario(engine=engine, scenario=named, name=name, description=desc, tags=_tags(tags)),
+            lambda r: f"Saved a copy as `{r.slug}`, version {r.version}", load=True)
 else:
     loaded = (st.session_state.get(LOADED) or {}).get("saved")
     seen = loaded["version"] if loaded and loaded["slug"] == existing.slug else existing.version

@@ -37,6 +37,8 @@ __all__ = [
 ]
 
 Stat = Literal["mean", "p50", "p90", "p99"]
+# Operating-point reasons that mean no batch runs at all (planner.sizing.operating).
+NO_BATCH_REASONS = frozenset({"does not fit", "KV budget below batch"})
 
 # Human names of plan outputs and scenario inputs (dotted keys).  A key that is not
 # here is made readable by ``label_for`` (section dropped, unit suffix dropped, acronyms).
@@ -127,6 +129,7 @@ class SloCheck:
     value_s: float  # NaN when the number does not exist
     target_s: float
     basis: str  # where the value comes from, in words
+    why_missing: str = ""  # why there is no value (NaN), e.g. "the model does not fit"
 
     @property
     def label(self) -> str:
@@ -148,10 +151,15 @@ def plan_slo_checks(plan: Plan, scenario: Scenario) -> tuple[SloCheck, SloCheck]
     op = plan.operating_point
     u = scenario.fleet.target_utilization
     transfer = " + KV transfer" if op.mode == "disaggregated" else ""
-    ttft = SloCheck(metric="TTFT", stat="p90", queueing=True, value_s=op.ttft_p90_s, target_s=scenario.slo.ttft_s,
+    # A layout whose KV budget holds no batch has no latency to check against the targets.
+    unfit = not op.feasible and op.reason in NO_BATCH_REASONS
+    why = f"no batch: {op.reason}" if unfit else ""
+    ttft = SloCheck(metric="TTFT", stat="p90", queueing=True, value_s=math.nan if unfit else op.ttft_p90_s,
+                    target_s=scenario.slo.ttft_s, why_missing=why,
                     basis=f"analytic: M/G/1 queue at {u:.0%} utilization + prefill{transfer}")
     chunks = ", prefill chunks interleaved" if op.mode == "colocated" else ""
-    itl = SloCheck(metric="ITL", stat="mean", queueing=False, value_s=op.itl_s, target_s=scenario.slo.itl_s,
+    itl = SloCheck(metric="ITL", stat="mean", queueing=False, value_s=math.nan if unfit else op.itl_s,
+                   target_s=scenario.slo.itl_s, why_missing=why,
                    basis=f"analytic: decode step at batch {op.batch_size}{chunks}")
     return ttft, itl
 
