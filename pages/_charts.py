@@ -17,12 +17,14 @@ def chart_bytes(spec_json: str, fmt: str) -> bytes:
     return vlc.vegalite_to_svg(spec_json).encode()
 
 
-def show_chart(chart: alt.TopLevelMixin, name: str) -> None:
-    """Draw ``chart`` and offer it as ``name``.png / ``name``.svg (rendered only when clicked)."""
+def show_chart(chart: alt.TopLevelMixin, name: str, *, height: int | None = None) -> None:
+    """Draw ``chart`` and offer it as ``name``.png / ``name``.svg (rendered only when clicked).
+    ``height``: the element's whole height in pixels, title, axes and legend included (Streamlit
+    squeezes a chart with a legend below it into its default height otherwise)."""
     # Altair's schema validation dominates a rerun; the charts are built by this
     # code from fixed encodings, so draw the unvalidated spec.
     spec = chart.to_dict(validate=False)
-    st.vega_lite_chart(spec, width="stretch")
+    st.vega_lite_chart(spec, width="stretch", **({"height": height} if height else {}))
     row = st.container(horizontal=True)
     row.download_button("PNG", data=lambda: chart_bytes(json.dumps(spec), "png"), file_name=f"{name}.png",
                        mime="image/png", key=f"dl-{name}-png", on_click="ignore")

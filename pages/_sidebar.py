@@ -19,6 +19,7 @@ from pages._link import (
     LOADED,
     PINNED,
     apply_pending,
+    copy_link,
     imported_models,
     read_link_once,
     request_load,
@@ -226,7 +227,8 @@ def sidebar_scenario() -> Scenario | None:
         (holes[key] if key else st.sidebar).error(plain(msg))
         st.error(f"The scenario is not valid: {plain(msg)}")
         return None
-    sync_url(scenario, values)
+    with st.sidebar.expander("Share this view"):
+        copy_link(sync_url(scenario, values))
     return scenario
 
 

@@ -152,7 +152,7 @@ for col, name in (("KV used (%)", "tail-kv"), ("batch (sequences)", "tail-batch"
     show_chart(alt.Chart(tl).mark_line().encode(x="t (s):Q", y=f"{col}:Q",
                                                 color=alt.Color("replica:N", sort=legend_order, title=None,
                                                                 legend=alt.Legend(orient="bottom", columns=8)))
-               .properties(height=200, title=f"{col.split(' (')[0]} over time"), name)
+               .properties(height=200, title=f"{col.split(' (')[0]} over time"), name, height=330)
 st.subheader(f"Routers on {4}-turn chat")
 reps = max(2, opts.prefill_replicas if disagg else opts.replicas)
 rows_r = []

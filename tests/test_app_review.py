@@ -113,6 +113,8 @@ def test_a_link_after_a_page_switch_and_a_change_reopens_the_same_scenario() -> 
     at.number_input(key="rps").set_value(60.0).run()
     link = dict(at.query_params)
     assert {"model", "gpu", "wd", "rps"} <= set(link)
+    shared = next(c.value for c in at.code)  # the sidebar's "Share this view" (st.code has a copy button)
+    assert shared.endswith("?" + "&".join(f"{k}={v}" for k, v in link.items()))
     gpus = _metric(at, "GPUs total")
     fresh = _open(link, "fleet")
     assert fresh.session_state["_scenario"] == at.session_state["_scenario"]
