@@ -153,17 +153,23 @@ for col, name in (("KV used (%)", "tail-kv"), ("batch (sequences)", "tail-batch"
                                                 color=alt.Color("replica:N", sort=legend_order, title=None,
                                                                 legend=alt.Legend(orient="bottom", columns=8)))
                .properties(height=200, title=f"{col.split(' (')[0]} over time"), name, height=330)
-st.subheader(f"Routers on {4}-turn chat")
+st.subheader("Routers on 4-turn chat")
 reps = max(2, opts.prefill_replicas if disagg else opts.replicas)
-rows_r = []
-for router in ROUTERS:
-    o = opts.model_copy(update={"router": router, "multi_turn": 4, "requests": ROUTER_REQUESTS,
-                                ("prefill_replicas" if disagg else "replicas"): reps})
-    r = _run(sj, o.model_dump_json())
-    rows_r.append({"router": ROUTER_NAMES[router], "TTFT p50 · queueing included (ms)": round3(r["ttft_s"]["p50"] * 1e3),
-                   "TTFT p99 · queueing included (ms)": round3(r["ttft_s"]["p99"] * 1e3),
-                   "prefix hit rate (%)": round(r["prefix_hit_rate"] * 100, 1),
-                   "meeting both targets (%)": round(r["slo_attainment"] * 100, 1)})
-st.caption(f"{ROUTER_REQUESTS} requests, {reps} {'colocated ' if not disagg else 'prefill '}replicas; a short run "
-           "that ranks the routers.")
-st.dataframe(pd.DataFrame(rows_r), hide_index=True, key="tl_routers")
+if st.button("Compare routers", key="tl_routers_go", help=f"three short runs of {ROUTER_REQUESTS} requests"):
+    st.session_state["tl_routers_for"] = (sj, opts.model_dump_json())
+if st.session_state.get("tl_routers_for") == (sj, opts.model_dump_json()):
+    rows_r = []
+    for router in ROUTERS:
+        o = opts.model_copy(update={"router": router, "multi_turn": 4, "requests": ROUTER_REQUESTS,
+                                    ("prefill_replicas" if disagg else "replicas"): reps})
+        r = _run(sj, o.model_dump_json())
+        rows_r.append({"router": ROUTER_NAMES[router],
+                       "TTFT p50 · queueing included (ms)": round3(r["ttft_s"]["p50"] * 1e3),
+                       "TTFT p99 · queueing included (ms)": round3(r["ttft_s"]["p99"] * 1e3),
+                       "prefix hit rate (%)": round(r["prefix_hit_rate"] * 100, 1),
+                       "meeting both targets (%)": round(r["slo_attainment"] * 100, 1)})
+    st.caption(f"{ROUTER_REQUESTS} requests, {reps} {'colocated ' if not disagg else 'prefill '}replicas; a short run "
+               "that ranks the routers.")
+    st.dataframe(pd.DataFrame(rows_r), hide_index=True, key="tl_routers")
+else:
+    st.caption("Press the button to compare round robin, least loaded and prefix affinity on multi-turn chat.")

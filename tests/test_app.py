@@ -341,6 +341,7 @@ def test_tail_page_more_traffic_on_one_replica_raises_ttft_p99(app: AppTest) -> 
     app.number_input(key="tl_rate").set_value(12.0).run()
     assert not app.exception
     assert app.dataframe[0].value.loc[row, "p99"] > p99
+    app.button(key="tl_routers_go").click().run()
     routers = app.dataframe[1].value.set_index("router")
     # prefix-affinity routing keeps each chat on the replica that holds it: more prefix hits than round robin.
     assert routers.loc["prefix affinity", "prefix hit rate (%)"] > routers.loc["round robin", "prefix hit rate (%)"]
