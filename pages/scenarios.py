@@ -17,7 +17,9 @@ from planner import (
     ConflictError,
     PlannerError,
     csv_text,
+    field_text,
     input_differences,
+    label_for,
     plan_row,
     review_csv_text,
     revision_changes,
@@ -203,7 +205,8 @@ if len(picked) >= 2:
         st.error(str(exc))
         st.stop()
     diff = input_differences([s.scenario for s in loaded_s])
-    table = pd.DataFrame([{"input": r["input"], **dict(zip(picked, map(str, r["values"]), strict=True)),
+    table = pd.DataFrame([{"input": label_for(r["input"]),
+                           **dict(zip(picked, (field_text(r["input"], v) for v in r["values"]), strict=True)),
                            "differs": r["differs"]} for r in diff])
     for label, get, unit in (("GPUs total", lambda p: p.fleet.gpus_total, ""),
                              ("$/Mtok output", lambda p: p.cost.usd_per_mtok_output, "USD"),

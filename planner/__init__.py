@@ -95,7 +95,7 @@ from planner.views.review import (
     mode_scenarios,
     sweep_row_scenario,
 )
-from planner.views.revisions import FieldChange, revision_changes
+from planner.views.revisions import FieldChange, field_text, revision_changes
 from planner.views.sweep import sweep
 from planner.views.vocabulary import (
     Headline,
@@ -119,6 +119,7 @@ __all__ = [
     "INPUT_HELP",
     "FieldChange",
     "revision_changes",
+    "field_text",
     "COMPARE_MAX",
     "COMPARE_MIN",
     "COMPARE_PAIRS",

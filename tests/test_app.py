@@ -282,8 +282,8 @@ def test_scenarios_page_history_restore_duplicate_compare(app: AppTest, store_db
     assert not app.exception
     diff = app.dataframe[-1].value
     differing = set(diff.loc[diff["differs"], "input"])
-    assert {"gpu", "workload.requests_per_s", "→ GPUs total"} <= differing
-    assert "model" not in differing
+    assert {"GPU", "Requests/s (mean)", "→ GPUs total"} <= differing
+    assert "Model" not in differing
 
 
 def test_stale_catalog_banner_and_replan(app: AppTest, store_db: Path) -> None:
