@@ -103,6 +103,13 @@ def test_an_infeasible_plan_says_why_instead_of_a_number() -> None:
     assert any("No operating point meets the SLO" in e.value for e in at.error)
 
 
+def test_a_billion_requests_per_second_is_a_warning_in_plain_numbers() -> None:
+    at = _open({"rps": "1e9"})
+    warnings = [w.value for w in at.warning]
+    assert len(warnings) == 1 and "largest GPU cluster" in warnings[0] and "1,000,000,000 req/s" in warnings[0]
+    assert not SCIENTIFIC.search(visible_text(at)), SCIENTIFIC.findall(visible_text(at))[:5]
+
+
 def test_a_link_after_a_page_switch_and_a_change_reopens_the_same_scenario() -> None:
     at = _open({})
     at.selectbox(key="model").set_value("llama-3.1-70b").run()

@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from planner.io.formatting import human
 from planner.simulate.engine import simulate
 from planner.simulate.options import SimOptions, sim_options
 from planner.simulate.report import summarize
@@ -87,7 +88,7 @@ class FleetSim:
         span = self.options.requests / self.rate_req_s
         steady = (f", {span:,.0f} s of arrivals ≈ {span / self.planned_e2e_s:.1f}× the planned end-to-end latency"
                   if self.planned_e2e_s > 0 else "")
-        return (f"{whole}{self.pools} at {self.rate_req_s:,.3g} req/s, {self.options.requests:,} requests{steady}"
+        return (f"{whole}{self.pools} at {human(self.rate_req_s, 'req/s')}, {self.options.requests:,} requests{steady}"
                 + ("" if self.steady else " (too short for steady state: raise the requests)"))
 
 
@@ -150,7 +151,7 @@ class FleetCheck:
 
 
 def _ms(x: float) -> str:
-    return f"{x * 1e3:,.3g} ms" if x < 1 else f"{x:,.3g} s"
+    return human(x, "s")
 
 
 def fleet_check(plan: Plan, scenario: Scenario, *, seed: int = 0) -> FleetCheck | None:
@@ -186,9 +187,9 @@ def describe_knee(*, rates: tuple[float, ...] | list[float], knee: float | None,
     """The knee in words, never silently the edge of the grid."""
     low, high = min(rates), max(rates)
     if knee is None:
-        return (f"below {low:,.3g} req/s: even the lowest simulated rate has under {target:.0%} of requests "
+        return (f"below {human(low, 'req/s')}: even the lowest simulated rate has under {target:.0%} of requests "
                 "meeting both targets")
     if knee >= high:
-        return (f"above {high:,.3g} req/s: every simulated rate up to the top of the grid (2× the analytic "
+        return (f"above {human(high, 'req/s')}: every simulated rate up to the top of the grid (2× the analytic "
                 f"capacity) kept {target:.0%} of requests within both targets; the knee lies beyond it")
-    return f"{knee:,.3g} req/s: the highest simulated rate with at least {target:.0%} of requests meeting both targets"
+    return f"{human(knee, 'req/s')}: the highest simulated rate with at least {target:.0%} of requests meeting both targets"

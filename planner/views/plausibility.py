@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from planner.io.formatting import human, sig3
 from planner.sizing.plan import Plan
 from planner.spec.catalog import load_catalog
 from planner.spec.scenario import Scenario
@@ -40,7 +41,7 @@ def plausibility_warnings(scenario: Scenario, plan: Plan) -> list[str]:
     gpus = plan.fleet.gpus_total
     if math.isfinite(gpus) and gpus > LARGEST_CLUSTER_GPUS:
         out.append(
-            f"The plan needs {gpus:,.0f} GPUs for {w.peak_rate:,.6g} req/s: more than the largest GPU cluster "
+            f"The plan needs {gpus:,.0f} GPUs for {human(w.peak_rate, 'req/s')}: more than the largest GPU cluster "
             f"ever reported (about {LARGEST_CLUSTER_GPUS:,}, xAI Colossus 2025). Check Requests/s and Peak req/s "
             "(per second, not per day).")
     price = scenario.cost.usd_per_gpu_hour
@@ -48,12 +49,12 @@ def plausibility_warnings(scenario: Scenario, plan: Plan) -> list[str]:
         quotes = [q.usd_per_gpu_hour for q in load_catalog().prices] + [g.usd_per_gpu_hour for g in load_catalog().gpus.values()]
         low, high = min(quotes), max(quotes)
         if price < low / PRICE_RANGE_FACTOR or price > high * PRICE_RANGE_FACTOR:
-            out.append(f"$/GPU-hour {price:,.4g} is more than {PRICE_RANGE_FACTOR:g}× outside every catalog price "
+            out.append(f"$/GPU-hour {human(price, 'USD')} is more than {PRICE_RANGE_FACTOR:g}× outside every catalog price "
                        f"(${low:,.2f} to ${high:,.2f}): is it per hour and in dollars?")
     if scenario.fleet.target_utilization <= LOW_UTILIZATION:
         out.append(f"Target utilization {scenario.fleet.target_utilization:.0%} provisions "
-                   f"{1 / scenario.fleet.target_utilization:,.3g}× the capacity the peak needs.")
+                   f"{sig3(1 / scenario.fleet.target_utilization)}× the capacity the peak needs.")
     if w.peak_requests_per_s is not None and w.peak_requests_per_s > PEAK_TO_MEAN_MAX * w.requests_per_s:
-        out.append(f"Peak req/s is {w.peak_requests_per_s / w.requests_per_s:,.3g}× the mean: the fleet is sized "
+        out.append(f"Peak req/s is {sig3(w.peak_requests_per_s / w.requests_per_s)}× the mean: the fleet is sized "
                    "for the peak and charged around the clock, so $/Mtok is mostly idle time.")
     return out
