@@ -32,9 +32,11 @@ cols[1].metric("Max sequences", shown(m.max_sequences, fmt=",.1f"), help=f"of {m
 cols[2].metric("Decode batch", f"{d.batch_size:,}", help="the operating point's batch")
 cols[3].metric("Bound", d.bound, help="decode step: memory- or compute-bound on the roofline")
 cols = st.columns(4)
-cols[0].metric("ITL mean · no queueing", shown(op.itl_s, "s"),
-               help=(f"at the operating batch {op.batch_size:,}: decode step {shown(d.step_s, 's')}"
-                     + (" + prefill chunks interleaved" if op.mode == "colocated" else "")
+# The operating point's ITL (prefill chunks interleaved when colocated); with no operating point,
+# the decode step at the batch shown beside it.
+cols[0].metric("ITL mean · no queueing", shown(op.itl_s if op.feasible else d.itl_s, "s"),
+               help=(f"at the batch {d.batch_size:,}: decode step {shown(d.step_s, 's')}"
+                     + (" + prefill chunks interleaved" if op.mode == "colocated" and op.feasible else "")
                      + f"; target {shown(scenario.slo.itl_s, 's')}"))
 cols[1].metric("tok/s per sequence", shown(d.tok_s_per_sequence, fmt=",.1f"))
 cols[2].metric("tok/s per replica", shown(d.tok_s_per_replica, fmt=",.0f"))

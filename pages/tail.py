@@ -73,7 +73,8 @@ try:
         n = c[3].number_input("Requests", 50, 20_000, fs.options.requests if fs else 400, 100, key="tl_requests")
         opts = sim_options(requests=int(n), rate_req_s=float(rate), seed=0, slo_attainment=PLAN_ATTAINMENT_TARGET,
                            max_batch=plan.operating_point.batch_size if plan.operating_point.feasible else None, **pools)
-        fleet_words = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in pools.items())
+        fleet_words = ", ".join(f"{v:,} {k.replace('_', ' ').removesuffix('s') if v == 1 else k.replace('_', ' ')}"
+                                for k, v in pools.items())
         st.caption(f"Your fleet: {fleet_words} at {shown(float(rate), 'req/s')}, {int(n):,} requests.")
     else:
         opts = fs.options
@@ -108,10 +109,13 @@ st.dataframe(pd.DataFrame({label: {stat: round3(v[stat] * 1e3) for stat in ("mea
                            for label, v in rows.items()}).T, key="tl_pct",
              column_config={stat: st.column_config.NumberColumn(format="localized")
                             for stat in ("mean", "p50", "p90", "p99")})
-st.caption(f"Targets: TTFT {shown(scenario.slo.ttft_s, 's')} (the plan checks its p90: "
-           f"{shown(plan.operating_point.ttft_p90_s, 's') if plan.operating_point.feasible else MISSING} analytic), "
-           f"ITL {shown(scenario.slo.itl_s, 's')} (the plan checks the mean: "
-           f"{shown(plan.operating_point.itl_s, 's') if plan.operating_point.feasible else MISSING} analytic).")
+if plan.operating_point.feasible:
+    st.caption(f"Targets: TTFT {shown(scenario.slo.ttft_s, 's')} (the plan checks its p90: "
+               f"{shown(plan.operating_point.ttft_p90_s, 's')} analytic), ITL {shown(scenario.slo.itl_s, 's')} "
+               f"(the plan checks the mean: {shown(plan.operating_point.itl_s, 's')} analytic).")
+else:
+    st.caption(f"Targets: TTFT {shown(scenario.slo.ttft_s, 's')}, ITL {shown(scenario.slo.itl_s, 's')}; the plan has "
+               f"no analytic value to set beside them ({MISSING}: no operating point meets the SLO).")
 
 st.subheader("Knee: the highest rate that still meets the target")
 if st.button("Find the knee", key="tl_knee", help="simulates six rates from 0.5× to 2× the analytic capacity"):
