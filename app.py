@@ -17,9 +17,11 @@ st.set_option("client.showErrorDetails", SHOW_ERROR_DETAILS)
 
 page = st.navigation(app_pages())
 if not st.session_state.get(NAVIGATION_READY):
-    # A fresh server's first run may have started in Streamlit's pages/-folder mode
-    # (its sidebar links then drop the URL's scenario); declaring the navigation
-    # above ended that mode, and one rerun per session starts clean.
+    # Once per session, before any widget exists: a fresh server's first run may have
+    # started in Streamlit's pages/-folder mode (its sidebar links then drop the URL's
+    # scenario), and a session's first run knows no page yet while Streamlit folds the
+    # page into every widget's identity (the visitor's first change would be lost).
+    # Declaring the navigation above settled both; one rerun starts clean.
     st.session_state[NAVIGATION_READY] = True
     st.rerun()
 # The shared scenario is drawn here, before the page, so every page shows the

@@ -21,7 +21,7 @@ sys.path[0] = str(ROOT)
 
 from tests.apptest_v2 import new_app_test  # noqa: E402
 
-PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "explore", "scenarios", "probe",
+PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "compare", "explore", "scenarios", "probe",
          "catalog"]
 GOAL_S = 0.300
 

@@ -17,14 +17,32 @@ def chart_bytes(spec_json: str, fmt: str) -> bytes:
     return vlc.vegalite_to_svg(spec_json).encode()
 
 
-def show_chart(chart: alt.TopLevelMixin, name: str) -> None:
-    """Draw ``chart`` and offer it as ``name``.png / ``name``.svg (rendered only when clicked)."""
+def show_chart(chart: alt.TopLevelMixin, name: str, *, height: int | None = None) -> None:
+    """Draw ``chart`` and offer it as ``name``.png / ``name``.svg (rendered only when clicked).
+    ``height``: the element's whole height in pixels, title, axes and legend included (Streamlit
+    squeezes a chart with a legend below it into its default height otherwise)."""
     # Altair's schema validation dominates a rerun; the charts are built by this
     # code from fixed encodings, so draw the unvalidated spec.
     spec = chart.to_dict(validate=False)
-    st.vega_lite_chart(spec, width="stretch")
+    st.vega_lite_chart(spec, width="stretch", **({"height": height} if height else {}))
     row = st.container(horizontal=True)
     row.download_button("PNG", data=lambda: chart_bytes(json.dumps(spec), "png"), file_name=f"{name}.png",
                        mime="image/png", key=f"dl-{name}-png", on_click="ignore")
     row.download_button("SVG", data=lambda: chart_bytes(json.dumps(spec), "svg"), file_name=f"{name}.svg",
                        mime="image/svg+xml", key=f"dl-{name}-svg", on_click="ignore")
+
+
+# One colour per GPU on every chart (Tableau 10, in the catalog's sorted order), so
+# "h200-sxm" is the same colour on the roofline, in Explore and in Compare.
+GPU_PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
+               "#bab0ac")
+
+
+def gpu_colors(gpu_ids: list[str]) -> alt.Scale:
+    """An Altair colour scale giving each catalog GPU its fixed colour."""
+    from planner import load_catalog
+
+    ids = sorted(load_catalog().gpus)
+    domain = sorted(set(gpu_ids), key=lambda g: ids.index(g) if g in ids else len(ids))
+    rng = [GPU_PALETTE[ids.index(g) % len(GPU_PALETTE)] if g in ids else "#888888" for g in domain]
+    return alt.Scale(domain=domain, range=rng)

@@ -1,5 +1,6 @@
 """Page display helpers: a number that does not exist (an infeasible plan's NaN,
-an unreachable TTFT's inf, a missing value) is shown as "—", never "nan"/"inf"."""
+an unreachable TTFT's inf, a missing value) is shown as "—", never "nan"/"inf";
+every other number has three significant figures and its unit (``planner.human``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import math
 from numbers import Integral, Real
 from typing import Any
 
-from planner import human
+from planner import SloCheck, derivation_value, human, label_for, readable
 
-__all__ = ["MISSING", "derivation_md", "is_number", "plain", "shown"]
+__all__ = ["MISSING", "check_line", "derivation_md", "is_number", "md", "plain", "readable", "round3", "shown", "usd"]
 
 MISSING = "—"
 
@@ -30,7 +31,28 @@ def shown(value: Any, unit: str = "", fmt: str | None = None) -> str:
     return format(number, fmt) if fmt is not None else human(number, unit)
 
 
+def round3(value: float) -> float:
+    """``value`` rounded to three significant figures (whole numbers from 100 up), for tables
+    whose cells stay numbers: 26.63 → 26.6, 8166.2 → 8166, 0.03821 → 0.0382."""
+    if not is_number(value) or value == 0:
+        return value
+    if abs(value) >= 100:
+        return float(round(value))
+    return round(float(value), 2 - math.floor(math.log10(abs(value))))
+
+
+def usd(value: Any, per: str = "") -> str:
+    """``$2.07`` (``$2.07/Mtok`` with ``per="/Mtok"``), or "—"."""
+    return shown(value, "USD") + per if is_number(value) else MISSING
+
+
 _MARKDOWN_LINKS = str.maketrans({c: "\\" + c for c in "[]<>`\\"})
+
+
+def md(text: str) -> str:
+    """Text for a markdown element (a message, a help tooltip, an expander label) with each
+    ``$`` escaped: two dollar amounts in one line would otherwise be typeset as LaTeX."""
+    return text.replace("$", "\\$")
 
 
 def plain(text: str) -> str:
@@ -41,10 +63,24 @@ def plain(text: str) -> str:
 
 
 def derivation_md(dv: Any, *, reason: str | None = None, name: bool = False) -> str:
-    """A derivation as markdown: formula, substituted values and result, or the
-    formula and "—" with ``reason`` when the result is not a finite number (the
-    substituted line would only repeat the NaN)."""
-    head = f"**{dv.name}** = `{dv.formula}`" if name else f"`{dv.formula}`"
+    """A derivation as markdown: its reader's name, formula, substituted values (SI
+    prefixes, never scientific notation) and result with its unit, or the formula and
+    "—" with ``reason`` when the result is not a finite number."""
+    formula = readable(dv.formula, powers_of_ten=True)
+    head = f"**{md(label_for(dv.name))}** = `{formula}`" if name else f"`{formula}`"
     if not is_number(dv.value):
         return f"{head}  \n= {MISSING} ({reason or 'not defined for this scenario'})"
-    return f"{head}  \n= `{dv.substituted}` = **{dv.value:.6g} {dv.unit}** · *{dv.origin}*"
+    value = derivation_value(float(dv.value), dv.unit)
+    return f"{head}  \n= `{readable(dv.substituted)}` = **{md(value)}** · *{dv.origin}*"
+
+
+def check_line(check: SloCheck) -> str:
+    """``TTFT p90 · queueing included: 713 ms ≤ 1.00 s target ✓ pass`` (or ✗ fail, or "—" and why),
+    the mark drawn with Streamlit's own icon font (no emoji font needed)."""
+    value = shown(check.value_s, "s")
+    target = human(check.target_s, "s")
+    if check.passed is None:
+        return f"{check.label}: {MISSING} ({check.why_missing or 'no operating point'}) · target {target}"
+    mark = ":green[:material/check_circle: **pass**]" if check.passed else ":red[:material/cancel: **fail**]"
+    sign = "≤" if check.passed else ">"
+    return f"{check.label}: {value} {sign} {target} target {mark}"

@@ -1,52 +1,64 @@
 """The shared scenario sidebar: every page reads the same widgets.
 
-Widgets are bound to the URL's query params, so the address bar always
-reproduces the view and a page switch or reload loses nothing.  A model
-imported on the Catalog page lives in ``st.session_state["imported_models"]``
-and is offered here beside the catalog's.
+The address bar holds the scenario (``pages/_link.py``): a fresh session reads
+it once, every run writes it back, so a page switch, a reload or a shared link
+reproduces the view.  A model imported on the Catalog page lives in
+``st.session_state["imported_models"]`` and is offered here beside the catalog's.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
 from typing import Any
 
 import streamlit as st
-from streamlit.errors import StreamlitAPIException
 
+from pages._capacity import capacity_widgets
 from pages._format import plain
+from pages._link import (
+    BASE,
+    LOADED,
+    PINNED,
+    apply_pending,
+    copy_link,
+    imported_models,
+    read_link_once,
+    request_load,
+    request_stored,
+    saved_banner,
+    show_problems,
+    sync_url,
+)
 from pages._nav import VIA_APP, app_pages
-from planner import Plan, PlannerError, Scenario, load_catalog, plan, scenario_from_dict
+from planner import INPUT_HELP, LINK_FIELDS, Plan, PlannerError, Scenario, load_catalog, plan, scenario_from_dict
+from planner import scenario_data as _scenario_data
 from planner import views as _curves
+
+__all__ = [
+    "DTYPES", "KV_DTYPES", "MODES", "cached_curve", "cached_plan", "cached_sweep", "frame", "imported_models",
+    "page_plan", "page_scenario", "request_load", "request_stored",
+]
 
 DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
 KV_DTYPES = ["bf16", "fp16", "fp8"]
-IMPORTED = "imported_models"
 SCENARIO_KEY = "_scenario"
 MODES = ["colocated", "disaggregated"]
+TPS, PPS, EPS = [1, 2, 4, 8, 16], [1, 2, 4, 8], [1, 2, 4, 8, 16, 32, 64]
+DISTRIBUTIONS = ["fixed", "lognormal", "trace"]
+LINKS = ["rdma", "nvlink"]
 DEFAULT = Scenario()  # widget defaults are the Scenario's own defaults
-PENDING = "_load_pending"  # (scenario, label, drift, pinned) to apply before the widgets exist
-LOADED = "_loaded"  # {"label", "drift"} of the scenario last loaded (for the drift banner)
-PINNED = "_pinned"  # saved catalog entries (gpu/model spec, price) a drifted scenario plans with
-
-# A number's text in a link: 17 significant digits, a sign, a point and an exponent fit in 32;
-# anything longer is not a number a person typed.
-QUERY_NUMBER_MAX_CHARS = 32
-# JavaScript's Number.MAX_SAFE_INTEGER: the browser's number input holds no larger whole number.
-WIDGET_INT_MAX = 2**53 - 1
-QUERY_ECHO_MAX_CHARS = 40  # how much of a rejected link value a message repeats
 
 # Scenario field named in an error message -> the widget that sets it (most specific first).
 FIELD_WIDGET = {
-    "serving.mode": "mode",
+    "serving.mode": "mode", "peak_requests_per_s": "peak", "trace": "dist", "lognormal": "dist",
     "workload.prefix_hit_rate": "hit", "prefix_hit_rate": "hit", "workload.prefix_tokens": "prefix",
     "prefix_tokens": "prefix", "workload.prompt_tokens": "prompt", "workload.output_tokens": "output",
+    "workload.prompt_sigma": "psig", "workload.output_sigma": "osig",
     "workload.requests_per_s": "rps", "slo.ttft_s": "ttft_ms", "slo.itl_s": "itl_ms",
     "serving.batch_size": "batch", "serving.context_tokens": "ctx", "serving.chunk_tokens": "chunk",
     "serving.memory_utilization": "util", "cost.usd_per_gpu_hour": "price", "parallel.tp": "tp",
-    "parallel.pp": "pp", "parallel.ep": "ep", "weights_dtype": "wd", "kv_dtype": "kd", "gpu": "gpu",
-    "model": "model",
+    "parallel.pp": "pp", "parallel.ep": "ep", "fleet.target_utilization": "target", "fleet.min_replicas": "minrep",
+    "speculative.draft_tokens": "draft", "speculative.acceptance": "accept", "speculative.draft_cost": "dcost",
+    "weights_dtype": "wd", "kv_dtype": "kd", "gpu": "gpu", "model": "model", "name": "name",
 }
 
 
@@ -83,160 +95,27 @@ def cached_sweep(scenario: Scenario, **axes: Any) -> list[dict[str, Any]]:
     return _sweep(scenario.model_dump_json(), tuple(sorted((k, tuple(v)) for k, v in axes.items())))
 
 
-def imported_models() -> dict[str, dict[str, Any]]:
-    """Models imported this session (id -> ModelSpec JSON)."""
-    return st.session_state.setdefault(IMPORTED, {})
-
-
-def _echo(raw: str) -> str:
-    """A rejected link value for a message: shortened, inside a code span (no markdown, no links)."""
-    text = raw if len(raw) <= QUERY_ECHO_MAX_CHARS else raw[:QUERY_ECHO_MAX_CHARS] + "…"
-    return "`" + text.replace("`", "'") + "`"
-
-
-def _link_value(key: str) -> str | None:
-    """The link's (last) value for ``key``, None when absent."""
-    values = st.query_params.get_all(key)
-    return values[-1] if values else None
-
-
-def _drop_link_value(key: str, why: str) -> None:
-    """Refuse a link parameter before its widget reads it: one warning naming it,
-    and the widget starts from its default."""
-    st.warning(f"Link parameter `{key}`: {why}; the default is used instead.")
-    with contextlib.suppress(KeyError, StreamlitAPIException):
-        del st.query_params[key]
-    # Streamlit seeds a bound widget from the URL as first loaded, not from st.query_params:
-    # forget the value there too, or the widget reads it anyway (an int widget given
-    # 1e400 raises OverflowError inside Streamlit).
-    from streamlit.runtime.state.session_state_proxy import get_session_state
-
-    with get_session_state().query_params() as qp:
-        initial = getattr(qp, "_initial_query_params", None)
-        if isinstance(initial, dict):
-            initial.pop(key, None)
-
-
-def _check_number_link(key: str, *, integer: bool, low: float | None = None) -> None:
-    raw = _link_value(key)
-    if not raw:
-        return
-    if len(raw) > QUERY_NUMBER_MAX_CHARS:
-        _drop_link_value(key, f"{len(raw):,} characters is not a number (at most {QUERY_NUMBER_MAX_CHARS})")
-        return
-    try:
-        x = float(raw)
-    except ValueError:
-        _drop_link_value(key, f"{_echo(raw)} is not a number")
-        return
-    if not math.isfinite(x):
-        _drop_link_value(key, f"{_echo(raw)} is not a finite number")
-    elif integer and (not x.is_integer() or abs(x) > WIDGET_INT_MAX):
-        _drop_link_value(key, f"{_echo(raw)} is not a whole number up to {WIDGET_INT_MAX:,}")
-    elif low is not None and x < low:
-        _drop_link_value(key, f"{_echo(raw)} is below the minimum {low:g}")
-
-
-def _check_choice_link(key: str, options: list[Any]) -> None:
-    raw = _link_value(key)
-    if raw and raw not in {str(o) for o in options}:
-        _drop_link_value(key, f"{_echo(raw)} is not one of the choices")
-
-
 def _num(label: str, key: str, value: float | int | None, step: float | int, holes: dict[str, Any],
          help: str | None = None, **kw: Any) -> Any:
-    _check_number_link(key, integer=isinstance(value, int) and isinstance(step, int), low=kw.get("min_value"))
-    out = st.number_input(label, value=value, step=step, key=key, bind="query-params", persist_state="session",
-                          help=help, **kw)
+    # A value set through session state (a link, a loaded scenario) is the widget's value.  The default
+    # stays the same on every run: a browser resets a widget whose default changes between runs.
+    out = st.number_input(label, value=value, step=step, key=key, persist_state="session", help=help, **kw)
     holes[key] = st.empty()
     return out
 
 
-def _select(label: str, options: list[Any], default: Any, key: str, holes: dict[str, Any]) -> Any:
-    _check_choice_link(key, options)
-    out = st.selectbox(label, options, index=options.index(default), key=key, bind="query-params",
-                       persist_state="session")
+def _select(label: str, options: list[Any], default: Any, key: str, holes: dict[str, Any],
+            help: str | None = None) -> Any:
+    out = st.selectbox(label, options, index=options.index(default), key=key, persist_state="session", help=help)
     holes[key] = st.empty()
     return out
 
 
-def widget_values(scenario: Scenario) -> dict[str, Any]:
-    """The sidebar widget values (by key) that reproduce ``scenario``'s inputs."""
-    w, sv = scenario.workload, scenario.serving
-    return {
-        "gpu": scenario.gpu if isinstance(scenario.gpu, str) else scenario.gpu.id,
-        "model": scenario.model if isinstance(scenario.model, str) else scenario.model.id,
-        "wd": scenario.weights_dtype, "kd": scenario.kv_dtype, "tp": scenario.parallel.tp,
-        "pp": scenario.parallel.pp, "ep": scenario.parallel.ep, "mode": sv.mode,
-        "prompt": w.prompt_tokens, "output": w.output_tokens, "rps": float(w.requests_per_s),
-        "prefix": w.prefix_tokens, "hit": float(w.prefix_hit_rate), "ttft_ms": scenario.slo.ttft_s * 1e3,
-        "itl_ms": scenario.slo.itl_s * 1e3, "batch": sv.batch_size or 0, "ctx": sv.context_tokens or 0,
-        "chunk": sv.chunk_tokens, "util": float(sv.memory_utilization or 0.0),
-        "price": scenario.cost.usd_per_gpu_hour,
-    }
-
-
-def request_load(scenario: Scenario, *, label: str, drift: tuple[str, ...] = (),
-                 pinned: dict[str, Any] | None = None) -> None:
-    """Make ``scenario`` the sidebar's scenario on the next run (call st.rerun after)."""
-    st.session_state[PENDING] = (scenario.model_dump(mode="json"), label, drift, pinned)
-
-
-def request_stored(stored: Any) -> None:
-    """Queue a StoredScenario; when the catalog drifted since it was saved it plans
-    with the saved entries until "Re-plan on the current catalog" is pressed."""
-    drift = stored.catalog_drift()
-    pinned = None
-    if drift and stored.frozen_catalog is not None:
-        fc = stored.frozen_catalog
-        pinned = {"gpu": fc.gpu.model_dump(mode="json"), "model": fc.model.model_dump(mode="json"),
-                  "usd_per_gpu_hour": fc.usd_per_gpu_hour}
-    request_load(stored.scenario, label=f"saved scenario {stored.slug!r} (version {stored.version})",
-                 drift=drift, pinned=pinned)
-
-
-def _from_url() -> None:
-    """``?scenario=<slug>`` or ``?s=<token>``: queue that scenario (once) or show why not."""
-    qp = st.query_params
-    if "scenario" in qp:
-        from pages._store import store_engine
-        from planner.store import get_scenario
-
-        slug = qp["scenario"]
-        del qp["scenario"]
-        engine = store_engine()
-        if engine is None:
-            return
-        try:
-            stored = get_scenario(engine=engine, ref=slug)
-        except PlannerError as exc:
-            st.error(f"Share link `?scenario=`: {plain(str(exc))}")
-            return
-        request_stored(stored)
-    elif "s" in qp:
-        from planner import scenario_from_token
-
-        token = qp["s"]
-        del qp["s"]
-        try:
-            request_load(scenario_from_token(token), label="shared link")
-        except PlannerError as exc:
-            st.error(plain(str(exc)))  # the message starts "share link: ..."
-
-
-def _apply_pending() -> None:
-    pending = st.session_state.pop(PENDING, None)
-    if pending is None:
-        return
-    data, label, drift, pinned = pending
-    scenario = scenario_from_dict(data)
-    if not isinstance(scenario.model, str):  # an inline model: offer it like an imported one
-        imported_models()[scenario.model.id] = scenario.model.model_dump(mode="json")
-    for key, value in widget_values(scenario).items():
-        st.session_state[key] = value
-    st.session_state[LOADED] = {"label": label, "drift": list(drift)}
-    st.session_state[PINNED] = pinned
-    st.session_state["_base"] = data
+def _choices(cat: Any) -> dict[str, list[Any]]:
+    extra = imported_models()
+    return {"gpu": sorted(cat.gpus), "model": sorted(cat.models) + sorted(k for k in extra if k not in cat.models),
+            "wd": DTYPES, "kd": KV_DTYPES, "tp": TPS, "pp": PPS, "ep": EPS, "mode": MODES,
+            "dist": DISTRIBUTIONS, "link": LINKS}
 
 
 def _banner(gpu: str, model: str) -> None:
@@ -247,7 +126,7 @@ def _banner(gpu: str, model: str) -> None:
     if pinned["gpu"]["id"] != gpu or pinned["model"]["id"] != model:
         return
     st.warning(f"The catalog changed since {loaded['label']} was saved; it plans with the entries as saved:  \n"
-                     + "  \n".join(f"`{line}`" for line in loaded["drift"]))
+               + "  \n".join(f"`{line}`" for line in loaded["drift"]))
     if st.button("Re-plan on the current catalog", key="replan_current"):
         st.session_state[PINNED] = None
         st.rerun()
@@ -260,80 +139,97 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _widgets(cat: Any, holes: dict[str, Any]) -> None:
+    """The scenario's widgets; their values are read back from session state by key."""
+    choices = _choices(cat)
+    with st.sidebar:
+        st.header("Scenario")
+        st.text_input("Scenario name", value=DEFAULT.name, key="name", max_chars=200,
+                      help="shown in exports and reports")
+        holes["name"] = st.empty()
+        _select("GPU", choices["gpu"], DEFAULT.gpu, "gpu", holes)
+        _select("Model", choices["model"], DEFAULT.model, "model", holes)
+        c1, c2 = st.columns(2)
+        with c1:
+            _select("Weights", DTYPES, DEFAULT.weights_dtype, "wd", holes)
+        with c2:
+            _select("KV cache", KV_DTYPES, DEFAULT.kv_dtype, "kd", holes)
+        c1, c2, c3 = st.columns(3)
+        with c1:
+            _select("TP", TPS, 1, "tp", holes, help="tensor parallel: GPUs splitting each layer")
+        with c2:
+            _select("PP", PPS, 1, "pp", holes, help="pipeline parallel: GPUs splitting the layers")
+        with c3:
+            _select("EP", EPS, 1, "ep", holes, help="expert parallel (mixture-of-experts models)")
+        _select("Serving mode", MODES, DEFAULT.serving.mode, "mode", holes,
+                help="colocated: prefill and decode share replicas (chunked prefill); disaggregated: separate pools")
+        st.subheader("Workload")
+        _num("Prompt tokens (mean)", "prompt", DEFAULT.workload.prompt_tokens, 100, holes)
+        _num("Output tokens (mean)", "output", DEFAULT.workload.output_tokens, 50, holes)
+        _num("Requests/s (mean)", "rps", DEFAULT.workload.requests_per_s, 1.0, holes,
+             help=INPUT_HELP["workload.requests_per_s"])
+        _num("Shared prefix tokens", "prefix", 0, 100, holes, help="tokens every prompt shares (a system prompt)")
+        _num("Prefix hit rate (0 to 1)", "hit", 0.0, 0.1, holes, help="share of requests that find the prefix cached")
+        st.subheader("Targets")
+        _num("TTFT target, p90 (ms)", "ttft_ms", DEFAULT.slo.ttft_s * 1e3, 50.0, holes,
+             help="time to first token; the plan checks its p90, queueing included")
+        _num("ITL target, mean (ms)", "itl_ms", DEFAULT.slo.itl_s * 1e3, 5.0, holes,
+             help="inter-token latency; the plan checks the mean at its batch")
+        capacity_widgets(_num, _select, holes)
+        with st.expander("Serving engine"):
+            _num("Batch (0 = largest that fits)", "batch", 0, 1, holes, min_value=0)
+            _num("Context tokens (0 = prompt + output)", "ctx", 0, 256, holes, min_value=0)
+            _num("Prefill chunk tokens", "chunk", DEFAULT.serving.chunk_tokens, 128, holes,
+                 help="vLLM's max_num_batched_tokens (default 2,048)")
+            _num("Memory utilization (0 = HBM − weights − reserved)", "util", DEFAULT.serving.memory_utilization,
+                 0.05, holes, help="vLLM's gpu_memory_utilization (default 0.9)")
+
+
+def _values() -> dict[str, Any]:
+    return {f.key: st.session_state.get(f.key) for f in LINK_FIELDS if f.key in st.session_state}
+
+
 def sidebar_scenario() -> Scenario | None:
     """Build the Scenario from the sidebar; show a message next to the offending
     widget (and on the page) and return None if it is invalid."""
-    _from_url()
-    _apply_pending()
     cat = load_catalog()
+    read_link_once(_choices(cat))
+    apply_pending()
     holes: dict[str, Any] = {}
     extra = imported_models()
     if "model_pending" in st.session_state:  # a model just imported on the Catalog page
         st.session_state["model"] = st.session_state.pop("model_pending")
-    with st.sidebar:
-        st.header("Scenario")
-        gpu = _select("GPU", sorted(cat.gpus), DEFAULT.gpu, "gpu", holes)
-        model = _select("Model", sorted(cat.models) + sorted(k for k in extra if k not in cat.models),
-                        DEFAULT.model, "model", holes)
-        c1, c2 = st.columns(2)
-        with c1:
-            wd = _select("Weights", DTYPES, DEFAULT.weights_dtype, "wd", holes)
-        with c2:
-            kd = _select("KV cache", KV_DTYPES, DEFAULT.kv_dtype, "kd", holes)
-        c1, c2, c3 = st.columns(3)
-        with c1:
-            tp = _select("TP", [1, 2, 4, 8, 16], 1, "tp", holes)
-        with c2:
-            pp = _select("PP", [1, 2, 4, 8], 1, "pp", holes)
-        with c3:
-            ep = _select("EP", [1, 2, 4, 8, 16, 32, 64], 1, "ep", holes)
-        mode = _select("Serving mode", MODES, DEFAULT.serving.mode, "mode", holes)
-        st.subheader("Workload")
-        prompt = _num("Prompt tokens", "prompt", DEFAULT.workload.prompt_tokens, 100, holes)
-        output = _num("Output tokens", "output", DEFAULT.workload.output_tokens, 50, holes)
-        rps = _num("Requests/s", "rps", DEFAULT.workload.requests_per_s, 1.0, holes)
-        prefix = _num("Shared prefix tokens", "prefix", 0, 100, holes)
-        hit = _num("Prefix hit rate", "hit", 0.0, 0.1, holes, help="0 to 1")
-        st.subheader("Targets")
-        ttft_ms = _num("TTFT target (ms)", "ttft_ms", DEFAULT.slo.ttft_s * 1e3, 50.0, holes)
-        itl_ms = _num("ITL target (ms)", "itl_ms", DEFAULT.slo.itl_s * 1e3, 5.0, holes)
-        st.subheader("Serving")
-        batch = _num("Batch (0 = largest that fits)", "batch", 0, 1, holes, min_value=0)
-        ctx = _num("Context tokens (0 = prompt + output)", "ctx", 0, 256, holes, min_value=0)
-        chunk = _num("Prefill chunk tokens", "chunk", DEFAULT.serving.chunk_tokens, 128, holes)
-        util = _num("Memory utilization (0 = HBM − weights − reserved)", "util", DEFAULT.serving.memory_utilization, 0.05, holes)
-        price = _num("Price override ($/GPU-hour, empty = catalog)", "price", None, 0.1, holes)
-    model_value: Any = extra[model] if model in extra and model not in cat.models else model
-    data = {
-        "gpu": gpu, "model": model_value, "weights_dtype": wd, "kv_dtype": kd,
-        "parallel": {"tp": int(tp), "pp": int(pp), "ep": int(ep)},
-        "workload": {"prompt_tokens": prompt, "output_tokens": output, "requests_per_s": rps,
-                     "prefix_tokens": prefix, "prefix_hit_rate": hit},
-        "slo": {"ttft_s": ttft_ms / 1e3 if ttft_ms is not None else None,
-                "itl_s": itl_ms / 1e3 if itl_ms is not None else None},
-        "serving": {"batch_size": int(batch) or None if batch is not None else None,
-                    "context_tokens": int(ctx) or None if ctx is not None else None,
-                    "chunk_tokens": chunk, "memory_utilization": util or None},
-        "cost": {"usd_per_gpu_hour": price},
-    }
-    data["serving"]["mode"] = mode
-    base = st.session_state.get("_base")
-    if base:  # inputs the sidebar has no widget for (speculative, fleet, efficiency ...) come from the loaded one
+    _widgets(cat, holes)
+    values = _values()
+    gpu, model = values["gpu"], values["model"]
+    data = _scenario_data(values)
+    if model in extra and model not in cat.models:
+        data["model"] = extra[model]
+    trace = st.session_state.get("_trace")
+    if values.get("dist") == "trace" and trace:
+        data["workload"]["trace"] = [tuple(r) for r in trace]
+    base = st.session_state.get(BASE)
+    if base:  # inputs the sidebar has no widget for (efficiency, block size ...) come from the loaded one
         data = _merge({k: v for k, v in base.items() if k not in ("gpu", "model")}, data)
+        if values.get("dist") != "trace":
+            data["workload"].pop("trace", None)
     pinned = st.session_state.get(PINNED)
     if pinned and pinned["gpu"]["id"] == gpu and pinned["model"]["id"] == model:
         data["gpu"], data["model"] = pinned["gpu"], pinned["model"]
-        if price is None:
+        if values.get("price") is None:
             data["cost"]["usd_per_gpu_hour"] = pinned["usd_per_gpu_hour"]
     _banner(gpu, model)
     try:
-        return scenario_from_dict(data)
+        scenario = scenario_from_dict(data)
     except PlannerError as exc:
         msg = str(exc)
         key = next((w for field, w in FIELD_WIDGET.items() if field in msg), None)
-        (holes[key] if key else st.sidebar).error(msg)
-        st.error(f"The scenario is not valid: {msg}")
+        (holes[key] if key else st.sidebar).error(plain(msg))
+        st.error(f"The scenario is not valid: {plain(msg)}")
         return None
+    with st.sidebar.expander("Share this view"):
+        copy_link(sync_url(scenario, values))
+    return scenario
 
 
 def frame() -> None:
@@ -342,10 +238,13 @@ def frame() -> None:
     st.set_page_config(page_title="Ridgeline", layout="wide")
     st.session_state[VIA_APP] = True
     try:
-        st.session_state[SCENARIO_KEY] = sidebar_scenario()
+        scenario = sidebar_scenario()
     except PlannerError as exc:
-        st.session_state[SCENARIO_KEY] = None
+        scenario = None
         st.error(plain(str(exc)))
+    st.session_state[SCENARIO_KEY] = scenario
+    show_problems(scenario)
+    saved_banner(scenario)
 
 
 def through_app_py() -> None:

@@ -10,7 +10,7 @@ import streamlit as st
 
 from pages._format import plain, shown
 from pages._sidebar import imported_models, page_scenario
-from planner import ModelSpec, PlannerError, load_catalog, param_counts
+from planner import ModelSpec, PlannerError, load_catalog, param_counts, sig3
 from planner.store import parse_json_bytes
 
 log = logging.getLogger(__name__)
@@ -49,18 +49,22 @@ st.caption(f"Sidebar scenario: {current} on {scenario.gpu if isinstance(scenario
 gpus, models, imp = st.tabs(["GPUs", "Models", "Import a model"])
 with gpus:
     st.dataframe(pd.DataFrame([{
-        "id": g.id, "name": g.name, "HBM": shown(g.hbm_bytes, "bytes"), "bandwidth": shown(g.hbm_bytes_per_s, "bytes/s"),
-        "BF16 dense": shown(g.flops_per_s.bf16, "FLOP/s"), "FP8 dense": shown(g.flops_per_s.fp8, "FLOP/s"),
-        "NVLink domain": g.scaleup_domain_gpus, "$/GPU-hour": shown(g.usd_per_gpu_hour, "USD"),
+        # One unit per column: GB, TB/s, dense TFLOP/s.
+        "id": g.id, "name": g.name, "HBM (GB)": round(g.hbm_bytes / 1e9), "bandwidth (TB/s)": round(g.hbm_bytes_per_s / 1e12, 2),
+        "BF16 dense (TFLOP/s)": round(g.flops_per_s.bf16 / 1e12),
+        "FP8 dense (TFLOP/s)": round(g.flops_per_s.fp8 / 1e12) if g.flops_per_s.fp8 else None,
+        "NVLink domain (GPUs)": g.scaleup_domain_gpus, "$/GPU-hour (catalog default)": shown(g.usd_per_gpu_hour, "USD"),
         "source": g.source_url, "note": g.source_note} for g in cat.gpus.values()]),
         hide_index=True, width="stretch", column_config={"source": st.column_config.LinkColumn()})
 with models:
     rows = []
     for m in [*cat.models.values(), *(ModelSpec.model_validate(v) for v in imported_models().values())]:
         pc = param_counts(m)
-        rows.append({"id": m.id, "name": m.name, "params": shown(pc.total, ""), "active": shown(pc.active, ""),
+        rows.append({"id": m.id, "name": m.name, "parameters": f"{sig3(pc.total / 1e9)} B",
+                     "active parameters": f"{sig3(pc.active / 1e9)} B",
                      "layers": m.layers, "heads": m.heads, "KV heads": m.kv_heads, "head dim": m.head_dim,
-                     "attention": m.attention, "experts": m.experts or None, "max context": m.max_context_tokens,
+                     "attention": m.attention, "experts": m.experts or None,
+                     "max context (tokens)": m.max_context_tokens,
                      "source": m.source_url or "imported", "note": m.source_note})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={"source": st.column_config.LinkColumn()})

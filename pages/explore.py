@@ -7,51 +7,72 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from pages._charts import show_chart
+from pages._charts import gpu_colors, show_chart
+from pages._format import md, round3, shown, usd
 from pages._sidebar import DTYPES, MODES, cached_sweep, page_scenario, request_load
 from planner import PlannerError, csv_text, load_catalog, sweep_row_scenario
 
+# The table's columns as a reviewer reads them (ITL and TTFT in ms, one unit per view).
+COLUMNS = {"candidate": "Candidate", "feasible": "Meets the SLO", "pareto_cost_itl": "On the frontier",
+           "usd_per_mtok_output": "$/Mtok output", "usd_per_mtok_blended": "$/Mtok blended", "gpus_total": "GPUs",
+           "itl_ms": "ITL mean (ms)", "ttft_p90_ms": "TTFT p90, queued (ms)", "batch_size": "Batch",
+           "goodput_req_s_per_gpu": "Goodput per GPU (req/s)", "reason": "Why not"}
+
 st.title("Explore")
 scenario = page_scenario()
-c = st.columns([3, 2, 2, 2, 3])
+c = st.columns([3, 2])
 gpus = c[0].multiselect("GPUs", sorted(load_catalog().gpus), default=["h100-sxm", "h200-sxm", "b200"], key="ex_gpus")
-dtypes = c[1].multiselect("Weights", DTYPES, default=["bf16", "fp8"], key="ex_dtypes")
-tps = c[2].multiselect("TP", [1, 2, 4, 8, 16], default=[1, 2, 4, 8], key="ex_tps")
-pps = c[3].multiselect("PP", [1, 2, 4, 8], default=[1, 2], key="ex_pps")
-modes = c[4].multiselect("Modes", MODES, default=MODES, key="ex_modes")
+modes = c[1].multiselect("Modes", MODES, default=MODES, key="ex_modes")
+c = st.columns(3)
+dtypes = c[0].multiselect("Weights", DTYPES, default=["bf16", "fp8"], key="ex_dtypes")
+tps = c[1].multiselect("TP", [1, 2, 4, 8, 16], default=[1, 2, 4, 8], key="ex_tps")
+pps = c[2].multiselect("PP", [1, 2, 4, 8], default=[1, 2], key="ex_pps")
 if not (gpus and dtypes and tps and pps and modes):
     st.info("Choose at least one value in each list.")
     st.stop()
-with st.status(f"Sweeping {len(gpus) * len(dtypes) * len(tps) * len(pps) * len(modes)} candidates", expanded=False) as box:
+with st.status(f"Sweeping {len(gpus) * len(dtypes) * len(tps) * len(pps) * len(modes):,} candidates",
+               expanded=False) as box:
     try:
         rows = cached_sweep(scenario, gpus=gpus, dtypes=dtypes, tps=tps, pps=pps, modes=modes)
     except PlannerError as exc:
         box.update(state="error")
         st.error(str(exc))
         st.stop()
-    box.update(label=f"Swept {len(rows)} candidates", state="complete")
+    box.update(label=f"Swept {len(rows):,} candidates", state="complete")
 df = pd.DataFrame(rows)
 df.insert(0, "candidate", [f"{r.gpu} {r.weights_dtype} TP{r.tp}·PP{r.pp} {r.mode}" for r in df.itertuples()])
+df["itl_ms"] = (df["itl_s"] * 1e3).round(1)
+df["ttft_p90_ms"] = (df["ttft_p90_s"] * 1e3).round(0)
+df["goodput_req_s_per_gpu"] = df["goodput_req_s_per_gpu"].map(round3)
 ok = df[df["feasible"]]
-st.metric("Feasible candidates", f"{len(ok)} of {len(df)}",
-          help="infeasible candidates are not plotted; the table lists them with their reason")
+st.metric("Candidates meeting the SLO", f"{len(ok):,} of {len(df):,}",
+          help="the others are not plotted; the table lists them with their reason")
 if not ok.empty:
     best = ok.loc[ok["usd_per_mtok_output"].idxmin()]
-    st.success(f"Cheapest: {best['candidate']} at ${best['usd_per_mtok_output']:.3f}/Mtok output, "
-               f"{best['gpus_total']:.0f} GPUs")
-    pts = ok.assign(itl_ms=ok["itl_s"] * 1e3, frontier=ok["pareto_cost_itl"].map({True: "Pareto", False: "dominated"}))
+    st.success(md(f"Cheapest: {best['candidate']} at {usd(best['usd_per_mtok_output'])}/Mtok output, "
+                  f"{shown(best['gpus_total'], fmt=',.0f')} GPUs"))
+    pts = ok.assign(frontier=ok["pareto_cost_itl"].map({True: "on the frontier", False: "dominated"}))
     base = alt.Chart(pts).encode(
-        x=alt.X("itl_ms:Q", title="ITL at the operating point (ms)"),
+        x=alt.X("itl_ms:Q", title="ITL mean at the operating point (ms)"),
         y=alt.Y("usd_per_mtok_output:Q", title="$/Mtok output", scale=alt.Scale(type="log")))
     dots = base.mark_point(size=80, filled=True).encode(
-        color=alt.Color("frontier:N", scale=alt.Scale(domain=["Pareto", "dominated"], range=["#d62728", "#bbbbbb"])),
-        shape="gpu:N", tooltip=["candidate", "gpus_total", "itl_ms", "usd_per_mtok_output", "ttft_p90_s"])
-    line = base.transform_filter("datum.frontier == 'Pareto'").mark_line(color="#d62728")
-    show_chart((line + dots).properties(height=380, title="$/Mtok vs ITL (frontier in red)"), "explore-pareto")
-cols = ["candidate", "feasible", "pareto_cost_itl", "usd_per_mtok_output", "usd_per_mtok_blended", "gpus_total",
-        "itl_s", "ttft_p90_s", "batch_size", "goodput_req_s_per_gpu", "reason"]
-st.dataframe(df[cols].sort_values(["feasible", "usd_per_mtok_output"], ascending=[False, True]), hide_index=True,
-             key="ex_table")
+        color=alt.Color("gpu:N", title="GPU", scale=gpu_colors(list(pts["gpu"]))),
+        opacity=alt.Opacity("frontier:N", scale=alt.Scale(domain=["on the frontier", "dominated"], range=[1.0, 0.3]),
+                            title=None),
+        shape=alt.Shape("mode:N", title="mode"),
+        tooltip=[alt.Tooltip("candidate:N"), alt.Tooltip("gpus_total:Q", title="GPUs", format=",.0f"),
+                 alt.Tooltip("itl_ms:Q", title="ITL mean (ms)"),
+                 alt.Tooltip("usd_per_mtok_output:Q", title="$/Mtok output", format="$.3~r"),
+                 alt.Tooltip("ttft_p90_ms:Q", title="TTFT p90 (ms)", format=",.0f")])
+    line = base.transform_filter("datum.frontier == 'on the frontier'").mark_line(color="#444", strokeDash=[4, 3])
+    show_chart((line + dots).properties(height=380, title="$/Mtok vs ITL (the frontier dashed)"), "explore-pareto")
+table = df[list(COLUMNS)].sort_values(["feasible", "usd_per_mtok_output"], ascending=[False, True])
+st.dataframe(table.rename(columns=COLUMNS), hide_index=True, key="ex_table",
+             column_config={"$/Mtok output": st.column_config.NumberColumn(format="dollar"),
+                            "$/Mtok blended": st.column_config.NumberColumn(format="dollar"),
+                            "TTFT p90, queued (ms)": st.column_config.NumberColumn(
+                                help="p90 time to first token, queueing included (M/G/1 at the target utilization)"),
+                            "ITL mean (ms)": st.column_config.NumberColumn(help="mean inter-token latency, no queueing")})
 st.download_button("Sweep CSV", csv_text(rows), file_name="sweep.csv", mime="text/csv", key="ex_csv",
                    on_click="ignore")
 if not ok.empty:

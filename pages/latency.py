@@ -9,36 +9,51 @@ import streamlit as st
 from pages._charts import show_chart
 from pages._format import shown
 from pages._sidebar import cached_curve, page_plan, page_scenario
+from planner import room_for_labels
 
 st.title("Latency & throughput")
 scenario = page_scenario()
 result = page_plan(scenario)
 d = result.decode
+op = result.operating_point
 cols = st.columns(4)
-cols[0].metric("ITL at the operating point", shown(d.itl_s, "s"), help=f"batch {d.batch_size}")
+cols[0].metric("Decode step at the batch", shown(d.step_s, "s"),
+               help=f"batch {d.batch_size:,}: the ITL mean with no prefill chunks and no queueing; the operating "
+                    f"point's ITL mean (chunks interleaved when colocated) is {shown(op.itl_s, 's')}")
 cols[1].metric("tok/s per replica", shown(d.tok_s_per_replica, fmt=",.0f"))
-cols[2].metric("Prefill time", shown(result.prefill.time_s, "s"),
-               help=f"p90 TTFT at the operating point, queueing included: {shown(result.operating_point.ttft_p90_s, 's')}")
-cols[3].metric("Chunked TTFT", shown(result.prefill.chunked_ttft_s, "s"),
-               help=f"{result.prefill.chunks} chunks of {result.prefill.chunk_tokens} tokens")
+cols[2].metric("Prefill time · no queueing", shown(result.prefill.time_s, "s"),
+               help=f"one prompt alone; TTFT p90 at the operating point, queueing included: {shown(op.ttft_p90_s, 's')}")
+cols[3].metric("Chunked TTFT · no queueing", shown(result.prefill.chunked_ttft_s, "s"),
+               help=f"{result.prefill.chunks} chunk(s) of {result.prefill.chunk_tokens:,} tokens, each beside a decode step")
 
 st.subheader("Throughput vs ITL as the batch grows")
 batches = sorted({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, d.batch_size})
 bc = pd.DataFrame(cached_curve("batch_curve", scenario, batches=batches))
 bc["itl_ms"] = bc["itl_s"] * 1e3
-base = alt.Chart(bc).encode(x=alt.X("itl_ms:Q", title="ITL (ms)"),
+bc["KV cache"] = bc["fits"].map({True: "fits", False: "does not fit"})
+# Label a batch only where there is room: small batches crowd at the left.
+order = sorted(range(len(bc)), key=lambda i: -int(bc["batch_size"].iloc[i]))
+room = room_for_labels([bc["itl_ms"].iloc[i] for i in order], [bc["tok_s_per_replica"].iloc[i] for i in order],
+                       min_dx=0.06, min_dy=0.07)
+bc["label"] = ""
+for i, keep in zip(order, room, strict=True):
+    if keep:
+        bc.loc[bc.index[i], "label"] = f"B={int(bc['batch_size'].iloc[i]):,}"
+base = alt.Chart(bc).encode(x=alt.X("itl_ms:Q", title="decode step = ITL mean, no queueing (ms)"),
                             y=alt.Y("tok_s_per_replica:Q", title="tok/s per replica"))
 curve = base.mark_line(point=True).encode(
-    color=alt.Color("fits:N", title="fits in KV"),
-    tooltip=["batch_size:Q", alt.Tooltip("itl_ms:Q", format=".2f"), alt.Tooltip("tok_s_per_replica:Q", format=",.0f"),
-             "bound:N", "fits:N"])
-labels = base.mark_text(dy=-10, fontSize=10).encode(text="batch_size:Q")
+    color=alt.Color("KV cache:N", title="KV cache", scale=alt.Scale(domain=["fits", "does not fit"],
+                                                                  range=["#4c78a8", "#bbbbbb"])),
+    tooltip=[alt.Tooltip("batch_size:Q", title="batch"), alt.Tooltip("itl_ms:Q", title="ITL (ms)", format=".3~r"),
+             alt.Tooltip("tok_s_per_replica:Q", title="tok/s per replica", format=",.0f"), "bound:N", "KV cache:N"])
+labels = base.mark_text(dy=-10, fontSize=10).encode(text="label:N")
 target = alt.Chart(pd.DataFrame([{"itl_ms": scenario.slo.itl_s * 1e3}])).mark_rule(
     color="red", strokeDash=[6, 4]).encode(x="itl_ms:Q")
 op = alt.Chart(pd.DataFrame([{"itl_ms": d.itl_s * 1e3, "tok_s_per_replica": d.tok_s_per_replica}])).mark_point(
     size=220, shape="diamond", color="red", filled=True).encode(x="itl_ms:Q", y="tok_s_per_replica:Q")
 show_chart((curve + labels + target + op).properties(height=380), "throughput-vs-itl")
-st.caption("Red dashed line: ITL target; red diamond: the plan's operating point.")
+st.caption("Red dashed line: ITL target; red diamond: the plan's operating point (decode step at its batch); "
+           "a batch B is labelled where there is room.")
 
 c1, c2 = st.columns(2)
 with c1:
@@ -47,8 +62,9 @@ with c1:
                                                                           8192, 16384, 32768]))
     tc["ttft_ms"] = tc["ttft_s"] * 1e3
     ttft = alt.Chart(tc).mark_line(point=True).encode(
-        x=alt.X("prompt_tokens:Q", scale=alt.Scale(type="log", base=2), title="prompt tokens"), y=alt.Y("ttft_ms:Q", title="TTFT (ms)"),
-        tooltip=["prompt_tokens:Q", alt.Tooltip("ttft_ms:Q", format=",.1f"), "bound:N"])
+        x=alt.X("prompt_tokens:Q", scale=alt.Scale(type="log", base=2), title="prompt tokens"), y=alt.Y("ttft_ms:Q", title="TTFT = prefill time, no queueing (ms)"),
+        tooltip=[alt.Tooltip("prompt_tokens:Q", title="prompt tokens", format=","),
+                 alt.Tooltip("ttft_ms:Q", title="TTFT (ms)", format=",.3~r"), "bound:N"])
     rule = alt.Chart(pd.DataFrame([{"ttft_ms": scenario.slo.ttft_s * 1e3}])).mark_rule(
         color="red", strokeDash=[6, 4]).encode(y="ttft_ms:Q")
     show_chart(ttft + rule, "ttft-vs-prompt")
@@ -57,12 +73,13 @@ with c2:
     cc = pd.DataFrame(cached_curve("chunk_curve", scenario, chunk_sizes=[64, 128, 256, 512, 1024, 2048, 4096, 8192]))
     long = cc.melt(id_vars=["chunk_tokens"], value_vars=["ttft_s", "iteration_s"], var_name="metric")
     long["ms"] = long["value"] * 1e3
-    long["metric"] = long["metric"].map({"ttft_s": "TTFT", "iteration_s": "worst ITL"})
+    long["metric"] = long["metric"].map({"ttft_s": "TTFT, no queueing", "iteration_s": "ITL worst (step + one chunk)"})
     show_chart(alt.Chart(long).mark_line(point=True).encode(
         x=alt.X("chunk_tokens:Q", scale=alt.Scale(type="log", base=2), title="chunk tokens"),
         y=alt.Y("ms:Q", scale=alt.Scale(type="log"), title="time (ms)"),
         color=alt.Color("metric:N", legend=alt.Legend(orient="bottom", title=None)),
-        tooltip=["chunk_tokens:Q", "metric:N", alt.Tooltip("ms:Q", format=",.2f")]), "chunk-tradeoff")
+        tooltip=[alt.Tooltip("chunk_tokens:Q", title="chunk tokens", format=","), "metric:N",
+                 alt.Tooltip("ms:Q", title="ms", format=",.3~r")]), "chunk-tradeoff")
     st.caption("Worst ITL while a prompt is admitted = decode step + one chunk.")
 
 st.subheader("Speculative decoding: speedup vs acceptance")

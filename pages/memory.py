@@ -32,7 +32,7 @@ parts["GB"] = [shown(b, "bytes") for b in parts["bytes"]]
 parts["order"] = range(len(parts))
 parts["gpu"] = result.gpu
 bar = alt.Chart(parts).mark_bar(size=36).encode(
-    x=alt.X("bytes:Q", stack="zero", title="bytes", axis=alt.Axis(format="~s")),
+    x=alt.X("bytes:Q", stack="zero", title="bytes (G = 10⁹)", axis=alt.Axis(format="~s")),
     y=alt.Y("gpu:N", title=None),
     color=alt.Color("part:N", sort=list(parts["part"]), legend=alt.Legend(title=None)),
     order=alt.Order("order:Q"), tooltip=["part:N", alt.Tooltip("GB:N", title="size")],

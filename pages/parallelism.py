@@ -31,21 +31,24 @@ if layouts.empty:
 table = pd.DataFrame({
     "layout": [f"TP{t}·PP{p}·EP{e}" for t, p, e in zip(layouts["tp"], layouts["pp"], layouts["ep"], strict=True)],
     "GPUs": layouts["gpus"], "fits": layouts["fits"],
-    "weights/GPU": [shown(v, "bytes") for v in layouts["weight_bytes_per_gpu"]],
-    "KV budget/GPU": [shown(v, "bytes") for v in layouts["kv_budget_bytes"]],
-    "max seqs": layouts["max_sequences"].round(1), "batch": layouts["batch_size"],
-    "collectives/step": [shown(v, "s") for v in layouts["comm_s"]],
-    "ITL": [shown(v, "s") for v in layouts["itl_s"]],
+    "weights per GPU": [shown(v, "bytes") for v in layouts["weight_bytes_per_gpu"]],
+    "KV budget per GPU": [shown(v, "bytes") for v in layouts["kv_budget_bytes"]],
+    "max sequences": layouts["max_sequences"].round(1), "batch": layouts["batch_size"],
+    "collectives per step (ms)": (layouts["comm_s"] * 1e3).round(2),
+    "ITL mean at the batch (ms)": (layouts["itl_s"] * 1e3).round(1),
     "tok/s per GPU": layouts["tok_s_per_gpu"].round(0),
     "TP over PCIe": layouts["tp_over_pcie"], "current": layouts["current"],
 })
 st.dataframe(table, hide_index=True, width="stretch")
-plot = layouts.assign(layout=table["layout"].values, itl_ms=layouts["itl_s"] * 1e3)
+plot = layouts.assign(layout=table["layout"].values, itl_ms=layouts["itl_s"] * 1e3,
+                      tp_link=layouts["tp_over_pcie"].map({True: "over PCIe", False: "within NVLink"}))
 show_chart(alt.Chart(plot).mark_point(filled=True, size=120).encode(
-    x=alt.X("itl_ms:Q", title="ITL at each layout's batch (ms)"),
+    x=alt.X("itl_ms:Q", title="ITL mean at each layout's batch, no queueing (ms)"),
     y=alt.Y("tok_s_per_gpu:Q", title="tok/s per GPU"),
-    color=alt.Color("gpus:N", title="GPUs", scale=alt.Scale(scheme="category10")), shape=alt.Shape("tp_over_pcie:N", title="TP over PCIe"),
-    tooltip=["layout:N", "gpus:Q", alt.Tooltip("itl_ms:Q", format=".2f"),
-             alt.Tooltip("tok_s_per_gpu:Q", format=",.0f"), "max_sequences:Q"]).properties(height=360),
+    color=alt.Color("gpus:O", title="GPUs per replica", scale=alt.Scale(scheme="category10")),
+    shape=alt.Shape("tp_link:N", title="TP"),
+    tooltip=["layout:N", alt.Tooltip("gpus:Q", title="GPUs"), alt.Tooltip("itl_ms:Q", title="ITL (ms)", format=".3~r"),
+             alt.Tooltip("tok_s_per_gpu:Q", title="tok/s per GPU", format=",.0f"),
+             alt.Tooltip("max_sequences:Q", title="max sequences", format=",.1f")]).properties(height=360),
     "parallelism")
 st.caption("Each layout runs at its own batch: the largest its KV budget holds (or the sidebar's batch).")

@@ -1,49 +1,68 @@
-"""Plan: the one-screen answer for the sidebar's scenario."""
+"""Plan: the answer first (GPUs, replicas per pool, $/Mtok, the SLO check), then the
+replica behind it, each number with its statistic and its derivation."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from pages._format import derivation_md, shown
+from pages._format import MISSING, derivation_md, md, shown, usd
 from pages._report import report_downloads
+from pages._review import show_fleet_check, show_headline, show_plausibility
 from pages._sidebar import page_plan, page_scenario
 
 st.title("Plan")
 scenario = page_scenario()
 result = page_plan(scenario)
-m, d, p = result.memory, result.decode, result.prefill
+m, d, p, op = result.memory, result.decode, result.prefill, result.operating_point
 st.caption(f"{result.model} on {result.gpu} · weights {result.weights_dtype} · KV {result.kv_dtype} · "
            f"TP {scenario.parallel.tp} × PP {scenario.parallel.pp} × EP {scenario.parallel.ep} = "
-           f"{m.gpus_per_replica} GPU(s) per replica")
+           f"{m.gpus_per_replica} GPU(s) per replica · {scenario.serving.mode} · "
+           f"{shown(scenario.workload.peak_rate, 'req/s')} at peak")
+show_headline(result, scenario)
+show_fleet_check(result, scenario)
+show_plausibility(result, scenario)
+
+st.subheader("One replica")
 if m.fits:
-    st.success(f"Fits: {m.max_sequences:,.1f} sequences of {m.context_tokens:,} tokens in the KV budget")
+    st.caption(f"Fits: {shown(m.max_sequences, 'sequences')} of {m.context_tokens:,} tokens in the KV budget")
 else:
     st.error("Does not fit: see the warnings below")
 cols = st.columns(4)
 cols[0].metric("Fits", "yes" if m.fits else "no")
-cols[1].metric("Max sequences", shown(m.max_sequences, fmt=",.1f"))
-cols[2].metric("Decode batch", f"{d.batch_size}")
-cols[3].metric("Bound", d.bound)
+cols[1].metric("Max sequences", shown(m.max_sequences, fmt=",.1f"), help=f"of {m.context_tokens:,} tokens each")
+cols[2].metric("Decode batch", f"{d.batch_size:,}", help="the operating point's batch")
+cols[3].metric("Bound", d.bound, help="decode step: memory- or compute-bound on the roofline")
 cols = st.columns(4)
-cols[0].metric("ITL", shown(d.itl_s, "s"), help=f"target {shown(scenario.slo.itl_s, 's')}")
+# The operating point's ITL (prefill chunks interleaved when colocated); with no operating point,
+# the decode step at the batch shown beside it.
+cols[0].metric("ITL mean · no queueing", shown(op.itl_s if op.feasible else d.itl_s, "s"),
+               help=(f"at the batch {d.batch_size:,}: decode step {shown(d.step_s, 's')}"
+                     + (" + prefill chunks interleaved" if op.mode == "colocated" and op.feasible else "")
+                     + f"; target {shown(scenario.slo.itl_s, 's')}"))
 cols[1].metric("tok/s per sequence", shown(d.tok_s_per_sequence, fmt=",.1f"))
 cols[2].metric("tok/s per replica", shown(d.tok_s_per_replica, fmt=",.0f"))
-cols[3].metric("TTFT", shown(result.ttft_s, "s"), help=f"target {shown(scenario.slo.ttft_s, 's')}")
+cols[3].metric("TTFT mean · queueing included", shown(op.ttft_s, "s") if op.feasible else MISSING,
+               help=(f"operating point: M/G/1 queue + prefill; the p90 is in the SLO check above. "
+                     f"Prefill alone (no queueing): {shown(p.time_s, 's')}"))
 cols = st.columns(4)
 cols[0].metric("Weights per GPU", shown(m.weight_bytes_per_gpu, "bytes"))
 cols[1].metric("KV budget per GPU", shown(m.kv_budget_bytes, "bytes"))
-cols[2].metric("MBU", shown(d.mbu, "fraction"))
-cols[3].metric("Prefill MFU", shown(p.mfu, "fraction"))
+cols[2].metric("MBU", shown(d.mbu, "fraction"), help="memory-bandwidth utilization of a decode step")
+cols[3].metric("Prefill MFU", shown(p.mfu, "fraction"), help="compute utilization of a prefill")
+if op.feasible:
+    st.caption(md(f"Costs: {usd(result.cost.usd_per_hour, '/hour')} for the fleet, "
+                  f"{usd(result.cost.usd_per_mtok_blended, '/Mtok')} blended (input + output tokens)."))
 for w in result.warnings:
     st.warning(w)
 st.subheader("How these numbers were derived")
-groups = {"Memory": ("memory",), "Decode": ("decode",), "Prefill and TTFT": ("prefill", "ttft_s"),
-          "Roofline": ("roofline",)}
+groups = {"Memory": ("memory",), "Decode": ("decode",), "Prefill and TTFT": ("prefill", "ttft_s", "operating_point"),
+          "Fleet and cost": ("fleet", "cost"), "Roofline": ("roofline",)}
+reason = None if op.feasible else f"no operating point meets the SLO: {op.reason}"
 for title, prefixes in groups.items():
     with st.expander(title):
         for key, dv in result.derivations.items():
             if key.split(".")[0] in prefixes:
-                st.markdown(derivation_md(dv, name=True))
+                st.markdown(derivation_md(dv, name=True, reason=reason))
 
 # Review report (issue 16, item 6): the download, a separate block at the end of the page.
 report_downloads(scenario)

@@ -1,4 +1,6 @@
-"""Scenarios: save, load, rename, duplicate, delete, history, compare, share, import/export."""
+"""Scenarios: save (a new scenario, or a new revision of an existing one), load,
+rename, duplicate, delete, history with field-by-field differences, compare, share,
+import/export."""
 
 from __future__ import annotations
 
@@ -8,9 +10,22 @@ import pandas as pd
 import streamlit as st
 
 from pages._format import MISSING, plain, shown
+from pages._link import LOADED, unedited_saved
 from pages._sidebar import cached_plan, cached_sweep, page_plan, page_scenario, request_stored
 from pages._store import store_engine
-from planner import PlannerError, csv_text, input_differences, plan_row, share_token, store
+from planner import (
+    ConflictError,
+    PlannerError,
+    csv_text,
+    field_text,
+    input_differences,
+    label_for,
+    plan_row,
+    review_csv_text,
+    revision_changes,
+    share_token,
+    store,
+)
 from planner.store import (
     DESCRIPTION_MAX_CHARS,
     IMPORT_MAX_BYTES,
@@ -30,31 +45,86 @@ if engine is None:
     st.stop()
 
 
-def _do(action, done: str) -> None:  # type: ignore[no-untyped-def]
+def _do(action, done, *, load: bool = False) -> None:  # type: ignore[no-untyped-def]
+    """Run a store action; on success remember a message (``done``: text, or a function of
+    the result) and rerun, else show why.  ``load``: the sidebar takes the saved result."""
     try:
-        action()
-        st.session_state["sc_flash"] = done
-        st.rerun()
+        result = action()
+    except ConflictError as exc:
+        st.error(f"Not saved: someone else saved this scenario since you loaded it. {plain(str(exc))}. "
+                 "Use “Save as a copy” to keep yours beside theirs.")
+        return
     except PlannerError as exc:
         st.error(plain(str(exc)))  # an import's message can quote the document
+        return
+    loaded = (st.session_state.get(LOADED) or {}).get("saved")
+    if isinstance(result, store.StoredScenario) and (load or (loaded and loaded["slug"] == result.slug)):
+        request_stored(result)  # the sidebar holds this saved scenario at its new version
+    st.session_state["sc_flash"] = done(result) if callable(done) else done
+    st.rerun()
+
+
+def _tags(text: str) -> list[str]:
+    return [t for t in text.split(",") if t.strip()]
+
+
+def _match(name: str) -> store.ScenarioSummary | None:
+    """The saved scenario this name would overwrite: the one loaded in the sidebar if the
+    name is its name, else one with exactly this name (any case)."""
+    wanted = name.strip().lower()
+    if not wanted:
+        return None
+    loaded = (st.session_state.get(LOADED) or {}).get("saved")
+    hits = store.list_scenarios(engine=engine, query=name.strip()[:QUERY_MAX_CHARS])
+    if loaded and loaded["name"].strip().lower() == wanted:
+        return next((h for h in hits if h.slug == loaded["slug"]), None)
+    return next((h for h in hits if h.name.strip().lower() == wanted), None)
 
 
 if msg := st.session_state.pop("sc_flash", None):
     st.success(msg)
-with st.form("sc_save"):
-    st.subheader("Save the current scenario")
-    name = st.text_input("Name", key="sc_name", max_chars=NAME_MAX_CHARS)
-    desc = st.text_input("Description", key="sc_desc", max_chars=DESCRIPTION_MAX_CHARS)
-    tags = st.text_input("Tags (comma-separated)", key="sc_tags", max_chars=TAGS_MAX * (TAG_MAX_CHARS + 1))
-    if st.form_submit_button("Save"):
-        _do(lambda: store.save_scenario(engine=engine, scenario=scenario, name=name, description=desc,
-                                        tags=[t for t in tags.split(",") if t.strip()]), f"Saved {name!r}")
+st.subheader("Save the current scenario")
+st.session_state.setdefault("sc_name", scenario.name if scenario.name != "untitled" else "")
+name = st.text_input("Name", key="sc_name", max_chars=NAME_MAX_CHARS)
+desc = st.text_input("Description", key="sc_desc", max_chars=DESCRIPTION_MAX_CHARS)
+tags = st.text_input("Tags (comma-separated)", key="sc_tags", max_chars=TAGS_MAX * (TAG_MAX_CHARS + 1))
+named = scenario.model_copy(update={"name": name.strip() or scenario.name})
+try:
+    existing = _match(name)
+except PlannerError as exc:
+    st.error(plain(str(exc)))
+    existing = None
+if existing is None:
+    if st.button("Save", key="sc_save", type="primary", disabled=not name.strip()):
+        _do(lambda: store.save_scenario(engine=engine, scenario=named, name=name, description=desc, tags=_tags(tags)),
+            lambda r: f"Saved {r.name!r} as `{r.slug}`, version {r.version}", load=True)
+elif unedited_saved(scenario) == existing.slug and existing.name == name.strip() and not (desc or tags):
+    st.caption(f"This is `{existing.slug}` version {existing.version}, unchanged since it was loaded: nothing to save.")
+    if st.button("Save as a copy", key="sc_copy"):
+        _do(lambda: store.save_scenario(engine=engine, scenario=named, name=name, description=desc, tags=_tags(tags)),
+            lambda r: f"Saved a copy as `{r.slug}`, version {r.version}", load=True)
+else:
+    loaded = (st.session_state.get(LOADED) or {}).get("saved")
+    seen = loaded["version"] if loaded and loaded["slug"] == existing.slug else existing.version
+    st.warning(f"A saved scenario is named {plain(existing.name)!r} (`{existing.slug}`, version {existing.version}). "
+               "Update it (a new revision, its history kept) or save a copy?")
+    c = st.columns(2)
+    if c[0].button(f"Update {existing.slug} to version {seen + 1}", key="sc_update", type="primary"):
+        _do(lambda: store.update_scenario(engine=engine, ref=existing.slug, expected_version=seen, scenario=named,
+                                          name=name, description=desc or None, tags=_tags(tags) or None,
+                                          note="update from the app"),
+            lambda r: f"Updated `{r.slug}` to version {r.version}", load=True)
+    if c[1].button("Save as a copy", key="sc_copy"):
+        _do(lambda: store.save_scenario(engine=engine, scenario=named, name=name, description=desc, tags=_tags(tags)),
+            lambda r: f"Saved a copy as `{r.slug}`, version {r.version}", load=True)
+
 plan = page_plan(scenario)
 c = st.columns(3)
-c[0].download_button("Plan CSV", csv_text([plan_row(scenario, plan.to_json_dict())]), file_name="plan.csv",
-                     mime="text/csv", key="sc_plan_csv", on_click="ignore")
-c[1].download_button("Sweep CSV", lambda: csv_text(cached_sweep(scenario)), file_name="sweep.csv", mime="text/csv",
-                     key="sc_sweep_csv", on_click="ignore")
+stem = (scenario.name if scenario.name != "untitled" else "plan").replace(" ", "-")[:60]
+c[0].download_button("Plan CSV (with units)", review_csv_text(plan_row(scenario, plan.to_json_dict())),
+                     file_name=f"{stem}.csv", mime="text/csv", key="sc_plan_csv", on_click="ignore")
+c[1].download_button("Sweep CSV", lambda: csv_text(cached_sweep(scenario)), file_name=f"{stem}-sweep.csv",
+                     mime="text/csv", key="sc_sweep_csv", on_click="ignore")
 c[2].markdown(f"[Stateless share link](./?s={share_token(scenario)})")
 st.subheader("Saved scenarios")
 query = st.text_input("Search name or slug", key="sc_query", max_chars=QUERY_MAX_CHARS)
@@ -64,7 +134,8 @@ except PlannerError as exc:
     st.error(str(exc))
     st.stop()
 st.dataframe(pd.DataFrame([{"slug": s.slug, "name": s.name, "tags": ", ".join(s.tags), "version": s.version,
-                            "updated": s.updated_at} for s in saved]), hide_index=True, key="sc_list")
+                            "updated (UTC)": s.updated_at.strftime("%Y-%m-%d %H:%M")} for s in saved]),
+             hide_index=True, key="sc_list")
 up = st.file_uploader("Import a scenario JSON", type="json", key="sc_import",
                       max_upload_size=max(1, IMPORT_MAX_BYTES // 2**20))
 if up is not None and st.button("Import", key="sc_import_go"):
@@ -98,33 +169,50 @@ new = st.text_input("New name", value=cur.name, key="sc_rename_to")
 if st.button("Rename", key="sc_rename"):
     _do(lambda: store.rename_scenario(engine=engine, ref=slug, name=new, expected_version=cur.version),
         f"Renamed to {new!r}")
-with st.expander(f"History ({cur.version} versions)"):
+with st.expander(f"History ({cur.version} version{'s' if cur.version != 1 else ''})"):
     try:
         revs = store.list_revisions(engine=engine, ref=slug)
     except PlannerError as exc:
         st.error(str(exc))
         st.stop()
-    st.dataframe(pd.DataFrame([{"version": r.version, "name": r.name, "note": r.note, "saved": r.created_at}
-                               for r in revs]), hide_index=True)
-    ver = st.selectbox("Version", [r.version for r in revs], key="sc_rev")
-    if st.button("Restore this version", key="sc_restore"):
+    st.dataframe(pd.DataFrame([{"version": r.version, "name": r.name, "note": r.note,
+                                "saved (UTC)": r.created_at.strftime("%Y-%m-%d %H:%M")} for r in revs]),
+                 hide_index=True)
+    versions = [r.version for r in revs]  # newest first
+    by_version = {r.version: r for r in revs}
+    if len(versions) > 1:
+        c = st.columns(2)
+        old_v = c[0].selectbox("From version", versions, index=1, key="sc_diff_from")
+        new_v = c[1].selectbox("To version", versions, index=0, key="sc_diff_to")
+        changes = revision_changes(by_version[old_v].model_dump(), by_version[new_v].model_dump())
+        if changes:
+            st.table(pd.DataFrame([{"field": ch.label, f"version {old_v}": ch.old, f"version {new_v}": ch.new}
+                                   for ch in changes]))
+        else:
+            st.caption(f"Versions {old_v} and {new_v} have the same inputs.")
+    ver = st.selectbox("Version to restore", versions, key="sc_rev")
+    if st.button("Restore this version", key="sc_restore", help="saves it as a new version; nothing is lost"):
         _do(lambda: store.restore_revision(engine=engine, ref=slug, version=ver, expected_version=cur.version),
-            f"Restored version {ver} of {slug}")
-st.subheader("Compare")
+            lambda r: f"Restored version {ver} of {slug} as version {r.version}")
+st.subheader("Compare saved scenarios")
+st.caption("For figures side by side (GPUs, $/Mtok, TTFT, ITL, KV headroom) see the Compare page; here every input.")
 picked = st.multiselect("Two or more saved scenarios", [s.slug for s in saved], key="sc_compare")
 if len(picked) >= 2:
     try:
-        loaded = [store.get_scenario(engine=engine, ref=p) for p in picked]
-        outs = [cached_plan(s.scenario) for s in loaded]
+        loaded_s = [store.get_scenario(engine=engine, ref=p) for p in picked]
+        outs = [cached_plan(s.scenario) for s in loaded_s]
     except PlannerError as exc:
         st.error(str(exc))
         st.stop()
-    diff = input_differences([s.scenario for s in loaded])
-    table = pd.DataFrame([{"input": r["input"], **dict(zip(picked, map(str, r["values"]), strict=True)),
+    diff = input_differences([s.scenario for s in loaded_s])
+    table = pd.DataFrame([{"input": label_for(r["input"]),
+                           **dict(zip(picked, (field_text(r["input"], v) for v in r["values"]), strict=True)),
                            "differs": r["differs"]} for r in diff])
-    for label, get in (("GPUs total", lambda p: p.fleet.gpus_total), ("$/Mtok output", lambda p: p.cost.usd_per_mtok_output),
-                       ("ITL (s)", lambda p: p.operating_point.itl_s), ("TTFT (s)", lambda p: p.ttft_s)):
-        vals = [shown(get(p), fmt=".4g") for p in outs]
+    for label, get, unit in (("GPUs total", lambda p: p.fleet.gpus_total, ""),
+                             ("$/Mtok output", lambda p: p.cost.usd_per_mtok_output, "USD"),
+                             ("ITL mean", lambda p: p.operating_point.itl_s, "s"),
+                             ("TTFT p90 · queueing included", lambda p: p.operating_point.ttft_p90_s, "s")):
+        vals = [shown(get(p), unit) if p.operating_point.feasible else MISSING for p in outs]
         table.loc[len(table)] = {"input": f"→ {label}", **dict(zip(picked, vals, strict=True)), "differs": len(set(vals)) > 1}
     reasons = [p.operating_point.reason if not p.operating_point.feasible else "" for p in outs]
     if any(reasons):

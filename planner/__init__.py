@@ -29,8 +29,8 @@ from planner.errors import (
     ProbeError,
     ScenarioError,
 )
-from planner.io.export import csv_text, plan_row
-from planner.io.formatting import human
+from planner.io.export import column_unit, csv_text, plan_row, review_csv_text
+from planner.io.formatting import derivation_value, human, readable, sig3
 from planner.io.pdf import chromium_path, html_to_pdf, no_chromium_message
 from planner.physics.memory import (
     contiguous_reservation_bytes,
@@ -70,9 +70,25 @@ from planner.spec.derivation import Derivation
 from planner.spec.params import ParamCounts, param_counts
 from planner.spec.precision import bits_per_weight, bytes_per_kv_element, bytes_per_weight
 from planner.spec.scenario import Scenario, apply_overrides, scenario_from_dict
-from planner.spec.share import scenario_from_token, share_token
+from planner.spec.share import MAX_TOKEN_CHARS, scenario_from_token, share_token
 from planner.spec.specs import DenseFlops, GpuSpec, ModelSpec
+from planner.views.compare import (
+    COMPARE_MAX,
+    COMPARE_MIN,
+    COMPARE_PAIRS,
+    CompareColumn,
+    best_layout,
+    compare_columns,
+    gpu_variants,
+    layout_label,
+    layout_variants,
+    partner_gpu,
+)
 from planner.views.curves import log_grid, roof_lines
+from planner.views.inputs import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, trace_from_upload
+from planner.views.labels import room_for_labels
+from planner.views.link import LINK_FIELDS, link_params, parse_link, scenario_data, widget_values
+from planner.views.plausibility import plausibility_warnings
 from planner.views.report import report_file_name, review_report, review_report_html
 from planner.views.review import (
     fleet_derivations,
@@ -81,7 +97,19 @@ from planner.views.review import (
     mode_scenarios,
     sweep_row_scenario,
 )
+from planner.views.revisions import FieldChange, field_text, revision_changes
 from planner.views.sweep import sweep
+from planner.views.vocabulary import (
+    Headline,
+    SloCheck,
+    blended_note,
+    label_for,
+    latency_label,
+    plan_headline,
+    plan_slo_checks,
+    pools_text,
+    price_source,
+)
 
 __all__ = [
     "chromium_path",
@@ -90,9 +118,48 @@ __all__ = [
     "report_file_name",
     "review_report",
     "review_report_html",
+    "room_for_labels",
     "csv_text",
+    "column_unit",
+    "review_csv_text",
     "plan_row",
     "human",
+    "INPUT_HELP",
+    "FieldChange",
+    "revision_changes",
+    "field_text",
+    "COMPARE_MAX",
+    "COMPARE_MIN",
+    "COMPARE_PAIRS",
+    "CompareColumn",
+    "best_layout",
+    "compare_columns",
+    "gpu_variants",
+    "layout_label",
+    "layout_variants",
+    "partner_gpu",
+    "LINK_FIELDS",
+    "MAX_TOKEN_CHARS",
+    "TRACE_MAX_BYTES",
+    "TRACE_MAX_ROWS",
+    "link_params",
+    "parse_link",
+    "scenario_data",
+    "trace_from_upload",
+    "widget_values",
+    "derivation_value",
+    "readable",
+    "sig3",
+    "Headline",
+    "SloCheck",
+    "blended_note",
+    "label_for",
+    "latency_label",
+    "plan_headline",
+    "plan_slo_checks",
+    "plausibility_warnings",
+    "pools_text",
+    "price_source",
     "log_grid",
     "roof_lines",
     "fleet_derivations",

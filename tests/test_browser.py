@@ -23,12 +23,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
-PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "explore", "scenarios", "probe",
+PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "compare", "explore", "scenarios", "probe",
          "catalog"]
 NAV = {"memory": "Memory", "latency": "Latency", "roofline": "Roofline", "parallelism": "Parallelism",
-       "fleet": "Fleet", "tail": "Tail latency", "explore": "Explore", "scenarios": "Scenarios", "probe": "Live probe",
+       "fleet": "Fleet", "tail": "Tail latency", "compare": "Compare", "explore": "Explore", "scenarios": "Scenarios", "probe": "Live probe",
        "catalog": "Catalog"}
-CHARTS = {"roofline", "memory", "latency", "parallelism", "tail", "explore"}
+HEADLINES = ("Max sequences", "ITL mean · no queueing", "tok/s per replica", "TTFT mean · queueing included")
+CHARTS = {"compare", "roofline", "memory", "latency", "parallelism", "tail", "explore"}
 
 if not CHROMIUM.exists():
     if os.environ.get("RIDGELINE_REQUIRE_BROWSER") == "1":
@@ -133,7 +134,7 @@ def test_model_change_survives_reload_and_every_page_renders(server: str, browse
     _choose(page, "Weights", "fp8")
     _choose(page, "TP", "2")
     expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h100-sxm")
-    after = {k: _metric(page, k) for k in ("Max sequences", "ITL", "tok/s per replica", "TTFT")}
+    after = {k: _metric(page, k) for k in HEADLINES}
     assert after["tok/s per replica"] != before
     assert "model=llama-3.1-70b" in page.url and "wd=fp8" in page.url and "tp=2" in page.url
     page.screenshot(path=str(ARTIFACTS / "plan.png"), full_page=True)
@@ -155,7 +156,6 @@ def test_model_change_survives_reload_and_every_page_renders(server: str, browse
     fresh.close()
 
 
-HEADLINES = ("Max sequences", "ITL", "tok/s per replica", "TTFT")
 
 
 def test_save_share_links_and_plan_csv(server: str, browser: Browser, tmp_path: Path) -> None:
@@ -182,8 +182,9 @@ def test_save_share_links_and_plan_csv(server: str, browser: Browser, tmp_path: 
         page.get_by_role("button", name="Plan CSV").click()
     csv_path = tmp_path / "plan.csv"
     dl.value.save_as(csv_path)
-    df = pd.read_csv(csv_path)
+    df = pd.read_csv(csv_path, skiprows=[1])  # row 2 holds the units
     assert len(df) == 1
+    assert pd.read_csv(csv_path, nrows=1).iloc[0]["decode.step_s"] == "s"
     row = df.iloc[0]
     assert (row["scenario.gpu"], row["scenario.model"], row["scenario.weights_dtype"]) == (
         "h200-sxm", "llama-3.1-70b", "fp8")

@@ -17,9 +17,13 @@ from planner.io.export import (
 )
 from planner.io.formatting import (
     NOT_A_NUMBER,
+    SI_PREFIXES,
+    derivation_value,
     format_value,
     human,
     is_number,
+    readable,
+    sig3,
 )
 from planner.io.jsonfile import (
     MAX_JSON_DEPTH,
@@ -45,8 +49,10 @@ __all__ = [
     "PDF_MAX_HTML_BYTES",
     "PDF_TIMEOUT_S",
     "REASON_COLUMN",
+    "SI_PREFIXES",
     "chromium_path",
     "csv_text",
+    "derivation_value",
     "finite_row",
     "flatten",
     "format_value",
@@ -60,6 +66,8 @@ __all__ = [
     "plan_row",
     "read_json",
     "read_text_file",
+    "readable",
+    "sig3",
     "unit_column",
     "write_bytes_atomic",
 ]

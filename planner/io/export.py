@@ -132,3 +132,46 @@ def plan_row(scenario: BaseModel, plan_json: dict[str, Any]) -> dict[str, Any]:
     reason = plan_infeasible_reason(plan_json)
     row[REASON_COLUMN] = reason  # always a column (empty when every number exists)
     return finite_row(row, reason)
+
+
+_UNIT_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("usd_per_mtok", "USD/Mtok"), ("usd_per_gpu_hour", "USD/GPU-hour"), ("usd_per_hour", "USD/hour"),
+    ("usd_per_1k_requests", "USD/1k requests"), ("usd_per_kwh", "USD/kWh"),
+)
+_UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
+    ("bytes_per_s", "bytes/s"), ("flops_per_s", "FLOP/s"), ("flop_per_byte", "FLOP/byte"), ("tok_s_per_sequence", "tokens/s"),
+    ("tok_s_per_replica", "tokens/s"), ("tok_s_per_gpu", "tokens/s"), ("tok_s", "tokens/s"), ("req_s_per_replica", "requests/s"),
+    ("req_s", "requests/s"), ("requests_per_s", "requests/s"), ("_bytes", "bytes"), ("bytes_per_token", "bytes"),
+    ("bytes_per_token_per_gpu", "bytes"), ("bytes_per_sequence", "bytes"), ("bytes_per_gpu", "bytes"), ("_s", "s"),
+    ("_tokens", "tokens"), ("gpus_total", "GPUs"), ("gpus_per_replica", "GPUs"), ("colocated_gpus", "GPUs"),
+    ("disaggregated_gpus", "GPUs"), ("mbu", "fraction"), ("mfu", "fraction"), ("utilization", "fraction"),
+    ("_rate", "fraction"), ("acceptance", "fraction"), ("efficiency", "fraction"), ("max_sequences", "sequences"),
+)
+CSV_SIGNIFICANT_DIGITS = 6  # what a CSV keeps of a float: past the model's precision, short enough to read
+
+
+def column_unit(key: str) -> str:
+    """The unit of a flattened plan or scenario column, read from its key's suffix ("" when none)."""
+    last = key.rsplit(".", 1)[-1]
+    for prefix, unit in _UNIT_PREFIXES:
+        if last.startswith(prefix):
+            return unit
+    for suffix, unit in _UNIT_SUFFIXES:
+        if last.endswith(suffix):
+            return unit
+    return ""
+
+
+def review_csv_text(row: Mapping[str, Any]) -> str:
+    """One plan row (``plan_row``) as a CSV for people: the header, a units row, then the
+    values with floats to CSV_SIGNIFICANT_DIGITS significant digits; the scenario's name first."""
+    columns = ["scenario.name", *[k for k in row if k != "scenario.name"]]
+
+    def cell(value: Any) -> Any:
+        if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
+            return float(f"{value:.{CSV_SIGNIFICANT_DIGITS}g}")
+        return value
+
+    units = {c: column_unit(c) for c in columns}
+    units["scenario.name"] = "units:"
+    return csv_text([units, {k: cell(v) for k, v in row.items()}], columns=columns)

@@ -28,7 +28,7 @@ __all__ = [
     "DerivationRow",
     "ReviewReport",
     "ReportRow",
-    "SloCheck",
+    "ReportSloCheck",
     "Source",
     "review_report",
 ]
@@ -86,7 +86,7 @@ class ReportRow:
 
 
 @dataclass(frozen=True)
-class SloCheck:
+class ReportSloCheck:
     """One target beside the value it is checked on."""
 
     target: str
@@ -125,7 +125,7 @@ class ReviewReport:
     verdict: str
     feasible: bool
     scenario: tuple[ReportRow, ...]
-    slo: tuple[SloCheck, ...]
+    slo: tuple[ReportSloCheck, ...]
     fleet: tuple[ReportRow, ...]
     cost: tuple[ReportRow, ...]
     alternatives: tuple[Alternative, ...]
@@ -147,12 +147,12 @@ def _replicas(p: Plan) -> str:
     return count(f.replicas, "no operating point meets the SLO")
 
 
-def _slo(s: Scenario, p: Plan) -> tuple[SloCheck, ...]:
+def _slo(s: Scenario, p: Plan) -> tuple[ReportSloCheck, ...]:
     op, f, slo = p.operating_point, p.fleet, s.slo
     u = percent(s.fleet.target_utilization)
     transfer = " + KV transfer" if op.mode == "disaggregated" else ""
     checks = [
-        SloCheck(target=f"TTFT ≤ {quantity(slo.ttft_s, 's')}", value=quantity(op.ttft_p90_s, "s", "queue unstable"),
+        ReportSloCheck(target=f"TTFT ≤ {quantity(slo.ttft_s, 's')}", value=quantity(op.ttft_p90_s, "s", "queue unstable"),
                  statistic=f"p90 TTFT, queueing included (M/G/1 at {u} planned utilization): wait + prefill{transfer}",
                  passed=is_number(op.ttft_p90_s) and op.ttft_p90_s <= slo.ttft_s),
     ]
@@ -161,20 +161,20 @@ def _slo(s: Scenario, p: Plan) -> tuple[SloCheck, ...]:
                     f"takes {quantity(op.itl_worst_s, 's')}")
     else:
         itl_stat = f"ITL at batch {op.batch_size:,} on the decode pool (no prefill there)"
-    checks.append(SloCheck(target=f"ITL ≤ {quantity(slo.itl_s, 's')}", value=quantity(op.itl_s, "s"),
+    checks.append(ReportSloCheck(target=f"ITL ≤ {quantity(slo.itl_s, 's')}", value=quantity(op.itl_s, "s"),
                            statistic=itl_stat, passed=is_number(op.itl_s) and op.itl_s <= slo.itl_s))
-    checks.append(SloCheck(
+    checks.append(ReportSloCheck(
         target=f"batch {op.batch_size:,} fits the KV budget", value=f"{sig(op.max_sequences)} sequences fit"
         if is_number(op.max_sequences) else missing("no KV budget"),
         statistic="p99 of the live KV across the batch (residence-weighted context)",
         passed=is_number(op.max_sequences) and op.batch_size <= op.max_sequences))
     if op.mode == "colocated":
-        checks.append(SloCheck(
+        checks.append(ReportSloCheck(
             target="prefill keeps up (utilization < 100%)", value=percent(op.prefill_utilization, "saturated"),
             statistic="prefill chunks' share of the iterations at the planned rate",
             passed=is_number(op.prefill_utilization) and op.prefill_utilization < 1))
     else:
-        checks.append(SloCheck(
+        checks.append(ReportSloCheck(
             target=f"KV transfer < TTFT target {quantity(slo.ttft_s, 's')}", value=quantity(f.kv_transfer_s, "s"),
             statistic=f"mean prompt's KV over the {s.fleet.link} link", passed=f.kv_transfer_fits_ttft))
     return tuple(checks)

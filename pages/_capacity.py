@@ -1,0 +1,74 @@
+"""Sidebar widgets for the capacity inputs: peak traffic, target utilization,
+minimum replicas, the KV link, the price (with its catalog source), the length
+distribution (lognormal σ or an uploaded trace) and speculative decoding.
+
+Each says its unit and where its default comes from (``planner.INPUT_HELP``).
+An uploaded trace is read as capped bytes, never as a path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import streamlit as st
+
+from pages._format import md, plain
+from planner import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, PlannerError, Scenario, price_source, trace_from_upload
+
+DEFAULT = Scenario()
+TRACE = "_trace"  # the uploaded trace's rows (list of [prompt, output])
+TRACE_ID = "_trace_file_id"
+
+
+def _trace_upload(holes: dict[str, Any]) -> None:
+    up = st.file_uploader(f"Trace CSV (prompt_tokens,output_tokens; up to {TRACE_MAX_ROWS:,} rows)", type=["csv"],
+                          key="trace_file", max_upload_size=max(1, TRACE_MAX_BYTES // 2**20),
+                          help="each row one request's prompt and output tokens; the means come from it")
+    if up is not None and up.file_id != st.session_state.get(TRACE_ID):
+        st.session_state[TRACE_ID] = up.file_id
+        try:
+            st.session_state[TRACE] = [list(r) for r in trace_from_upload(up.getvalue(), label="trace CSV")]
+            st.session_state.pop("_trace_error", None)
+        except PlannerError as exc:
+            st.session_state[TRACE] = None
+            st.session_state["_trace_error"] = plain(str(exc))
+    if err := st.session_state.get("_trace_error"):
+        st.error(err)
+    rows = st.session_state.get(TRACE)
+    if rows:
+        st.caption(f"Trace: {len(rows):,} requests, mean prompt {sum(r[0] for r in rows) / len(rows):,.0f} and "
+                   f"output {sum(r[1] for r in rows) / len(rows):,.0f} tokens (they replace the means above).")
+    else:
+        st.caption("No trace loaded yet: upload one, or choose another distribution.")
+
+
+def capacity_widgets(num: Callable[..., Any], select: Callable[..., Any], holes: dict[str, Any]) -> None:
+    """The capacity inputs, drawn inside the sidebar (``num``/``select`` are its widget helpers)."""
+    st.subheader("Fleet")
+    num("Peak requests/s (empty = the mean)", "peak", None, 1.0, holes, help=INPUT_HELP["workload.peak_requests_per_s"])
+    num("Target utilization (%)", "target", DEFAULT.fleet.target_utilization * 100, 5.0, holes,
+        help=INPUT_HELP["fleet.target_utilization"])
+    num("Minimum replicas per pool", "minrep", DEFAULT.fleet.min_replicas, 1, holes,
+        help=INPUT_HELP["fleet.min_replicas"])
+    select("KV link (disaggregated)", ["rdma", "nvlink"], DEFAULT.fleet.link, "link", holes,
+           help=INPUT_HELP["fleet.link"])
+    price = num("Price ($/GPU-hour, empty = catalog)", "price", None, 0.1, holes,
+                help=INPUT_HELP["cost.usd_per_gpu_hour"])
+    gpu = st.session_state.get("gpu", DEFAULT.gpu)
+    st.markdown(":gray[Price: " + md(plain(price_source(gpu=gpu, usd_per_gpu_hour=price))) + "]")
+    with st.expander("Length distribution"):
+        dist = select("Distribution", ["fixed", "lognormal", "trace"], DEFAULT.workload.distribution, "dist", holes,
+                      help=INPUT_HELP["workload.distribution"])
+        if dist == "lognormal":
+            num("Prompt length σ (ln tokens)", "psig", 0.5, 0.1, holes, help=INPUT_HELP["workload.prompt_sigma"])
+            num("Output length σ (ln tokens)", "osig", 0.5, 0.1, holes, help=INPUT_HELP["workload.output_sigma"])
+        elif dist == "trace":
+            _trace_upload(holes)
+    with st.expander("Speculative decoding"):
+        num("Draft tokens per pass (0 = off)", "draft", DEFAULT.speculative.draft_tokens, 1, holes,
+            help=INPUT_HELP["speculative.draft_tokens"])
+        num("Acceptance α (0 to 1)", "accept", DEFAULT.speculative.acceptance, 0.05, holes,
+            help=INPUT_HELP["speculative.acceptance"])
+        num("Draft step cost (× a target step)", "dcost", DEFAULT.speculative.draft_cost, 0.01, holes,
+            help=INPUT_HELP["speculative.draft_cost"])

@@ -1,0 +1,75 @@
+"""The answer block Plan and Fleet & cost share: GPUs, replicas per pool, $/Mtok,
+the SLO check (each target beside the value it is checked on), the simulated check
+of the plan's fleet, and plausibility warnings."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages._format import MISSING, check_line, md, shown, usd
+from planner import Plan, Scenario, blended_note, plan_headline, plausibility_warnings, price_source
+from planner.simulate import FleetCheck, fleet_check
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _check(scenario_json: str) -> FleetCheck | None:
+    from planner import plan
+
+    scenario = Scenario.model_validate_json(scenario_json)
+    return fleet_check(plan(scenario), scenario)
+
+
+def cached_fleet_check(scenario: Scenario) -> FleetCheck | None:
+    """``planner.simulate.fleet_check`` on the scenario's plan, cached on its JSON."""
+    return _check(scenario.model_dump_json())
+
+
+def show_headline(result: Plan, scenario: Scenario, *, where: object = None) -> None:
+    """Four headline metrics and the SLO check lines."""
+    box = where or st
+    h = plan_headline(result, scenario)
+    why = h.reason[:1].upper() + h.reason[1:] if h.reason else None
+    if why:
+        box.error(why)  # type: ignore[attr-defined]
+    cols = box.columns(4)  # type: ignore[attr-defined]
+    cols[0].metric("GPUs", shown(h.gpus_total, fmt=",.0f"), help=why or f"{h.gpus_per_replica} per replica")
+    f = result.fleet
+    if h.mode == "disaggregated":
+        pools = (f"{f.prefill_replicas:,.0f} + {f.decode_replicas:,.0f}" if h.feasible else MISSING)
+        cols[1].metric("Replicas (prefill + decode)", pools,
+                       help=why or f"{h.pools}, {h.gpus_per_replica} GPU(s) each; sized for the peak at the target utilization")
+    else:
+        cols[1].metric("Replicas", shown(f.replicas, fmt=",.0f"),
+                       help=why or f"colocated, {h.gpus_per_replica} GPU(s) each; sized for the peak at the target utilization")
+    price = price_source(gpu=scenario.gpu, usd_per_gpu_hour=scenario.cost.usd_per_gpu_hour)
+    cols[2].metric("$/Mtok output", usd(h.usd_per_mtok_output),
+                   help=why or md(f"blended (input + output) {usd(h.usd_per_mtok_blended)}/Mtok; "
+                                  f"fleet {usd(h.usd_per_hour)}/hour; price: {price}"))
+    slo = "met" if h.slo_met else ("—" if not h.feasible else "missed")
+    cols[3].metric("SLO", slo, help=why or "both targets, as the plan computes them (below)")
+    box.markdown("  \n".join(check_line(c) for c in h.checks))  # type: ignore[attr-defined]
+    if not h.checks[0].why_missing:
+        box.caption(f"How: TTFT p90 is {h.checks[0].basis.removeprefix('analytic: ')}; "  # type: ignore[attr-defined]
+                    f"ITL mean is the {h.checks[1].basis.removeprefix('analytic: ')}.")
+    if h.feasible and (note := blended_note(result)):
+        box.caption(md(note))  # type: ignore[attr-defined]
+
+
+def show_fleet_check(result: Plan, scenario: Scenario, *, where: object = None) -> None:
+    """The simulated check of the plan's fleet: a success line, or a warning when it misses."""
+    box = where or st
+    if not result.operating_point.feasible:
+        box.caption(f"Simulated check: {MISSING} (no fleet to simulate: no operating point meets the SLO).")  # type: ignore[attr-defined]
+        return
+    check = cached_fleet_check(scenario)
+    if check is None:
+        return
+    if check.passed:
+        box.success(check.sentence())  # type: ignore[attr-defined]
+    else:
+        box.warning(check.sentence() + " The analytic plan is optimistic here: see the Tail latency page.")  # type: ignore[attr-defined]
+
+
+def show_plausibility(result: Plan, scenario: Scenario) -> None:
+    for w in plausibility_warnings(scenario, result):
+        st.warning(md(w))
