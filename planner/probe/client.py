@@ -45,6 +45,7 @@ __all__ = [
     "MAX_ERROR_BODY_BYTES",
     "MAX_SSE_LINE_BYTES",
     "MAX_STREAM_BYTES",
+    "PARSE_BATCH_BYTES",
     "Endpoint",
     "RequestRecord",
     "endpoint_path",
