@@ -110,12 +110,15 @@ from planner.probe.settings import (
     probe_settings,
 )
 from planner.probe.summary import (
+    CANCELLED,
     ClientReport,
     LevelSummary,
     ProbeRun,
     RequestSample,
     Stats,
     client_report,
+    failure_summary,
+    level_label,
     stats,
     summarize_level,
 )
@@ -127,6 +130,7 @@ from planner.probe.workers import (
 
 __all__ = [
     "ALLOWED_HOSTS_ENV",
+    "CANCELLED",
     "CANCEL_POLL_S",
     "CPU_SHARE_WARN",
     "Calibration",
@@ -192,9 +196,11 @@ __all__ = [
     "credential_params",
     "endpoint_path",
     "engine_delta",
+    "failure_summary",
     "event_loop_name",
     "kv_capacity_check",
     "level_is_kv_full",
+    "level_label",
     "loop_factory",
     "make_client",
     "make_prompt",

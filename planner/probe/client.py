@@ -184,6 +184,9 @@ def make_client(*, max_connections: int, connect_timeout_s: float, read_timeout_
         timeout=aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=read_timeout_s),
         trust_env=False,
         auto_decompress=False,
+        # no cookies: an endpoint cannot set state that later requests carry, and
+        # no jar is filtered per request and updated per response
+        cookie_jar=aiohttp.DummyCookieJar(),
         trace_configs=[_trace()],
     )
 

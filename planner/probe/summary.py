@@ -36,8 +36,8 @@ from planner.probe.client import RequestRecord
 from planner.probe.loop import CPU_SHARE_WARN, LOOP_LAG_P99_WARN_S, ClientStats
 from planner.probe.metrics import EngineDelta
 
-__all__ = ["ClientReport", "LevelSummary", "ProbeRun", "RequestSample", "Stats", "client_report", "stats",
-           "summarize_level"]
+__all__ = ["CANCELLED", "ClientReport", "LevelSummary", "ProbeRun", "RequestSample", "Stats", "client_report", "failure_summary",
+           "level_label", "stats", "summarize_level"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -235,6 +235,29 @@ def summarize_level(
     )
 
 
+def level_label(lv: LevelSummary) -> str:
+    """``concurrency 8`` or ``rate 2.5 req/s``."""
+    return f"concurrency {lv.concurrency}" if lv.concurrency is not None else f"rate {lv.rate_req_s:g} req/s"
+
+
+CANCELLED = "cancelled"  # the reason of a request stopped by the user's cancel: not the endpoint's failure
+
+
+def failure_summary(lv: LevelSummary) -> str | None:
+    """One line on a level's failures, with their reasons and the first one's
+    detail (already redacted and cut), or None when none failed.  Requests the
+    user cancelled are not failures of the endpoint and are left out."""
+    reasons = {k: n for k, n in lv.failure_reasons.items() if k != CANCELLED}
+    failed = sum(reasons.values())
+    if not failed:
+        return None
+    listed = ", ".join(f"{reason} × {n}" for reason, n in sorted(reasons.items(), key=lambda x: -x[1]))
+    first = next((smp for smp in lv.samples if smp.error and smp.error != CANCELLED), None)
+    detail = f"; first: {first.error} ({first.error_detail})" if first is not None and first.error_detail else ""
+    asked = lv.requests - lv.failure_reasons.get(CANCELLED, 0)
+    return f"{level_label(lv)}: {failed} of {asked} requests failed: {listed}{detail}"
+
+
 _LEVEL_CSV_SKIP = ("samples", "failure_reasons")
 
 
@@ -258,6 +281,21 @@ class ProbeRun(BaseModel):
     metrics: dict[str, Any] = {}
     predicted: tuple[dict[str, Any], ...] | None = None
     calibration: dict[str, Any] | None = None
+
+    @property
+    def succeeded(self) -> int:
+        """Measured requests that succeeded, over every level."""
+        return sum(lv.requests - lv.failures for lv in self.levels)
+
+    @property
+    def outcome(self) -> str:
+        """``ok`` (every measured request succeeded), ``partial`` (some failed),
+        ``failed`` (none succeeded) or ``empty`` (nothing was measured); requests
+        the user cancelled count for none of these."""
+        asked = sum(lv.requests - lv.failure_reasons.get(CANCELLED, 0) for lv in self.levels)
+        if not asked:
+            return "empty"
+        return "failed" if not self.succeeded else "ok" if self.succeeded == asked else "partial"
 
     def to_json_dict(self, *, samples: bool = False) -> dict[str, Any]:
         """JSON-ready dict; per-request samples only when asked (they are large)."""
