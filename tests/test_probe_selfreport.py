@@ -188,3 +188,59 @@ def test_split_level_open_loop_keeps_the_whole_schedule():
     one = split_level(s, concurrency=None, nonce="n", parts=1)[0].offsets_s
     three = split_level(s, concurrency=None, nonce="n", parts=3)
     assert sorted(x for p in three for x in p.offsets_s) == sorted(one) and len(one) == 37
+
+
+def test_the_collector_is_paused_only_during_the_measured_part(pacer):
+    import gc
+
+    seen: list[tuple[bool, int]] = []
+
+    async def go(manage_gc: bool):
+        async def watch() -> None:
+            while True:
+                seen.append((gc.isenabled(), gc.get_freeze_count()))
+                await asyncio.sleep(0.005)
+
+        task = asyncio.create_task(watch())
+        try:
+            return await run_probe(_settings(pacer.url, concurrency=(4,), requests=16), manage_gc=manage_gc)
+        finally:
+            task.cancel()
+
+    lv = asyncio.run(go(True)).levels[0]
+    assert lv.failures == 0
+    assert any(not enabled and frozen > 0 for enabled, frozen in seen)  # paused, the rest frozen, in the level
+    assert gc.isenabled() and gc.get_freeze_count() == 0  # and given back after it
+    seen.clear()
+    asyncio.run(go(False))
+    assert seen and all(enabled and frozen == 0 for enabled, frozen in seen)
+
+
+def test_the_lag_timer_collects_past_its_limit():
+    import gc
+
+    from planner.probe import LagMonitor
+
+    collections: list[int] = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "stop":
+            collections.append(info["generation"])
+
+    async def go() -> None:
+        mon = LagMonitor(tick_s=0.001, gc_limit=1000)
+        mon.start()
+        junk = []
+        for _ in range(20):
+            junk.extend({"a": []} for _ in range(500))  # tracked containers, kept alive
+            await asyncio.sleep(0.002)
+        mon.stop()
+
+    gc.disable()
+    gc.callbacks.append(count)
+    try:
+        asyncio.run(go())
+    finally:
+        gc.callbacks.remove(count)
+        gc.enable()
+    assert 2 in collections  # full collections ran although automatic collection was off
