@@ -1,6 +1,6 @@
 """What the probe's client adds to TTFT and TPOT, against the pacing server's own clock.
 
-    .venv/bin/python bench/probe_client.py [--streams 1,64,256,1024] [--workers 1,2]
+    .venv/bin/python bench/probe_client.py [--streams 1,64,256,1024] [--workers 1,2] [--realtime]
 
 The pacing server (tests/servers/pacing_server.py, its own process, on uvloop,
 pinned to the last core) answers chat streams as the issue-17 measurement did:
@@ -25,7 +25,10 @@ The client is pinned to the cores the server is not on.  With one worker on a
 2-core machine that is core 0; two workers there share the cores with the
 server (printed as the row's ``cpus``), so the 2-worker rows measure little on
 such a machine.  Other work on the machine biases every figure: the load
-average is printed before and after.
+average is printed before and after.  Both processes run at raised priority
+(nice -10 where permitted); ``--realtime`` runs them under SCHED_FIFO instead
+(Linux, root), so the machine's other work waits while they have something to
+do: the kernel still leaves that work 5% of each second (sched_rt_runtime_us).
 """
 
 from __future__ import annotations
@@ -54,10 +57,21 @@ TOKENS = 30
 CHUNK_TOKENS = "1,2,1,3"  # uneven chunks
 LAG_TICK_S = 0.005  # the bench's own lag timer, for a probe that does not report its lag
 
+RT_PRIORITY = 10  # SCHED_FIFO priority of --realtime (1-99; above every normal process)
+
 # The issue's goals.
 GOAL_TTFT_S = {256: 0.010, 1024: 0.020}
 GOAL_TPOT_REL = 0.005
 GOAL_CPU_SHARE = 0.35
+
+
+def _realtime(pid: int = 0) -> bool:
+    """SCHED_FIFO for ``pid`` (0: this process; inherited by the workers it spawns)."""
+    try:
+        os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
+    except (OSError, AttributeError):
+        return False
+    return True
 
 
 def _cpus() -> list[int]:
@@ -157,6 +171,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--streams", default="1,64,256,1024")
     ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--realtime", action="store_true", help="run the server and the client under SCHED_FIFO")
     args = ap.parse_args()
     streams = [int(x) for x in args.streams.split(",")]
     workers = [int(x) for x in args.workers.split(",")]
@@ -170,8 +185,11 @@ def main() -> int:
     srv = start_script("pacing_server", "--ttft-s", str(TTFT_S), "--tpot-s", str(TPOT_S),
                        "--chunk-tokens", CHUNK_TOKENS, "--uvloop", cpu=server_cpu, priority=True)
     raised = raise_priority() is not None
+    if args.realtime:
+        raised = _realtime(srv.proc.pid) and _realtime()
     print(f"pacing server: first token {TTFT_S * 1e3:.0f} ms, {TOKENS} tokens in chunks of {CHUNK_TOKENS} "
-          f"at {TPOT_S * 1e3:.2f} ms/token; processes at raised priority: {raised}")
+          f"at {TPOT_S * 1e3:.2f} ms/token; processes at raised priority: {raised}"
+          + (" (SCHED_FIFO)" if args.realtime else " (nice -10)"))
     print(HEADER)
     rows = []
     try:
