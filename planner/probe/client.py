@@ -280,10 +280,6 @@ def _parse_pending(rec: RequestRecord, pending: list[bytes]) -> None:
         pending.clear()
 
 
-def _is_done(payload: bytes) -> bool:
-    return b"[DONE]" in payload and payload.strip() == b"[DONE]"
-
-
 async def stream_request(
     client: aiohttp.ClientSession,
     *,
@@ -345,9 +341,11 @@ async def _read_events(content: aiohttp.StreamReader, rec: RequestRecord, pendin
         if buf:
             buf += raw
             lines = bytes(buf).split(b"\n")
+            buf.clear()
         else:
             lines = raw.split(b"\n")
-        buf = bytearray(lines.pop())
+        if rest := lines.pop():  # the unfinished line (none when the read ends an event: no allocation)
+            buf += rest
         cr = b"\r" in raw
         for line in lines:
             if cr and line.endswith(b"\r"):
@@ -355,13 +353,14 @@ async def _read_events(content: aiohttp.StreamReader, rec: RequestRecord, pendin
             if not line:  # a blank line ends the event
                 if data:
                     for payload in data:
-                        if _is_done(payload):
+                        if b"[DONE]" in payload and payload.strip() == b"[DONE]":
                             done = True
                         else:
                             times.append(now)
                             pending.append(payload)
                             pending_bytes += len(payload)
-                    data, data_bytes = [], 0
+                    data.clear()  # its payloads are in `pending`: the list is reused, not replaced
+                    data_bytes = 0
                     if len(times) > max_events:
                         raise _TooLarge("stream_too_large", f"more than {max_events} events for "
                                         f"{(max_events - STREAM_EVENTS_SLACK) // STREAM_EVENTS_PER_TOKEN} tokens")
