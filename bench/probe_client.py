@@ -22,7 +22,13 @@ For each stream count and worker count it prints, over the measured requests:
   timer of its own beside the run;
 - ``CPUrun``: CPU over the whole run call (warm-up, summary and worker
   start-up included), measured by the bench the same way on any probe;
-- the concurrency held (time-weighted in-flight requests) against the asked.
+- the concurrency held (time-weighted in-flight requests) against the asked;
+- where the added TTFT goes, per request on the shared clock: ``pre``, from
+  the scheduled time to the sent time (the client building and writing the
+  request), ``send``, from the client's sent time to the server's receive time (the kernel and the
+  server's own queue: a saturated server shows here), and ``read``, from the
+  server's write of the first token to the client's reading of it (the kernel
+  and the client's loop), p50/p99.
 
 The client is pinned to the cores the server is not on.  With one worker on a
 2-core machine that is core 0; two workers there share both cores with the
@@ -88,14 +94,37 @@ def _cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
 
 
-def _server_truth(url: str, n_before: int) -> dict[int, tuple[float, float]]:
-    """request index -> (server TTFT, server TPOT) for the requests logged after line n_before."""
+def _server_log(url: str, n_before: int) -> dict[int, dict[str, Any]]:
+    """request index -> its clock log entry, for the requests logged after line n_before."""
+    return {int(e["prompt_head"].rsplit("-", 1)[1]): e for e in map(json.loads, log_lines(url)[n_before:])}
+
+
+def _server_truth(log: dict[int, dict[str, Any]]) -> dict[int, tuple[float, float]]:
+    """request index -> (server TTFT, server TPOT)."""
     out = {}
-    for line in log_lines(url)[n_before:]:
-        e = json.loads(line)
+    for idx, e in log.items():
         t = e["token_ns"]
-        out[int(e["prompt_head"].rsplit("-", 1)[1])] = ((t[0] - e["recv_ns"]) / 1e9, (t[-1] - t[0]) / 1e9 / (len(t) - 1))
+        out[idx] = ((t[0] - e["recv_ns"]) / 1e9, (t[-1] - t[0]) / 1e9 / (len(t) - 1))
     return out
+
+
+class _Records:
+    """The raw records a level is summarised from (absolute clock readings), caught
+    on their way to summarize_level, so the bench can split the added TTFT."""
+
+    def __init__(self) -> None:
+        import planner.probe.load as load
+
+        self.load, self.orig, self.records = load, load.summarize_level, []
+
+        def catch(records: Any, **kw: Any) -> Any:
+            self.records = list(records)
+            return self.orig(records, **kw)
+
+        load.summarize_level = catch
+
+    def close(self) -> None:
+        self.load.summarize_level = self.orig
 
 
 async def _with_own_lag(settings: ProbeSettings) -> tuple[Any, list[float]]:
@@ -125,6 +154,7 @@ def one_level(url: str, streams: int, workers: int) -> dict[str, Any]:
         output_tokens=TOKENS, prompt_tokens=8, metrics_url="", ramp_up_s=e2e if streams > 1 else 0.0,
         keep_samples=True, request_timeout_s=120, duration_s=600)
     self_reporting = "workers" in ProbeSettings.model_fields
+    caught = _Records()
     c0, k0, w0 = time.process_time(), _children_cpu_s(), time.perf_counter()
     if self_reporting:
         kwargs["workers"] = workers
@@ -136,8 +166,15 @@ def one_level(url: str, streams: int, workers: int) -> dict[str, Any]:
         run, own_lags = asyncio.run(_with_own_lag(probe_settings(**kwargs)))
     # the whole run's CPU (warm-up, summary and worker start-up included), the same way on every probe
     run_cpu = (time.process_time() - c0 + _children_cpu_s() - k0) / (time.perf_counter() - w0)
+    caught.close()
     lv = run.levels[0]
-    truth = _server_truth(url, n0)
+    log = _server_log(url, n0)
+    truth = _server_truth(log)
+    pre = [(r.sent_ns - r.scheduled_ns) / 1e9 for r in caught.records if not r.warmup and r.sent_ns]
+    send = [(log[r.index]["recv_ns"] - r.sent_ns) / 1e9 for r in caught.records
+            if not r.warmup and r.index in log and r.sent_ns]
+    read = [(r.first_token_ns - log[r.index]["token_ns"][0]) / 1e9 for r in caught.records
+            if not r.warmup and r.index in log and r.first_token_ns is not None]
     add_ttft, add_tpot = [], []
     for smp in lv.samples:
         if smp.index not in truth or smp.ttft_s is None or smp.tpot_s is None:
@@ -154,6 +191,7 @@ def one_level(url: str, streams: int, workers: int) -> dict[str, Any]:
         "added_ttft_p99": float(np.percentile(add_ttft, 99)) if add_ttft else float("nan"),
         "added_tpot_p50": float(np.median(add_tpot)) if add_tpot else float("nan"),
         "run_cpu": run_cpu,
+        "pre_p50": _pct(pre, 50), "send_p50": _pct(send, 50), "read_p50": _pct(read, 50), "read_p99": _pct(read, 99),
     }
     if client is not None:
         out.update(cpu=client.cpu_share, lag_p50=client.loop_lag_p50_s, lag_p99=client.loop_lag_p99_s,
@@ -165,18 +203,24 @@ def one_level(url: str, streams: int, workers: int) -> dict[str, Any]:
     return out
 
 
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
 def _row(r: dict[str, Any], cpus: str) -> str:
     return (f"{r['streams']:>7d} {r['workers']:>7d} {cpus:>5} {r['requests']:>6d} {r['failures']:>4d} "
             f"{r['server_ttft_p50'] * 1e3:>8.1f} {r['ttft_p50'] * 1e3:>8.1f} "
             f"{r['added_ttft_p50'] * 1e3:>+8.1f} {r['added_ttft_p99'] * 1e3:>+8.1f} "
             f"{r['added_tpot_p50'] * 100:>+7.2f}% {r['cpu']:>6.0%} {r['run_cpu']:>6.0%} "
-            f"{r['lag_p50'] * 1e3:>6.2f} {r['lag_p99'] * 1e3:>7.2f} {r['held']:>7.1f}  {r['warning'][:60]}")
+            f"{r['lag_p50'] * 1e3:>6.2f} {r['lag_p99'] * 1e3:>7.2f} {r['held']:>7.1f} "
+            f"{r['pre_p50'] * 1e3:>6.1f} {r['send_p50'] * 1e3:>7.1f} {r['read_p50'] * 1e3:>7.1f} {r['read_p99'] * 1e3:>7.1f}  {r['warning'][:60]}")
 
 
 HEADER = (f"{'streams':>7} {'workers':>7} {'cpus':>5} {'reqs':>6} {'fail':>4} {'srvTTFT':>8} {'TTFT50':>8} "
-          f"{'+TTFT50':>8} {'+TTFT99':>8} {'+TPOT50':>8} {'CPU':>6} {'CPUrun':>6} {'lag50':>6} {'lag99':>7} {'held':>7}  warning\n"
+          f"{'+TTFT50':>8} {'+TTFT99':>8} {'+TPOT50':>8} {'CPU':>6} {'CPUrun':>6} {'lag50':>6} {'lag99':>7} {'held':>7} "
+          f"{'pre50':>6} {'send50':>7} {'read50':>7} {'read99':>7}  warning\n"
           f"{'':>7} {'':>7} {'':>5} {'':>6} {'':>4} {'ms':>8} {'ms':>8} {'ms':>8} {'ms':>8} {'':>8} "
-          f"{'core':>6} {'core':>6} {'ms':>6} {'ms':>7}")
+          f"{'core':>6} {'core':>6} {'ms':>6} {'ms':>7} {'':>7} {'ms':>6} {'ms':>7} {'ms':>7} {'ms':>7}")
 
 
 def main() -> int:
