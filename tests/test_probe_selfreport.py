@@ -244,3 +244,18 @@ def test_the_lag_timer_collects_past_its_limit():
         gc.callbacks.remove(count)
         gc.enable()
     assert 2 in collections  # full collections ran although automatic collection was off
+
+
+def test_a_level_stopped_before_its_measurement_gives_the_collector_back():
+    import gc
+
+    from planner.probe import LevelPlan, LocalLoad
+
+    async def go() -> tuple[bool, bool]:
+        load = LocalLoad(probe_settings(url="http://127.0.0.1:1", model="m"), None, {}, asyncio.Event())  # type: ignore[arg-type]
+        await load.warm([LevelPlan(concurrency=1, streams=(0,), requests=0, warmup=0)])
+        paused = not gc.isenabled() and gc.get_freeze_count() > 0
+        await load.aclose()  # the run ends here (an error, an interrupt): no measure() follows
+        return paused, gc.isenabled() and gc.get_freeze_count() == 0
+
+    assert asyncio.run(go()) == (True, True)

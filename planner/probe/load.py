@@ -320,6 +320,7 @@ class LocalLoad:
                  cancel: asyncio.Event, *, manage_gc: bool = True) -> None:
         self.settings, self.client, self.headers, self.cancel = settings, client, headers, cancel
         self.manage_gc = manage_gc  # False where the process is shared (a page's server): its collector is left alone
+        self._gc_paused = False
         self._lv: _Level | None = None
 
     async def warm(self, plans: Sequence[LevelPlan]) -> None:
@@ -337,6 +338,7 @@ class LocalLoad:
                 await _gather_cancellable([asyncio.create_task(lv.one(warmup=True))], self.cancel)
         if self.manage_gc:
             _gc_before_level()
+            self._gc_paused = True
 
     async def measure(self, t0_ns: int, progress: Progress | None = None,
                       label: str = "") -> tuple[list[RequestRecord], list[ClientStats]]:
@@ -355,12 +357,17 @@ class LocalLoad:
                 await _open_loop(lv, t0_ns, progress, label)
         finally:
             stats = mon.stop()
-            if self.manage_gc:
-                _gc_after_level()
+            self._resume_gc()
         return lv.records, [stats] if lv.plan.sends_load else []
 
+    def _resume_gc(self) -> None:
+        if self._gc_paused:
+            self._gc_paused = False
+            _gc_after_level()
+
     async def aclose(self) -> None:
-        return None
+        """Give the collector back if a level stopped between its warm-up and its measurement."""
+        self._resume_gc()
 
 
 class _Load(Protocol):

@@ -167,16 +167,19 @@ async def _serve(conn: Connection, settings: ProbeSettings, headers: dict[str, s
                                read_timeout_s=settings.read_timeout_s, resolver=resolver) as client:
             load = LocalLoad(settings, client, headers, cancel)
             conn.send(("ready",))
-            while True:
-                msg = await asyncio.to_thread(conn.recv)
-                if msg[0] == "warm":
-                    await load.warm([msg[1]])
-                    conn.send(("warmed",))
-                elif msg[0] == "measure":
-                    records, stats = await load.measure(msg[1])
-                    conn.send(("measured", records, stats))
-                else:
-                    return
+            try:
+                while True:
+                    msg = await asyncio.to_thread(conn.recv)
+                    if msg[0] == "warm":
+                        await load.warm([msg[1]])
+                        conn.send(("warmed",))
+                    elif msg[0] == "measure":
+                        records, stats = await load.measure(msg[1])
+                        conn.send(("measured", records, stats))
+                    else:
+                        return
+            finally:
+                await load.aclose()
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
