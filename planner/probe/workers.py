@@ -83,20 +83,19 @@ class WorkerPool:
             pool = max(len(range(k, c, n)) for c in settings.levels for k in range(n))
         else:
             pool = -(-settings.max_concurrency // n)
-        procs, conns = [], []
-        for k in range(n):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker_main, name=f"ridgeline-probe-{k}", daemon=True,
-                               args=(child, settings, headers, resolver, max(pool, 1), flag))
-            proc.start()
-            child.close()
-            procs.append(proc)
-            conns.append(parent)
-        self = cls(procs, conns, flag)
+        self = cls([], [], flag)
         self._watch = asyncio.create_task(self._forward_cancel(cancel))
         try:
+            for k in range(n):
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(target=_worker_main, name=f"ridgeline-probe-{k}", daemon=True,
+                                   args=(child, settings, headers, resolver, max(pool, 1), flag))
+                self.conns.append(parent)
+                proc.start()
+                child.close()
+                self.procs.append(proc)
             async with asyncio.timeout(WORKER_START_S):
-                for conn, proc in zip(conns, procs, strict=True):
+                for conn, proc in zip(self.conns, self.procs, strict=True):
                     await _recv(conn, proc, "start")
         except BaseException:
             await self.aclose()
@@ -137,7 +136,7 @@ class WorkerPool:
         for conn in self.conns:
             with contextlib.suppress(OSError, ValueError):
                 conn.send(("stop",))
-        for proc in self.procs:
+        for proc in self.procs:  # started ones (a Pipe whose Process failed to start has none)
             await asyncio.to_thread(proc.join, WORKER_STOP_S)
             if proc.is_alive():
                 proc.terminate()
