@@ -33,7 +33,7 @@ lint: setup
 	$(VENV)/bin/lint-imports
 
 typecheck: setup
-	$(VENV)/bin/mypy --ignore-missing-imports --check-untyped-defs planner
+	$(VENV)/bin/mypy --strict --ignore-missing-imports planner
 
 pytest: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests

@@ -138,7 +138,7 @@ def arrival_offsets_s(*, rate_req_s: float, n: int, arrival: str, burstiness: fl
     else:  # gamma: mean 1/rate, shape = burstiness
         gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate_req_s * burstiness), size=n)
     offsets = np.cumsum(gaps)
-    return offsets - offsets[0]
+    return np.asarray(offsets - offsets[0], dtype=float)
 
 
 class _Flag(Protocol):

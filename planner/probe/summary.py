@@ -216,7 +216,7 @@ def summarize_level(
     return LevelSummary(
         concurrency=concurrency, rate_req_s=rate_req_s, arrival=arrival,
         requests=len(recs), failures=len(recs) - len(ok),
-        failure_reasons=dict(Counter(r.error for r in recs if r.error)),  # type: ignore[arg-type]
+        failure_reasons=dict(Counter(r.error for r in recs if r.error)),
         duration_s=duration,
         ttft_s=stats([s.ttft_s for s in good if s.ttft_s is not None]),
         ttft_sent_s=stats([(r.first_token_ns - r.sent_ns) / 1e9 for r in ok if r.first_token_ns is not None]),

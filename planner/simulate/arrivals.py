@@ -81,7 +81,7 @@ def length_samples(*, mean_tokens: float, count: int, distribution: str, sigma: 
     out = np.maximum(np.rint(out), 1.0)
     if max_tokens is not None:
         out = np.minimum(out, max_tokens)
-    return out.astype(np.int64)
+    return np.asarray(out, dtype=np.int64)
 
 
 def generate_requests(scenario: Scenario, options: SimOptions) -> tuple[Request, ...]:
@@ -166,7 +166,7 @@ def parse_trace_csv(text: str) -> tuple[Request, ...]:
                 raise ScenarioError(f"trace.{col}: not a number at line {row_no}: {raw[:40]!r}") from None
             if not math.isfinite(value):
                 raise ScenarioError(f"trace.{col}: not finite at line {row_no}")
-            return value
+            return float(value)
 
         t = num("arrival_s", float)
         if t < 0:

@@ -424,11 +424,11 @@ class SimRun:
 
     @property
     def ttft_s(self) -> np.ndarray:
-        return self.first_token_s - self.arrival_s
+        return np.asarray(self.first_token_s - self.arrival_s, dtype=float)
 
     @property
     def e2e_s(self) -> np.ndarray:
-        return self.finish_s - self.arrival_s
+        return np.asarray(self.finish_s - self.arrival_s, dtype=float)
 
 
 _ARRIVE, _ITER, _TRANSFER = 0, 1, 2

@@ -41,7 +41,7 @@ def _int(cfg: dict[str, Any], key: str, value: Any, *, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_CONFIG_INT:
         kind = "a positive integer" if low > 0 else "a non-negative integer"
         raise CatalogError(f"config.json: '{key}' must be {kind} up to {MAX_CONFIG_INT}, got {_shown(value)}")
-    return value
+    return int(value)
 
 
 def _pos_int(cfg: dict[str, Any], key: str, default: Any = None) -> int:

@@ -334,7 +334,7 @@ _FIELDS: dict[str, type[BaseModel]] = {
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``KEY=VALUE`` strings to a scenario dict (values parsed as JSON when
     they parse, else kept as strings; ``null`` clears a field)."""
-    out = json.loads(json.dumps(data))
+    out: dict[str, Any] = json.loads(json.dumps(data))
     for item in overrides:
         key, sep, raw = item.partition("=")
         key = key.strip()
