@@ -296,8 +296,7 @@ _COMPARED = (("ttft_s", "ttft_s"), ("tpot_s", "tpot_s"), ("output_tok_s", "outpu
 
 def measured_vs_predicted(run: ProbeRun) -> list[dict[str, Any]]:
     """Long-form rows for charts: one per level × metric with measured (p50 for
-    latencies, the level's rate for tok/s; None for a level where no request
-    succeeded, which measured nothing, not 0 tok/s) and predicted values."""
+    latencies, the level's rate for tok/s) and predicted values."""
     if run.predicted is None:
         return []
     rows: list[dict[str, Any]] = []
@@ -305,8 +304,6 @@ def measured_vs_predicted(run: ProbeRun) -> list[dict[str, Any]]:
         load = lv.concurrency if lv.concurrency is not None else lv.rate_req_s
         for metric, key in _COMPARED:
             measured = lv.output_tok_s if metric == "output_tok_s" else getattr(lv, metric).p50
-            if lv.requests == lv.failures:
-                measured = None
             rows.append({"load": load, "metric": metric, "measured": measured,
                          "predicted": pred["predicted"][key]})
     return rows

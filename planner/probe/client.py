@@ -16,22 +16,13 @@ an error body by :data:`MAX_ERROR_BODY_BYTES`, one SSE line or event by
 :data:`MAX_SSE_LINE_BYTES`, a stream by :data:`MAX_STREAM_BYTES` and by
 :func:`max_stream_events` events.  The API key is redacted, by value, from
 every error detail.
-
-The hot path does little per read: it takes the clock first, splits the bytes
-into events and keeps each event's data (unparsed) with the time of the read
-that completed it.  The JSON is parsed later, in bulk: at the end of the
-stream, or once :data:`PARSE_BATCH_BYTES` wait (so a stream holds little
-unparsed), or when the request fails (whatever arrived before is kept; a
-malformed event found then is the request's reason, as it came first).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import json.scanner
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -45,7 +36,6 @@ __all__ = [
     "MAX_ERROR_BODY_BYTES",
     "MAX_SSE_LINE_BYTES",
     "MAX_STREAM_BYTES",
-    "PARSE_BATCH_BYTES",
     "Endpoint",
     "RequestRecord",
     "endpoint_path",
@@ -75,15 +65,6 @@ MAX_STREAM_BYTES = 64 * 1024 * 1024
 # role, finish and usage chunks; twice the asked tokens plus this slack is the cap.
 STREAM_EVENTS_PER_TOKEN = 2
 STREAM_EVENTS_SLACK = 16
-# Unparsed event data one stream keeps before parsing it: a whole 64-token stream
-# from vLLM or llama.cpp (a few hundred bytes per chunk) is parsed in one batch at
-# its end; with one event up to MAX_SSE_LINE_BYTES on top, 1,024 streams hold at
-# most 74 MiB unparsed.
-PARSE_BATCH_BYTES = 8 * 1024
-
-# json.loads without its Python wrappers (bytes sniffing, two regex matches): the
-# C scanner on the stripped text, the rest checked to be empty.
-_SCAN: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def max_stream_events(max_tokens: int) -> int:
@@ -95,7 +76,7 @@ def endpoint_path(endpoint: Endpoint) -> str:
     return "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"
 
 
-@dataclass(slots=True)
+@dataclass
 class RequestRecord:
     """Raw observations of one request (nanoseconds on ``perf_counter_ns``)."""
 
@@ -184,9 +165,6 @@ def make_client(*, max_connections: int, connect_timeout_s: float, read_timeout_
         timeout=aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=read_timeout_s),
         trust_env=False,
         auto_decompress=False,
-        # no cookies: an endpoint cannot set state that later requests carry, and
-        # no jar is filtered per request and updated per response
-        cookie_jar=aiohttp.DummyCookieJar(),
         trace_configs=[_trace()],
     )
 
@@ -234,50 +212,32 @@ async def read_capped(content: aiohttp.StreamReader, limit: int) -> bytes:
     return bytes(out)
 
 
-def _parse_payload(payload: bytes) -> dict[str, Any]:
+def _ingest(rec: RequestRecord, payload: bytes, now_ns: int) -> bool:
+    """Handle one ``data:`` payload; True at ``[DONE]``."""
     body = payload.strip()
+    if body == b"[DONE]":
+        return True
     try:
-        text = body.decode("utf-8")
-        data, end = _SCAN(text, 0)
-    except (ValueError, RecursionError, StopIteration):  # RecursionError: nested past the parser's depth
+        data = json.loads(body)
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         raise _MalformedSse("not JSON", body) from None
-    if end != len(text):
-        raise _MalformedSse("not JSON", body)
     if not isinstance(data, dict):
         raise _MalformedSse("chunk is not a JSON object")
     if isinstance(data.get("error"), dict | str):
         raise _MalformedSse("error event", str(data["error"]), limit=120)
-    return data
-
-
-def _parse_pending(rec: RequestRecord, pending: list[bytes]) -> None:
-    """Parse the waiting event data into ``rec`` (their times are already in
-    ``rec.chunk_ns``); on a malformed one, the times of it and those after it are
-    dropped, so every kept time has its token count."""
-    tokens = rec.chunk_tokens
-    times = rec.chunk_ns
-    try:
-        for payload in pending:
-            data = _parse_payload(payload)
-            text, finish = _chunk_text(data)
-            if text:
-                now = times[len(tokens)]
-                tokens.append(1)
-                if rec.first_token_ns is None:
-                    rec.first_token_ns = now
-                rec.last_token_ns = now
-            else:
-                tokens.append(0)
-            if finish:
-                rec.finish_reason = str(finish)
-            usage = data.get("usage")
-            if isinstance(usage, dict):
-                rec.usage = {k: v for k, v in usage.items() if isinstance(v, int | float)}
-    except _MalformedSse:
-        del times[len(tokens):]
-        raise
-    finally:
-        pending.clear()
+    text, finish = _chunk_text(data)
+    tokens = 1 if text else 0
+    rec.chunk_ns.append(now_ns)
+    rec.chunk_tokens.append(tokens)
+    if tokens:
+        if rec.first_token_ns is None:
+            rec.first_token_ns = now_ns
+        rec.last_token_ns = now_ns
+    if finish:
+        rec.finish_reason = str(finish)
+    if isinstance(data.get("usage"), dict):
+        rec.usage = {k: v for k, v in data["usage"].items() if isinstance(v, int | float)}
+    return False
 
 
 async def stream_request(
@@ -312,24 +272,15 @@ async def stream_request(
         rec.error, rec.error_detail, rec.done_ns = None, "", 0
 
 
-async def _read_events(content: aiohttp.StreamReader, rec: RequestRecord, pending: list[bytes],
-                       max_events: int) -> bool:
-    """Split the SSE stream into events within the caps: each data line's time
-    (of the read that completed its event) goes to ``rec.chunk_ns`` and its bytes
-    to ``pending``, parsed in batches; True once ``[DONE]`` came."""
+async def _read_events(content: aiohttp.StreamReader, rec: RequestRecord, max_events: int) -> bool:
+    """Parse the SSE stream into ``rec`` line by line within the caps; True once ``[DONE]`` came."""
     buf = bytearray()  # an unfinished line (a bytearray: a trickled long line is not copied quadratically)
     data: list[bytes] = []  # the current event's data payloads
     data_bytes = 0
-    pending_bytes = 0
     total = 0
     done = False
-    times = rec.chunk_ns
-    readany = content.readany
-    while True:
-        raw = await readany()
-        now = time.perf_counter_ns()  # the clock first: everything below is this read's, not the server's
-        if not raw:
-            break
+    async for raw in content.iter_any():
+        now = time.perf_counter_ns()
         total += len(raw)
         if total > MAX_STREAM_BYTES:
             raise _TooLarge("stream_too_large", f"stream over {MAX_STREAM_BYTES} bytes")
@@ -338,60 +289,30 @@ async def _read_events(content: aiohttp.StreamReader, rec: RequestRecord, pendin
             if len(buf) > MAX_SSE_LINE_BYTES:
                 raise _TooLarge("sse_line_too_long", f"SSE line over {MAX_SSE_LINE_BYTES} bytes without a newline")
             continue
-        if buf:
-            buf += raw
-            lines = bytes(buf).split(b"\n")
-            buf.clear()
-        else:
-            lines = raw.split(b"\n")
-        if rest := lines.pop():  # the unfinished line (none when the read ends an event: no allocation)
-            buf += rest
-        cr = b"\r" in raw
+        lines = (bytes(buf) + raw if buf else raw).split(b"\n")
+        buf = bytearray(lines.pop())
         for line in lines:
-            if cr and line.endswith(b"\r"):
+            if line.endswith(b"\r"):
                 line = line[:-1]
             if not line:  # a blank line ends the event
-                if data:
-                    for payload in data:
-                        if b"[DONE]" in payload and payload.strip() == b"[DONE]":
-                            done = True
-                        else:
-                            times.append(now)
-                            pending.append(payload)
-                            pending_bytes += len(payload)
-                    data.clear()  # its payloads are in `pending`: the list is reused, not replaced
-                    data_bytes = 0
-                    if len(times) > max_events:
-                        raise _TooLarge("stream_too_large", f"more than {max_events} events for "
-                                        f"{(max_events - STREAM_EVENTS_SLACK) // STREAM_EVENTS_PER_TOKEN} tokens")
-                    if pending_bytes > PARSE_BATCH_BYTES:
-                        _parse_pending(rec, pending)
-                        pending_bytes = 0
+                for payload in data:
+                    done = _ingest(rec, payload, now) or done
+                data, data_bytes = [], 0
+                if len(rec.chunk_ns) > max_events:
+                    raise _TooLarge("stream_too_large", f"more than {max_events} events for "
+                                    f"{(max_events - STREAM_EVENTS_SLACK) // STREAM_EVENTS_PER_TOKEN} tokens")
             elif line.startswith(b"data:"):
                 data.append(line[5:])
                 data_bytes += len(line)
                 if data_bytes > MAX_SSE_LINE_BYTES:
                     raise _TooLarge("sse_line_too_long", f"SSE event over {MAX_SSE_LINE_BYTES} bytes")
             elif not line.startswith((b":", b"event:", b"id:", b"retry:")):
-                _parse_pending(rec, pending)  # what came before this line is the server's first fault
                 raise _MalformedSse("not an SSE line", line)
         if len(buf) > MAX_SSE_LINE_BYTES:
             raise _TooLarge("sse_line_too_long", f"SSE line over {MAX_SSE_LINE_BYTES} bytes without a newline")
-    _parse_pending(rec, pending)
     if buf.strip() or data:
         raise _MalformedSse("unterminated event", bytes(buf) or data[0])
     return done
-
-
-def _parse_rest(rec: RequestRecord, pending: list[bytes], secrets: list[str]) -> bool:
-    """After a failure: parse what arrived before it; True (and ``rec`` records it)
-    when a malformed event was among it."""
-    try:
-        _parse_pending(rec, pending)
-    except _MalformedSse as exc:
-        rec.error, rec.error_detail = "malformed_sse", exc.detail(secrets)
-        return True
-    return False
 
 
 async def _attempt(
@@ -406,7 +327,6 @@ async def _attempt(
     secrets: list[str],
 ) -> RequestRecord:
     done = False
-    pending: list[bytes] = []
     try:
         async with asyncio.timeout_at(deadline):
             rec.sent_ns = time.perf_counter_ns()
@@ -422,29 +342,24 @@ async def _attempt(
                                     + body_text
                     rec.error_detail = body_text.strip() or f"HTTP {resp.status} {resp.reason or ''}".strip()
                     return rec
-                done = await _read_events(resp.content, rec, pending, max_events)
+                done = await _read_events(resp.content, rec, max_events)
         if not done and rec.finish_reason is None:
             rec.error = "stream_cut"
             rec.error_detail = "stream ended without [DONE] or finish_reason"
     except _TooLarge as exc:
-        if not _parse_rest(rec, pending, secrets):
-            rec.error, rec.error_detail = exc.reason, str(exc)
+        rec.error, rec.error_detail = exc.reason, str(exc)
     except _MalformedSse as exc:
         rec.error, rec.error_detail = "malformed_sse", exc.detail(secrets)
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        if not _parse_rest(rec, pending, secrets):
-            rec.error, rec.error_detail = "timeout", type(exc).__name__
+        rec.error, rec.error_detail = "timeout", type(exc).__name__
     except (aiohttp.ClientError, OSError) as exc:
-        if not _parse_rest(rec, pending, secrets):
-            rec.error = "stream_cut" if rec.chunk_ns else "connection"
-            rec.error_detail = f"{type(exc).__name__}: {exc}"
+        rec.error = "stream_cut" if rec.chunk_ns else "connection"
+        rec.error_detail = f"{type(exc).__name__}: {exc}"
     except asyncio.CancelledError:
-        _parse_rest(rec, pending, secrets)
         rec.error, rec.error_detail = "cancelled", "run cancelled"
         rec.done_ns = time.perf_counter_ns()
         raise
     except Exception as exc:  # noqa: BLE001 - whatever an endpoint provokes is this request's failure, not a success
-        _parse_rest(rec, pending, secrets)
         rec.error, rec.error_detail = "unexpected", f"{type(exc).__name__}: {exc}"
     finally:
         rec.done_ns = rec.done_ns or time.perf_counter_ns()
