@@ -74,6 +74,8 @@ def test_the_whole_review(tmp_path: Path) -> None:
         # 3. Save, then the two share links and the plan CSV.
         nav(page, "Scenarios")
         page.get_by_label("Name", exact=True).fill(NAME)
+        page.get_by_label("Name", exact=True).press("Enter")  # a text input commits on Enter
+        settled(page)
         page.get_by_role("button", name="Save").click()
         settled(page)
         expect(page.get_by_text(f"Saved '{NAME}'")).to_be_visible()

@@ -78,6 +78,8 @@ def test_two_servers_one_database(pg_url: str) -> None:
         numbers = _plan_numbers(one)
         nav(one, "Scenarios")
         one.get_by_label("Name", exact=True).fill(NAME)
+        one.get_by_label("Name", exact=True).press("Enter")  # a text input commits on Enter
+        settled(one)
         one.get_by_role("button", name="Save").click()
         settled(one)
         expect(one.get_by_text(f"Saved '{NAME}'")).to_be_visible()
