@@ -173,8 +173,9 @@ def _widgets(cat: Any, holes: dict[str, Any]) -> None:
         st.subheader("Targets")
         _num("TTFT target, p90 (ms)", "ttft_ms", DEFAULT.slo.ttft_s * 1e3, 50.0, holes,
              help="time to first token; the plan checks its p90, queueing included")
-        _num("ITL target, mean (ms)", "itl_ms", DEFAULT.slo.itl_s * 1e3, 5.0, holes,
-             help="inter-token latency; the plan checks the mean at its batch")
+        _num("ITL target (ms)", "itl_ms", DEFAULT.slo.itl_s * 1e3, 5.0, holes,
+             help="inter-token latency; the plan checks it at its percentile (p90 unless the scenario sets "
+                  "slo.itl_percentile) at its batch, prefill chunk stalls included")
         capacity_widgets(_num, _select, holes)
         with st.expander("Serving engine"):
             _num("Batch (0 = largest that fits)", "batch", 0, 1, holes, min_value=0)
