@@ -21,6 +21,11 @@ from planner.sizing.load import (
     LoadPoint,
     replica_load,
 )
+from planner.sizing.modes import (
+    ModeLoad,
+    colocated_load,
+    disaggregated_load,
+)
 from planner.sizing.operating import (
     KV_TAIL_Z,
     MAX_PREFILL_POOL_GROWTH,
@@ -59,6 +64,7 @@ __all__ = [
     "MAX_PREFILL_POOL_GROWTH",
     "MAX_PROMPT_CLASSES",
     "MemoryResult",
+    "ModeLoad",
     "OperatingArrays",
     "OperatingPoint",
     "Plan",
@@ -66,8 +72,10 @@ __all__ = [
     "RooflineResult",
     "RoutingResult",
     "WorkloadStats",
+    "colocated_load",
     "decode_at",
     "derive_context",
+    "disaggregated_load",
     "fleet_arrays",
     "fleet_sections",
     "memory_section",

@@ -7,10 +7,8 @@ formula as the seeds write it and the values substituted.
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 from numpy.typing import ArrayLike
-from pydantic import BaseModel, ConfigDict
 
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
@@ -43,6 +41,7 @@ from planner.physics.techniques import (
     mbu,
     mfu,
 )
+from planner.sizing.results import DecodeResult, MemoryResult, PrefillResult, RooflineResult
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
 from planner.spec.derivation import Derivation, Origin, fmt_num
@@ -60,7 +59,6 @@ __all__ = [
     "roofline_section",
 ]
 
-_F = ConfigDict(frozen=True, extra="forbid")
 Deriv = dict[str, Derivation]
 
 
@@ -68,73 +66,6 @@ def _d(out: Deriv, key: str, formula: str, substituted: str, value: float, unit:
        origin: Origin = "derived") -> None:
     out[key] = Derivation(name=key, formula=formula, substituted=substituted, value=float(value),
                           unit=unit, origin=origin)
-
-
-class RooflineResult(BaseModel):
-    model_config = _F
-    compute_dtype: str
-    peak_flops_per_s: float
-    hbm_bytes_per_s: float
-    ridge_flop_per_byte: float
-    decode_intensity_flop_per_byte: float
-    decode_attainable_flops_per_s: float
-    decode_bound: Literal["memory", "compute"]
-    prefill_intensity_flop_per_byte: float
-    prefill_bound: Literal["memory", "compute"]
-
-
-class MemoryResult(BaseModel):
-    model_config = _F
-    gpus_per_replica: int
-    hbm_bytes: float
-    weight_bytes: float
-    weight_bytes_per_gpu: float
-    kv_bytes_per_token: float
-    kv_bytes_per_token_per_gpu: float
-    context_tokens: int
-    kv_bytes_per_sequence: float
-    reserved_bytes: float
-    activation_bytes: float
-    kv_budget_bytes: float
-    max_sequences: float
-    fits: bool
-    contiguous_reservation_bytes: float
-    paged_reservation_bytes: float
-    prefix_sharing_saved_bytes: float
-
-
-class DecodeResult(BaseModel):
-    model_config = _F
-    batch_size: int
-    context_tokens: float
-    step_s: float
-    compute_s: float
-    memory_s: float
-    comm_s: float
-    overhead_s: float
-    itl_s: float
-    tok_s_per_sequence: float
-    tok_s_per_replica: float
-    tok_s_per_gpu: float
-    mbu: float
-    mfu: float
-    bound: Literal["memory", "compute"]
-    speculative_tokens_per_pass: float
-    speculative_speedup: float
-
-
-class PrefillResult(BaseModel):
-    model_config = _F
-    tokens: int
-    cached_tokens: float
-    time_s: float
-    mfu: float
-    bound: Literal["memory", "compute"]
-    chunk_tokens: int
-    chunks: int
-    chunk_s: float
-    chunk_iteration_s: float
-    chunked_ttft_s: float
 
 
 def derive_context(r: Resolved) -> tuple[int, float]:
