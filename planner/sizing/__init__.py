@@ -31,8 +31,10 @@ from planner.sizing.operating import (
     MAX_PREFILL_POOL_GROWTH,
     MAX_PROMPT_CLASSES,
     OperatingArrays,
+    ReplicaMemory,
     WorkloadStats,
     operating_arrays,
+    replica_memory,
     workload_stats,
 )
 from planner.sizing.plan import (
@@ -69,6 +71,7 @@ __all__ = [
     "OperatingPoint",
     "Plan",
     "PrefillResult",
+    "ReplicaMemory",
     "RooflineResult",
     "RoutingResult",
     "WorkloadStats",
@@ -85,6 +88,7 @@ __all__ = [
     "pool_groups",
     "prefill_section",
     "replica_load",
+    "replica_memory",
     "roofline_section",
     "routing_section",
     "workload_stats",

@@ -56,8 +56,10 @@ __all__ = [
     "MAX_PREFILL_POOL_GROWTH",
     "MAX_PROMPT_CLASSES",
     "OperatingArrays",
+    "ReplicaMemory",
     "WorkloadStats",
     "operating_arrays",
+    "replica_memory",
     "workload_stats",
 ]
 
@@ -119,19 +121,30 @@ def _kv_capacity(budget: Arr, kg: Arr, ep: Arr, st: WorkloadStats, b: Arr) -> tu
     return ok, seqs
 
 
-def _memory(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr, b: Arr
-            ) -> tuple[Arr, Arr, NDArray[np.bool_], Arr]:
-    """(weight bytes per GPU, KV budget per GPU, KV fits at each batch, max sequences), per candidate."""
+@dataclass(frozen=True)
+class ReplicaMemory:
+    """One GPU's memory per candidate layout (shape (C, 1); floats for one scalar
+    layout): computed once here for the operating point and the Plan's memory
+    section, whose derivations substitute these same values."""
+
+    weight_bytes_per_gpu: Arr
+    activation_bytes: Arr  # the engine's profile-run peak (0 with the seeds' accounting)
+    kv_budget_bytes: Arr
+    kv_bytes_per_token_per_gpu: Arr
+
+
+def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike) -> ReplicaMemory:
+    """Weights, activation peak, KV budget and KV bytes/token on one GPU of each layout."""
     s, model = r.scenario, r.model
     wg = np.asarray(weight_bytes_per_gpu(model=model, weights_dtype=s.weights_dtype, tp=tp, pp=pp, ep=ep))
     util = s.serving.memory_utilization
-    act = (activation_peak_bytes(model=model, batched_tokens=activation_profile_tokens(s.serving.chunk_tokens),
-                                 tp=tp) if util else 0.0)
+    act = np.asarray(activation_peak_bytes(model=model, tp=tp, batched_tokens=activation_profile_tokens(
+        s.serving.chunk_tokens)) if util else 0.0)
     budget = np.asarray(kv_budget_bytes(gpu=r.gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
                                         memory_utilization=util, activation_bytes=act))
     kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=tp, pp=pp))
-    kv_ok, max_seq = _kv_capacity(budget, kg, ep, st, b)
-    return wg, budget, kv_ok, max_seq
+    return ReplicaMemory(weight_bytes_per_gpu=wg, activation_bytes=act, kv_budget_bytes=budget,
+                         kv_bytes_per_token_per_gpu=kg)
 
 
 def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr, b: Arr, riding: bool
@@ -198,7 +211,9 @@ def operating_arrays(
     b = grid.reshape(1, -1)
     n_c = tp_c.shape[0]
 
-    wg, budget, kv_ok, max_seq = _memory(r, st, tp=tp_c, pp=pp_c, ep=ep_c, b=b)
+    mem = replica_memory(r, tp=tp_c, pp=pp_c, ep=ep_c)
+    wg, budget = mem.weight_bytes_per_gpu, mem.kv_budget_bytes
+    kv_ok, max_seq = _kv_capacity(budget, mem.kv_bytes_per_token_per_gpu, ep_c, st, b)
     step, sv = _service_times(r, st, tp=tp_c, pp=pp_c, ep=ep_c, b=b, riding=mode == "colocated")
     if mode == "colocated":
         ld = colocated_load(r, sv, grid=grid)

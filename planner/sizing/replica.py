@@ -12,18 +12,13 @@ from numpy.typing import ArrayLike
 
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
-    activation_peak_bytes,
-    activation_profile_tokens,
     contiguous_reservation_bytes,
     engine_hbm_bytes,
-    kv_budget_bytes,
     kv_bytes_per_token,
-    kv_bytes_per_token_per_gpu,
     max_sequences,
     paged_reservation_bytes,
     prefix_sharing_bytes,
     weight_bytes,
-    weight_bytes_per_gpu,
 )
 from planner.physics.roofline import (
     attainable_flops_per_s,
@@ -41,6 +36,7 @@ from planner.physics.techniques import (
     mbu,
     mfu,
 )
+from planner.sizing.operating import replica_memory
 from planner.sizing.results import DecodeResult, MemoryResult, PrefillResult, RooflineResult
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
@@ -118,15 +114,12 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     s, gpu, m = r.scenario, r.gpu, r.model
     p = s.parallel
     w = weight_bytes(m, s.weights_dtype)
-    wg = float(weight_bytes_per_gpu(model=m, weights_dtype=s.weights_dtype, tp=p.tp, pp=p.pp, ep=p.ep))
     k = kv_bytes_per_token(m, s.kv_dtype)
-    kg = float(kv_bytes_per_token_per_gpu(model=m, kv_dtype=s.kv_dtype, tp=p.tp, pp=p.pp))
     util = s.serving.memory_utilization
-    act = 0.0
-    if util is not None:
-        act = float(activation_peak_bytes(model=m, batched_tokens=activation_profile_tokens(s.serving.chunk_tokens), tp=p.tp))
-    budget = float(kv_budget_bytes(gpu=gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
-                                   memory_utilization=util, activation_bytes=act))
+    # The same numbers operating_arrays sizes the batch with (one computation, two readers).
+    rm = replica_memory(r, tp=p.tp, pp=p.pp, ep=p.ep)
+    wg, kg = float(rm.weight_bytes_per_gpu), float(rm.kv_bytes_per_token_per_gpu)
+    act, budget = float(rm.activation_bytes), float(rm.kv_budget_bytes)
     # Sequences are spread over EP attention groups: each GPU holds 1/EP of them.
     pre = float(s.workload.prefix_tokens)
     h = s.workload.prefix_hit_rate if pre > 0 else 0.0
