@@ -11,9 +11,11 @@ from planner.sizing.fleet import (
 from planner.sizing.fleet_plan import (
     CostResult,
     FleetResult,
+    FleetSections,
     OperatingPoint,
     RoutingResult,
     fleet_sections,
+    plan_fleet,
     routing_section,
 )
 from planner.sizing.load import (
@@ -33,6 +35,7 @@ from planner.sizing.operating import (
     OperatingArrays,
     ReplicaMemory,
     WorkloadStats,
+    cycle_at,
     operating_arrays,
     replica_memory,
     workload_stats,
@@ -60,6 +63,7 @@ __all__ = [
     "DecodeResult",
     "FleetArrays",
     "FleetResult",
+    "FleetSections",
     "KV_TAIL_Z",
     "LoadKind",
     "LoadPoint",
@@ -76,6 +80,7 @@ __all__ = [
     "RoutingResult",
     "WorkloadStats",
     "colocated_load",
+    "cycle_at",
     "decode_at",
     "derive_context",
     "disaggregated_load",
@@ -84,6 +89,7 @@ __all__ = [
     "memory_section",
     "operating_arrays",
     "plan",
+    "plan_fleet",
     "plan_resolved",
     "pool_groups",
     "prefill_section",

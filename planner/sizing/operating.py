@@ -44,7 +44,7 @@ from planner.physics.memory import (
     weight_bytes_per_gpu,
 )
 from planner.physics.queueing import TTFT_PERCENTILE, ServiceTimes
-from planner.physics.step import decode_cycle, prefill_chunks
+from planner.physics.step import DecodeCycle, DecodeStep, decode_cycle, prefill_chunks
 from planner.sizing.modes import CEIL_TOLERANCE, MAX_PREFILL_POOL_GROWTH, colocated_load, disaggregated_load
 from planner.sizing.workload import MAX_PROMPT_CLASSES, WorkloadStats, workload_stats
 from planner.spec.context import Resolved
@@ -58,6 +58,7 @@ __all__ = [
     "OperatingArrays",
     "ReplicaMemory",
     "WorkloadStats",
+    "cycle_at",
     "operating_arrays",
     "replica_memory",
     "workload_stats",
@@ -99,6 +100,22 @@ class OperatingArrays:
     weight_bytes_per_gpu: Arr
     kv_budget_bytes: Arr
     gpus_per_replica: Arr
+    batch_grid: Arr  # the decode batches tried, shape (B,)
+    decode: DecodeCycle  # the decode cycle at each candidate × batch (C, B): the Plan's decode section reads it
+
+
+def cycle_at(cyc: DecodeCycle, candidate: int, column: int) -> DecodeCycle:
+    """One candidate's decode cycle at one batch of the grid, as floats."""
+    st = cyc.step
+
+    def at(a: ArrayLike) -> float:
+        return float(np.broadcast_to(np.asarray(a, float), np.shape(cyc.cycle_s))[candidate, column])
+
+    step = DecodeStep(step_s=at(st.step_s), compute_s=at(st.compute_s), memory_s=at(st.memory_s),
+                      comm_s=at(st.comm_s), overhead_s=at(st.overhead_s), bytes_per_gpu=at(st.bytes_per_gpu),
+                      flops_per_gpu=at(st.flops_per_gpu), attention_flops_per_gpu=at(st.attention_flops_per_gpu),
+                      memory_bound=bool(np.broadcast_to(st.memory_bound, np.shape(cyc.cycle_s))[candidate, column]))
+    return DecodeCycle(step=step, cycle_s=at(cyc.cycle_s), tokens_per_pass=cyc.tokens_per_pass, itl_s=at(cyc.itl_s))
 
 
 def _kv_capacity(budget: Arr, kg: Arr, ep: Arr, st: WorkloadStats, b: Arr) -> tuple[NDArray[np.bool_], Arr]:
@@ -148,7 +165,7 @@ def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike) 
 
 
 def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr, b: Arr, riding: bool
-                   ) -> tuple[Arr, ServiceTimes]:
+                   ) -> tuple[DecodeCycle, ServiceTimes]:
     """(decode step, the service times of the load model) per candidate × batch.
 
     Decode cycle at B (speculative: verify pass + k·draft_cost·step), τ tokens per
@@ -174,7 +191,7 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
                       weights=w, prefill_work_s=work, prefill_iterations=np.broadcast_to(pc.counts, work.shape),
                       chunk_share=np.broadcast_to(new / chunk, work.shape), stall_s=stalls,
                       stall_weights=stall_w / stall_w.sum())
-    return np.asarray(cyc.step.step_s), sv
+    return cyc, sv
 
 
 def _reasons(r: Resolved, *, budget: Arr, kv_ok: NDArray[np.bool_], itl_ok: NDArray[np.bool_],
@@ -214,7 +231,7 @@ def operating_arrays(
     mem = replica_memory(r, tp=tp_c, pp=pp_c, ep=ep_c)
     wg, budget = mem.weight_bytes_per_gpu, mem.kv_budget_bytes
     kv_ok, max_seq = _kv_capacity(budget, mem.kv_bytes_per_token_per_gpu, ep_c, st, b)
-    step, sv = _service_times(r, st, tp=tp_c, pp=pp_c, ep=ep_c, b=b, riding=mode == "colocated")
+    cyc, sv = _service_times(r, st, tp=tp_c, pp=pp_c, ep=ep_c, b=b, riding=mode == "colocated")
     if mode == "colocated":
         ld = colocated_load(r, sv, grid=grid)
     else:
@@ -242,7 +259,7 @@ def operating_arrays(
         reason=_reasons(r, budget=budget, kv_ok=kv_ok, itl_ok=itl_ok, prefill_ok=ld.prefill_ok,
                         feasible=feasible, idx=idx),
         max_sequences=max_seq,
-        step_s=pick(step),
+        step_s=pick(cyc.step.step_s),
         itl_s=pick(ld.itl_s),
         itl_percentile_s=pick(ld.itl_percentile_s),
         itl_worst_s=pick(ld.itl_worst_s),
@@ -265,4 +282,6 @@ def operating_arrays(
         weight_bytes_per_gpu=wg[:, 0],
         kv_budget_bytes=budget[:, 0],
         gpus_per_replica=(tp_c * pp_c * ep_c)[:, 0],
+        batch_grid=grid,
+        decode=cyc,
     )

@@ -192,9 +192,12 @@ def decode_at(r: Resolved, *, batch_size: ArrayLike, live_context: ArrayLike) ->
                         acceptance=sp.acceptance, draft_cost=sp.draft_cost, **r.step_kwargs())
 
 
-def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: float) -> DecodeResult:
+def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: float,
+                   cycle: DecodeCycle | None = None) -> DecodeResult:
+    """The decode step at ``batch_size`` with its derivations; ``cycle``: that step as
+    the operating point's arrays already hold it (``sizing.operating.cycle_at``)."""
     s, gpu = r.scenario, r.gpu
-    cyc = decode_at(r, batch_size=batch_size, live_context=live_context)
+    cyc = cycle if cycle is not None else decode_at(r, batch_size=batch_size, live_context=live_context)
     st, itl = cyc.step, float(cyc.itl_s)
     tok_seq = 1.0 / itl
     step = float(st.step_s)
