@@ -16,7 +16,7 @@ from planner.errors import ScenarioError
 from planner.sizing.plan import Plan, plan
 from planner.spec.scenario import Scenario, resolve_gpu, scenario_from_dict
 from planner.views.review import sweep_row_scenario
-from planner.views.sweep import sweep
+from planner.views.sweep import sweep_result
 from planner.views.vocabulary import plan_slo_checks, pools_text
 
 __all__ = [
@@ -66,11 +66,11 @@ def best_layout(scenario: Scenario, gpu: str) -> Scenario | None:
     """The scenario on ``gpu`` in its cheapest feasible layout ($/Mtok output) among
     TP 1–8 × both serving modes, PP 1, the scenario's weights precision; None when none is feasible."""
     base = _on_gpu(scenario, gpu)
-    rows = [r for r in sweep(base, gpus=[gpu], dtypes=[scenario.weights_dtype], tps=COMPARE_TPS, pps=[1])["rows"]
-            if r["feasible"]]
+    rows = [r for r in sweep_result(base, gpus=[gpu], dtypes=[scenario.weights_dtype], tps=COMPARE_TPS, pps=[1]).rows
+            if r.feasible and r.usd_per_mtok_output is not None and r.gpus_total is not None]
     if not rows:
         return None
-    best = min(rows, key=lambda r: (r["usd_per_mtok_output"], r["gpus_total"], r["tp"]))
+    best = min(rows, key=lambda r: (r.usd_per_mtok_output or 0.0, r.gpus_total or 0.0, r.tp))
     return sweep_row_scenario(base, best)
 
 
