@@ -50,7 +50,7 @@ def show_headline(result: Plan, scenario: Scenario, *, where: object = None) -> 
     box.markdown("  \n".join(check_line(c) for c in h.checks))  # type: ignore[attr-defined]
     if not h.checks[0].why_missing:
         box.caption(f"How: TTFT p90 is {h.checks[0].basis.removeprefix('analytic: ')}; "  # type: ignore[attr-defined]
-                    f"ITL mean is the {h.checks[1].basis.removeprefix('analytic: ')}.")
+                    f"ITL {h.checks[1].stat} is the {h.checks[1].basis.removeprefix('analytic: ')}.")
     if h.feasible and (note := blended_note(result)):
         box.caption(md(note))  # type: ignore[attr-defined]
 

@@ -8,6 +8,7 @@ reproduces the view.  A model imported on the Catalog page lives in
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
@@ -29,7 +30,17 @@ from pages._link import (
     sync_url,
 )
 from pages._nav import VIA_APP, app_pages
-from planner import INPUT_HELP, LINK_FIELDS, Plan, PlannerError, Scenario, load_catalog, plan, scenario_from_dict
+from planner import (
+    INPUT_HELP,
+    LINK_FIELDS,
+    Plan,
+    PlannerError,
+    Scenario,
+    load_catalog,
+    plan,
+    scenario_from_dict,
+    widget_values,
+)
 from planner import scenario_data as _scenario_data
 from planner import views as _curves
 
@@ -47,19 +58,87 @@ DISTRIBUTIONS = ["fixed", "lognormal", "trace"]
 LINKS = ["rdma", "nvlink"]
 DEFAULT = Scenario()  # widget defaults are the Scenario's own defaults
 
-# Scenario field named in an error message -> the widget that sets it (most specific first).
-FIELD_WIDGET = {
-    "serving.mode": "mode", "peak_requests_per_s": "peak", "trace": "dist", "lognormal": "dist",
-    "workload.prefix_hit_rate": "hit", "prefix_hit_rate": "hit", "workload.prefix_tokens": "prefix",
-    "prefix_tokens": "prefix", "workload.prompt_tokens": "prompt", "workload.output_tokens": "output",
-    "workload.prompt_sigma": "psig", "workload.output_sigma": "osig",
-    "workload.requests_per_s": "rps", "slo.ttft_s": "ttft_ms", "slo.itl_s": "itl_ms",
-    "serving.batch_size": "batch", "serving.context_tokens": "ctx", "serving.chunk_tokens": "chunk",
-    "serving.memory_utilization": "util", "cost.usd_per_gpu_hour": "price", "parallel.tp": "tp",
-    "parallel.pp": "pp", "parallel.ep": "ep", "fleet.target_utilization": "target", "fleet.min_replicas": "minrep",
-    "speculative.draft_tokens": "draft", "speculative.acceptance": "accept", "speculative.draft_cost": "dcost",
-    "weights_dtype": "wd", "kv_dtype": "kd", "gpu": "gpu", "model": "model", "name": "name",
+
+
+@dataclass(frozen=True)
+class Widget:
+    """One sidebar widget.  Its key is also its link parameter, and ``planner.LINK_FIELDS``
+    holds its scenario field, kind and unit scale (ms for s, % for fractions): the one
+    map that URL sync (``pages/_link.py``) and scenario building (``scenario_data``) read."""
+
+    key: str
+    label: str  # with the unit
+    step: float | int = 1  # number inputs
+    help: str | None = None
+    default: Any = None  # None: the Scenario's own default, in the widget's unit
+    min_value: int | None = None
+    options: str = ""  # select boxes: the key of ``_choices``
+    phrases: tuple[str, ...] = ()  # words of a validation message (besides the field) that name this widget
+
+
+def _w(key: str, label: str, step: float | int = 1, help: str | None = None, **kw: Any) -> Widget:
+    return Widget(key, label, step, help, **kw)
+
+
+# The sidebar's widgets, drawn in this order (the capacity inputs between Targets and the
+# serving engine come from pages/_capacity.py); a row's "layout" group places it.
+SIDEBAR: tuple[tuple[str, str, tuple[Widget, ...]], ...] = (
+    ("header", "Scenario", (
+        _w("name", "Scenario name", help="shown in exports and reports"),
+        _w("gpu", "GPU", options="gpu"),
+        _w("model", "Model", options="model"),
+    )),
+    ("columns", "", (_w("wd", "Weights", options="wd"), _w("kd", "KV cache", options="kd"))),
+    ("columns", "", (
+        _w("tp", "TP", help="tensor parallel: GPUs splitting each layer", options="tp"),
+        _w("pp", "PP", help="pipeline parallel: GPUs splitting the layers", options="pp"),
+        _w("ep", "EP", help="expert parallel (mixture-of-experts models)", options="ep"),
+    )),
+    ("rows", "", (
+        _w("mode", "Serving mode", options="mode",
+           help="colocated: prefill and decode share replicas (chunked prefill); disaggregated: separate pools"),
+    )),
+    ("subheader", "Workload", (
+        _w("prompt", "Prompt tokens (mean)", 100),
+        _w("output", "Output tokens (mean)", 50),
+        _w("rps", "Requests/s (mean)", 1.0, INPUT_HELP["workload.requests_per_s"]),
+        _w("prefix", "Shared prefix tokens", 100, "tokens every prompt shares (a system prompt)",
+           phrases=("prefix_tokens",)),
+        _w("hit", "Prefix hit rate (0 to 1)", 0.1, "share of requests that find the prefix cached",
+           phrases=("prefix_hit_rate",)),
+    )),
+    ("subheader", "Targets", (
+        _w("ttft_ms", "TTFT target, p90 (ms)", 50.0, "time to first token; the plan checks its p90, queueing included"),
+        _w("itl_ms", "ITL target (ms)", 5.0, "inter-token latency; the plan checks it at its percentile (p90 unless "
+           "the scenario sets slo.itl_percentile) at its batch, prefill chunk stalls included"),
+    )),
+    ("capacity", "", ()),
+    ("expander", "Serving engine", (
+        _w("batch", "Batch (0 = largest that fits)", 1, min_value=0),
+        _w("ctx", "Context tokens (0 = prompt + output)", 256, min_value=0),
+        _w("chunk", "Prefill chunk tokens", 128, "vLLM's max_num_batched_tokens (default 2,048)"),
+        _w("util", "Memory utilization (0 = HBM − weights − reserved)", 0.05,
+           "vLLM's gpu_memory_utilization (default 0.9)"),
+    )),
+)
+# Widgets drawn by pages/_capacity.py: only the message words that name them.
+CAPACITY_PHRASES: dict[str, tuple[str, ...]] = {
+    "peak": ("peak_requests_per_s",), "dist": ("trace", "lognormal"),
 }
+
+
+def _field_widget() -> dict[str, str]:
+    """Text in an error message -> the widget to show it beside: every widget's scenario
+    field (``LINK_FIELDS``) and message words, the longest (most specific) first, so
+    ``parallel.tp`` wins over ``model`` in "the model's 32 attention heads"."""
+    pairs = [(f.path, f.key) for f in LINK_FIELDS]
+    pairs += [(w, row.key) for _, _, rows in SIDEBAR for row in rows for w in row.phrases]
+    pairs += [(w, key) for key, words in CAPACITY_PHRASES.items() for w in words]
+    return dict(sorted(pairs, key=lambda pair: -len(pair[0])))
+
+
+FIELD_WIDGET = _field_widget()
+DEFAULT_VALUES = widget_values(DEFAULT)  # each widget's default: the Scenario's, in the widget's unit
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
@@ -139,50 +218,40 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _draw(w: Widget, choices: dict[str, list[Any]], holes: dict[str, Any]) -> None:
+    default = DEFAULT_VALUES[w.key] if w.default is None else w.default
+    if w.options:
+        _select(w.label, choices[w.options], default, w.key, holes, help=w.help)
+    elif w.key == "name":
+        st.text_input(w.label, value=default, key=w.key, max_chars=200, help=w.help)
+        holes[w.key] = st.empty()
+    else:
+        kw = {} if w.min_value is None else {"min_value": w.min_value}
+        _num(w.label, w.key, default, w.step, holes, help=w.help, **kw)
+
+
 def _widgets(cat: Any, holes: dict[str, Any]) -> None:
-    """The scenario's widgets; their values are read back from session state by key."""
+    """The scenario's widgets (the ``SIDEBAR`` table); their values are read back from session state by key."""
     choices = _choices(cat)
     with st.sidebar:
-        st.header("Scenario")
-        st.text_input("Scenario name", value=DEFAULT.name, key="name", max_chars=200,
-                      help="shown in exports and reports")
-        holes["name"] = st.empty()
-        _select("GPU", choices["gpu"], DEFAULT.gpu, "gpu", holes)
-        _select("Model", choices["model"], DEFAULT.model, "model", holes)
-        c1, c2 = st.columns(2)
-        with c1:
-            _select("Weights", DTYPES, DEFAULT.weights_dtype, "wd", holes)
-        with c2:
-            _select("KV cache", KV_DTYPES, DEFAULT.kv_dtype, "kd", holes)
-        c1, c2, c3 = st.columns(3)
-        with c1:
-            _select("TP", TPS, 1, "tp", holes, help="tensor parallel: GPUs splitting each layer")
-        with c2:
-            _select("PP", PPS, 1, "pp", holes, help="pipeline parallel: GPUs splitting the layers")
-        with c3:
-            _select("EP", EPS, 1, "ep", holes, help="expert parallel (mixture-of-experts models)")
-        _select("Serving mode", MODES, DEFAULT.serving.mode, "mode", holes,
-                help="colocated: prefill and decode share replicas (chunked prefill); disaggregated: separate pools")
-        st.subheader("Workload")
-        _num("Prompt tokens (mean)", "prompt", DEFAULT.workload.prompt_tokens, 100, holes)
-        _num("Output tokens (mean)", "output", DEFAULT.workload.output_tokens, 50, holes)
-        _num("Requests/s (mean)", "rps", DEFAULT.workload.requests_per_s, 1.0, holes,
-             help=INPUT_HELP["workload.requests_per_s"])
-        _num("Shared prefix tokens", "prefix", 0, 100, holes, help="tokens every prompt shares (a system prompt)")
-        _num("Prefix hit rate (0 to 1)", "hit", 0.0, 0.1, holes, help="share of requests that find the prefix cached")
-        st.subheader("Targets")
-        _num("TTFT target, p90 (ms)", "ttft_ms", DEFAULT.slo.ttft_s * 1e3, 50.0, holes,
-             help="time to first token; the plan checks its p90, queueing included")
-        _num("ITL target, mean (ms)", "itl_ms", DEFAULT.slo.itl_s * 1e3, 5.0, holes,
-             help="inter-token latency; the plan checks the mean at its batch")
-        capacity_widgets(_num, _select, holes)
-        with st.expander("Serving engine"):
-            _num("Batch (0 = largest that fits)", "batch", 0, 1, holes, min_value=0)
-            _num("Context tokens (0 = prompt + output)", "ctx", 0, 256, holes, min_value=0)
-            _num("Prefill chunk tokens", "chunk", DEFAULT.serving.chunk_tokens, 128, holes,
-                 help="vLLM's max_num_batched_tokens (default 2,048)")
-            _num("Memory utilization (0 = HBM − weights − reserved)", "util", DEFAULT.serving.memory_utilization,
-                 0.05, holes, help="vLLM's gpu_memory_utilization (default 0.9)")
+        for layout, title, rows in SIDEBAR:
+            if layout == "capacity":
+                capacity_widgets(_num, _select, holes)
+            elif layout == "columns":
+                for col, w in zip(st.columns(len(rows)), rows, strict=True):
+                    with col:
+                        _draw(w, choices, holes)
+            elif layout == "expander":
+                with st.expander(title):
+                    for w in rows:
+                        _draw(w, choices, holes)
+            else:
+                if layout == "header":
+                    st.header(title)
+                elif layout == "subheader":
+                    st.subheader(title)
+                for w in rows:
+                    _draw(w, choices, holes)
 
 
 def _values() -> dict[str, Any]:

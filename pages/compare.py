@@ -88,7 +88,7 @@ table = pd.DataFrame({c.label: {
     "$/hour": usd(c.usd_per_hour),
     "$/GPU-hour": usd(c.usd_per_gpu_hour),
     f"TTFT p90 · queueing included (target {shown(slo.ttft_s, 's')})": shown(c.ttft_p90_s, "s"),
-    f"ITL mean · no queueing (target {shown(slo.itl_s, 's')})": shown(c.itl_s, "s"),
+    f"ITL p{slo.itl_percentile * 100:g} · no queueing (target {shown(slo.itl_s, 's')})": shown(c.itl_s, "s"),
     "KV headroom at the batch": shown(c.kv_headroom, "fraction"),
     "Verdict": c.verdict,
 } for c in cols})

@@ -98,7 +98,7 @@ from planner.views.review import (
     sweep_row_scenario,
 )
 from planner.views.revisions import FieldChange, field_text, revision_changes
-from planner.views.sweep import sweep
+from planner.views.sweep import SweepResult, SweepRow, sweep, sweep_result
 from planner.views.vocabulary import (
     Headline,
     SloCheck,
@@ -168,6 +168,9 @@ __all__ = [
     "mode_scenarios",
     "sweep_row_scenario",
     "sweep",
+    "sweep_result",
+    "SweepResult",
+    "SweepRow",
     "views",
     "Catalog",
     "CatalogError",

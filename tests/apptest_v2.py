@@ -6,6 +6,17 @@ older folder mode for good (a first visitor on a page URL is sent through
 decision before every run, so every rerun after a widget change would start in
 folder mode and take the fallback path.  ``new_app_test`` keeps the server's
 once-per-process decision; the browser test covers the fallback on a fresh server.
+
+Why a shim, checked with streamlit 1.67.0 (requirements.txt: >=1.50,<2): AppTest has
+no supported switch for it.  ``AppTest._run`` sets ``PagesManager.uses_pages_directory
+= None`` before every run (streamlit/testing/v1/app_test.py), and a new PagesManager
+then sets it True because ``pages/`` exists beside app.py, so the script runner takes
+``_mpa_v1`` (folder mode) and ``through_app_py``'s fallback (st.navigation + st.rerun)
+runs on every AppTest run.  Without the shim, plain rendering and widget changes still
+pass, but an action that requests a rerun itself is lost: in
+tests/test_app.py::test_explore_page_loads_a_candidate_as_the_current_scenario the
+Explore page's "Load" leaves the sidebar's GPU at h100-sxm instead of h200-sxm.
+Remove the shim when AppTest stops resetting the flag (or offers a v2-only mode).
 """
 
 from __future__ import annotations

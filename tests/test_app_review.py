@@ -93,7 +93,7 @@ def test_the_plan_page_leads_with_gpus_replicas_cost_and_the_slo_check() -> None
     assert _metric(at, "$/Mtok output") == f"${p.cost.usd_per_mtok_output:.2f}"
     assert _metric(at, "SLO") == "met"
     checks = next(md.value for md in at.markdown if "TTFT p90 · queueing included" in md.value)
-    assert "ITL mean · no queueing" in checks and checks.count("target") == 2 and "pass" in checks
+    assert "ITL p90 · no queueing" in checks and checks.count("target") == 2 and "pass" in checks
     assert any("Simulated check" in s.value and "meets the 90%" in s.value for s in at.success)
 
 
@@ -215,7 +215,7 @@ def test_compare_h100_vs_h200_is_the_page_and_one_click() -> None:
     for c in cols:
         assert table.loc["GPUs", c.label] == f"{c.gpus_total:,.0f}"
         assert table.loc["Verdict", c.label] == c.verdict
-    assert {"TTFT p90 · queueing included (target 1.00 s)", "ITL mean · no queueing (target 50.0 ms)",
+    assert {"TTFT p90 · queueing included (target 1.00 s)", "ITL p90 · no queueing (target 50.0 ms)",
             "KV headroom at the batch", "$/Mtok output"} <= set(table.index)
     assert len(at.get("vega_lite_chart")) == 1
 

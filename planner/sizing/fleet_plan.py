@@ -6,6 +6,8 @@ Built from one-candidate arrays of :mod:`planner.sizing.operating` and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict
 
 from planner.io.formatting import NOT_A_NUMBER
@@ -15,7 +17,8 @@ from planner.sizing.operating import OperatingArrays, WorkloadStats, operating_a
 from planner.spec.context import Resolved
 from planner.spec.derivation import Derivation, fmt_num
 
-__all__ = ["CostResult", "FleetResult", "OperatingPoint", "RoutingResult", "fleet_sections", "routing_section"]
+__all__ = ["CostResult", "FleetResult", "FleetSections", "OperatingPoint", "RoutingResult", "fleet_sections",
+           "plan_fleet", "routing_section"]
 
 _F = ConfigDict(frozen=True, extra="forbid")
 QUEUEING_NOTE = ("M/G/c over the router's pool of prefill servers at the peak rate (Allen-Cunneen): "
@@ -114,7 +117,26 @@ def _verdict(col: float, dis: float, col_reason: str, dis_reason: str) -> str:
             "chunks stretching their ITL, so each decode replica holds a larger batch at the target")
 
 
+@dataclass(frozen=True)
+class FleetSections:
+    """The Plan's fleet-level sections and the one-candidate arrays they were read
+    from (``arrays``: the scenario's own serving mode), which the decode section reuses."""
+
+    operating_point: OperatingPoint
+    fleet: FleetResult
+    cost: CostResult
+    stats: WorkloadStats
+    arrays: OperatingArrays
+
+
 def fleet_sections(r: Resolved, d: dict[str, Derivation]) -> tuple[OperatingPoint, FleetResult, CostResult, WorkloadStats]:
+    """(operating point, fleet, cost, workload stats) of :func:`plan_fleet`."""
+    fs = plan_fleet(r, d)
+    return fs.operating_point, fs.fleet, fs.cost, fs.stats
+
+
+def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
+    """Operating point, fleet and cost (both modes evaluated for the verdict), with their derivations in ``d``."""
     s = r.scenario
     stats = workload_stats(r)
     results = {m: _one(r, m, stats) for m in ("colocated", "disaggregated")}
@@ -188,7 +210,7 @@ def fleet_sections(r: Resolved, d: dict[str, Derivation]) -> tuple[OperatingPoin
         name="cost.usd_per_hour", formula="GPUs × $/GPU-hour (provisioned for the peak, charged around the clock)",
         substituted=f"{fmt_num(flr.gpus_total)} × {fmt_num(r.usd_per_gpu_hour)}", value=cost.usd_per_hour,
         unit="USD/h", origin=r.origins["cost.usd_per_gpu_hour"])
-    return opp, flr, cost, stats
+    return FleetSections(operating_point=opp, fleet=flr, cost=cost, stats=stats, arrays=op)
 
 
 def routing_section(r: Resolved) -> RoutingResult:

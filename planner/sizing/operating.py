@@ -14,12 +14,9 @@ workload's length distribution (weighted samples of prompt n and output o):
   hits and misses, never taken at the mean cached length.
 * every prefill is chunked (``serving.chunk_tokens``), chunk i attending to the
   cached tokens and the i earlier chunks (``physics.step.prefill_chunks``).
-* colocated: ITL and the rate B implies come from the load model
-  (``physics.queueing.colocated_decode``), the ITL percentile including chunk
-  stalls; a prompt's prefill spans ⌈n/chunk⌉ iterations of (cycle + chunk i).
-* disaggregated: decode ITL = cycle/τ; a prefill replica serves prompts' chunks
-  back to back, pipelined over its PP stages; TTFT adds the exposed part of the
-  layer-by-layer KV transfer.
+* each serving mode under load (:mod:`planner.sizing.modes`): colocated, the
+  load model with chunk stalls; disaggregated, a decode pool and a prefill pool
+  pipelined over PP with the exposed KV transfer.
 * the fleet: replicas = max(min_replicas, ⌈peak / (u × rate per replica)⌉); the
   prefill servers (colocated replicas, or the prefill pool) form one M/G/c pool
   behind the router, and TTFT is its p90 at the peak rate; the prefill pool
@@ -34,14 +31,11 @@ candidate and ``sweep`` with many: one physics.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from planner.physics.lengths import LengthSamples, length_samples, weighted_quantile
-from planner.physics.link import DEFAULT_KV_LINK_EFFICIENCY, kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.memory import (
     activation_peak_bytes,
     activation_profile_tokens,
@@ -49,16 +43,10 @@ from planner.physics.memory import (
     kv_bytes_per_token_per_gpu,
     weight_bytes_per_gpu,
 )
-from planner.physics.queueing import (
-    TTFT_PERCENTILE,
-    ServiceTimes,
-    batch_at_rate,
-    colocated_decode,
-    pipelined_prefill,
-    ttft_pool,
-)
-from planner.physics.step import decode_cycle, prefill_chunks
-from planner.physics.techniques import kv_transfer_s
+from planner.physics.queueing import TTFT_PERCENTILE, ServiceTimes
+from planner.physics.step import DecodeCycle, DecodeStep, decode_cycle, prefill_chunks
+from planner.sizing.modes import CEIL_TOLERANCE, MAX_PREFILL_POOL_GROWTH, colocated_load, disaggregated_load
+from planner.sizing.workload import MAX_PROMPT_CLASSES, WorkloadStats, workload_stats
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
 
@@ -68,88 +56,16 @@ __all__ = [
     "MAX_PREFILL_POOL_GROWTH",
     "MAX_PROMPT_CLASSES",
     "OperatingArrays",
+    "ReplicaMemory",
     "WorkloadStats",
+    "cycle_at",
     "operating_arrays",
+    "replica_memory",
     "workload_stats",
 ]
 
 KV_TAIL_Z = 2.326  # one-sided 99% normal quantile
-# A ratio that is an integer in exact arithmetic (100 req/s / 10 req/s per replica)
-# can land a rounding error above it; ceil(x − tolerance) keeps it at 10, not 11.
-CEIL_TOLERANCE = 1e-9
-# Prompt lengths are grouped into at most this many equal-probability classes for
-# the prefill and TTFT arithmetic (48 lognormal quantiles per dimension otherwise;
-# the TTFT p90 moves by well under 1% between 24 and 48 classes).
-MAX_PROMPT_CLASSES = 24
-# The prefill pool may grow to this multiple of its utilization sizing to meet
-# the p90 TTFT; beyond it the candidate is reported as missing TTFT.
-MAX_PREFILL_POOL_GROWTH = 64
 Arr = NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class WorkloadStats:
-    """The moments of the length distribution the operating point needs."""
-
-    samples: LengthSamples
-    cached_tokens: float  # mean cached prompt tokens = prefix × hit rate
-    mean_prompt: float
-    mean_output: float
-    capacity_context_mean: float  # residence-weighted E[n + o]
-    capacity_context_std: float
-    live_context: float  # residence-weighted E[n + o/2]: the KV a decode step reads
-    p90_prompt: float
-    class_prompt: Arr  # prompt classes × {hit, miss}: prompt tokens
-    class_cached: Arr  # cached prompt tokens of each class
-    class_weight: Arr  # probability of each class (sums to 1)
-    prefix_tokens: float  # shared prefix held once per replica (0: none)
-    prefix_hit_rate: float
-
-
-def _prompt_classes(smp: LengthSamples) -> tuple[Arr, Arr]:
-    """(prompt, weight) of at most MAX_PROMPT_CLASSES equal-probability groups."""
-    order = np.argsort(smp.prompt, kind="stable")
-    p, w = smp.prompt[order], smp.weight[order]
-    values = np.unique(p)
-    if values.size <= MAX_PROMPT_CLASSES:
-        return values.astype(float), np.array([float(w[p == v].sum()) for v in values])
-    cum = np.cumsum(w) - 0.5 * w
-    group = np.minimum((cum * MAX_PROMPT_CLASSES).astype(int), MAX_PROMPT_CLASSES - 1)
-    weights = np.bincount(group, weights=w, minlength=MAX_PROMPT_CLASSES).astype(float)
-    means = np.bincount(group, weights=w * p, minlength=MAX_PROMPT_CLASSES) / np.where(weights > 0, weights, 1.0)
-    keep = weights > 0
-    return means[keep], weights[keep]
-
-
-def workload_stats(r: Resolved) -> WorkloadStats:
-    w = r.scenario.workload
-    smp = length_samples(distribution=w.distribution, prompt_tokens=w.prompt_tokens, output_tokens=w.output_tokens,
-                         prompt_sigma=w.prompt_sigma, output_sigma=w.output_sigma, trace=w.trace)
-    eo = smp.mean_output
-    tw = smp.weight * smp.output / eo  # residence-time weights
-    cap = smp.prompt + smp.output
-    mu = float(np.sum(tw * cap))
-    sd = float(math.sqrt(max(float(np.sum(tw * cap * cap)) - mu * mu, 0.0)))
-    live = float(np.sum(tw * (smp.prompt + smp.output / 2.0)))
-    ctx = r.scenario.serving.context_tokens
-    if ctx is not None:
-        mu, sd, live = float(ctx), 0.0, float(ctx)
-    prompts, weights = _prompt_classes(smp)
-    h, pre = w.prefix_hit_rate, float(w.prefix_tokens)
-    if pre > 0 and 0 < h:
-        hit = np.minimum(pre, np.maximum(prompts - 1.0, 0.0))
-        cls_p = np.concatenate([prompts, prompts]) if h < 1 else prompts
-        cls_c = np.concatenate([hit, np.zeros_like(prompts)]) if h < 1 else hit
-        cls_w = np.concatenate([weights * h, weights * (1 - h)]) if h < 1 else weights
-    else:
-        cls_p, cls_c, cls_w = prompts, np.zeros_like(prompts), weights
-    return WorkloadStats(
-        samples=smp, cached_tokens=pre * h, mean_prompt=smp.mean_prompt,
-        mean_output=eo, capacity_context_mean=mu, capacity_context_std=sd, live_context=live,
-        p90_prompt=weighted_quantile(smp.prompt, smp.weight, 0.9),
-        class_prompt=cls_p, class_cached=cls_c, class_weight=cls_w / cls_w.sum(),
-        prefix_tokens=pre if h > 0 else 0.0, prefix_hit_rate=h if pre > 0 else 0.0,
-    )
 
 
 @dataclass(frozen=True)
@@ -184,6 +100,22 @@ class OperatingArrays:
     weight_bytes_per_gpu: Arr
     kv_budget_bytes: Arr
     gpus_per_replica: Arr
+    batch_grid: Arr  # the decode batches tried, shape (B,)
+    decode: DecodeCycle  # the decode cycle at each candidate × batch (C, B): the Plan's decode section reads it
+
+
+def cycle_at(cyc: DecodeCycle, candidate: int, column: int) -> DecodeCycle:
+    """One candidate's decode cycle at one batch of the grid, as floats."""
+    st = cyc.step
+
+    def at(a: ArrayLike) -> float:
+        return float(np.broadcast_to(np.asarray(a, float), np.shape(cyc.cycle_s))[candidate, column])
+
+    step = DecodeStep(step_s=at(st.step_s), compute_s=at(st.compute_s), memory_s=at(st.memory_s),
+                      comm_s=at(st.comm_s), overhead_s=at(st.overhead_s), bytes_per_gpu=at(st.bytes_per_gpu),
+                      flops_per_gpu=at(st.flops_per_gpu), attention_flops_per_gpu=at(st.attention_flops_per_gpu),
+                      memory_bound=bool(np.broadcast_to(st.memory_bound, np.shape(cyc.cycle_s))[candidate, column]))
+    return DecodeCycle(step=step, cycle_s=at(cyc.cycle_s), tokens_per_pass=cyc.tokens_per_pass, itl_s=at(cyc.itl_s))
 
 
 def _kv_capacity(budget: Arr, kg: Arr, ep: Arr, st: WorkloadStats, b: Arr) -> tuple[NDArray[np.bool_], Arr]:
@@ -206,56 +138,79 @@ def _kv_capacity(budget: Arr, kg: Arr, ep: Arr, st: WorkloadStats, b: Arr) -> tu
     return ok, seqs
 
 
-def _replicas(peak: float, u: float, rate: Arr, floor: int) -> Arr:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        n = np.ceil(peak / (u * rate) - CEIL_TOLERANCE)
-    return np.where(rate > 0, np.maximum(floor, n), np.inf)
+@dataclass(frozen=True)
+class ReplicaMemory:
+    """One GPU's memory per candidate layout (shape (C, 1); floats for one scalar
+    layout): computed once here for the operating point and the Plan's memory
+    section, whose derivations substitute these same values."""
+
+    weight_bytes_per_gpu: Arr
+    activation_bytes: Arr  # the engine's profile-run peak (0 with the seeds' accounting)
+    kv_budget_bytes: Arr
+    kv_bytes_per_token_per_gpu: Arr
 
 
-def _interp_rows(x: Arr, grid: Arr, values: Arr) -> Arr:
-    """values(x) per candidate row, linear on the batch grid (x: (C, B'), values: (C, B))."""
-    out = np.empty(x.shape)
-    for i in range(x.shape[0]):
-        out[i] = np.interp(x[i], grid, values[i])
-    return out
+def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike) -> ReplicaMemory:
+    """Weights, activation peak, KV budget and KV bytes/token on one GPU of each layout."""
+    s, model = r.scenario, r.model
+    wg = np.asarray(weight_bytes_per_gpu(model=model, weights_dtype=s.weights_dtype, tp=tp, pp=pp, ep=ep))
+    util = s.serving.memory_utilization
+    act = np.asarray(activation_peak_bytes(model=model, tp=tp, batched_tokens=activation_profile_tokens(
+        s.serving.chunk_tokens)) if util else 0.0)
+    budget = np.asarray(kv_budget_bytes(gpu=r.gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
+                                        memory_utilization=util, activation_bytes=act))
+    kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=tp, pp=pp))
+    return ReplicaMemory(weight_bytes_per_gpu=wg, activation_bytes=act, kv_budget_bytes=budget,
+                         kv_bytes_per_token_per_gpu=kg)
 
 
-def _grow_prefill_pool(peak: float, start: Arr, server: Arr, own: Arr, w: Arr, target: float) -> tuple[Arr, Arr]:
-    """Smallest pool ≥ ``start`` whose p90 TTFT meets ``target`` (per candidate),
-    and that p90; infinite where even a pool MAX_PREFILL_POOL_GROWTH × larger misses."""
-    n_out = np.array(start, dtype=float)
-    t_out = np.full(start.shape, np.inf)
-    for i in range(start.shape[0]):
-        if not np.isfinite(start[i]):
+def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr, b: Arr, riding: bool
+                   ) -> tuple[DecodeCycle, ServiceTimes]:
+    """(decode step, the service times of the load model) per candidate × batch.
+
+    Decode cycle at B (speculative: verify pass + k·draft_cost·step), τ tokens per
+    pass; prefill: every class's chunks (hits start after the cached prefix).
+    Colocated chunks ride in decode iterations (``riding``: their marginal cost);
+    a prefill replica runs them alone."""
+    s = r.scenario
+    n_c = tp.shape[0]
+    sp = s.speculative
+    cyc = decode_cycle(batch_size=b, context_tokens=st.live_context, draft_tokens=sp.draft_tokens,
+                       acceptance=sp.acceptance, draft_cost=sp.draft_cost, **r.step_kwargs(tp=tp, pp=pp, ep=ep))
+    cycle = np.broadcast_to(np.asarray(cyc.cycle_s), (n_c, b.shape[-1]))
+    chunk = s.serving.chunk_tokens
+    new = np.maximum(st.class_prompt - st.class_cached, 1.0)
+    pc = prefill_chunks(new_tokens=new, cached_tokens=st.class_cached, chunk_tokens=chunk,
+                        **r.step_kwargs(tp=tp[..., None], pp=pp[..., None], ep=ep[..., None]))
+    work = np.broadcast_to(pc.marginal_total_s if riding else pc.total_s, (n_c, new.size))  # (C, S)
+    w = st.class_weight
+    each = pc.marginal_s if riding else pc.times_s
+    stalls = np.broadcast_to(each, (n_c,) + each.shape[-2:]).reshape(n_c, -1)
+    stall_w = (w[:, None] * pc.mask).reshape(-1)
+    sv = ServiceTimes(cycle_s=cycle, tokens_per_pass=cyc.tokens_per_pass, mean_output_tokens=st.mean_output,
+                      weights=w, prefill_work_s=work, prefill_iterations=np.broadcast_to(pc.counts, work.shape),
+                      chunk_share=np.broadcast_to(new / chunk, work.shape), stall_s=stalls,
+                      stall_weights=stall_w / stall_w.sum())
+    return cyc, sv
+
+
+def _reasons(r: Resolved, *, budget: Arr, kv_ok: NDArray[np.bool_], itl_ok: NDArray[np.bool_],
+             prefill_ok: NDArray[np.bool_], feasible: NDArray[np.bool_], idx: NDArray[np.int64]) -> NDArray[np.object_]:
+    """Why each infeasible candidate misses at its chosen batch (the first check that fails)."""
+    slo = r.scenario.slo
+    reason = np.array([""] * feasible.shape[0], dtype=object)
+    for i, j in enumerate(idx):
+        if feasible[i]:
             continue
-
-        def p90(n: float, i: int = i) -> float:
-            return float(ttft_pool(arrival_per_s=peak, servers=n, server_s=server[i], own_s=own[i],
-                                   weights=w).quantile_s)
-
-        lo = float(start[i])
-        t = p90(lo)
-        if t <= target:
-            n_out[i], t_out[i] = lo, t
-            continue
-        hi = lo
-        while True:
-            hi = min(2.0 * hi, lo * MAX_PREFILL_POOL_GROWTH)
-            th = p90(hi)
-            if th <= target or hi >= lo * MAX_PREFILL_POOL_GROWTH:
-                break
-        if th > target:
-            n_out[i], t_out[i] = lo, t
-            continue
-        while hi - lo > 1:
-            mid = math.floor((lo + hi) / 2)
-            tm = p90(mid)
-            if tm <= target:
-                hi, th = mid, tm
-            else:
-                lo = mid
-        n_out[i], t_out[i] = hi, th
-    return n_out, t_out
+        if budget[i, 0] <= 0 or not kv_ok[i, j]:
+            reason[i] = "does not fit" if budget[i, 0] <= 0 or not kv_ok[i, 0] else "KV budget below batch"
+        elif not itl_ok[i, j]:
+            reason[i] = f"misses ITL (p{slo.itl_percentile * 100:g} with chunk stalls)"
+        elif not prefill_ok[i, j]:
+            reason[i] = "prefill cannot keep up (raise serving.chunk_tokens)"
+        else:
+            reason[i] = f"misses TTFT (p{TTFT_PERCENTILE * 100:g})"
+    return reason
 
 
 def operating_arrays(
@@ -271,131 +226,27 @@ def operating_arrays(
     fixed = s.serving.batch_size
     grid = np.array([float(fixed)]) if fixed is not None else np.arange(1.0, max_batch + 1.0)
     b = grid.reshape(1, -1)
-    kw = r.step_kwargs(tp=tp_c, pp=pp_c, ep=ep_c)
-    model, gpu = r.model, r.gpu
-    u = s.fleet.target_utilization
-    slo = s.slo
-    peak = s.workload.peak_rate
-    floor = s.fleet.min_replicas
     n_c = tp_c.shape[0]
 
-    # Memory.
-    wg = np.asarray(weight_bytes_per_gpu(model=model, weights_dtype=s.weights_dtype, tp=tp_c, pp=pp_c, ep=ep_c))
-    util = s.serving.memory_utilization
-    act = (activation_peak_bytes(model=model, batched_tokens=activation_profile_tokens(s.serving.chunk_tokens),
-                                 tp=tp_c) if util else 0.0)
-    budget = np.asarray(kv_budget_bytes(gpu=gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
-                                        memory_utilization=util, activation_bytes=act))
-    kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=tp_c, pp=pp_c))
-    kv_ok, max_seq = _kv_capacity(budget, kg, ep_c, st, b)
-
-    # Decode cycle.
-    sp = s.speculative
-    cyc = decode_cycle(batch_size=b, context_tokens=st.live_context, draft_tokens=sp.draft_tokens,
-                       acceptance=sp.acceptance, draft_cost=sp.draft_cost, **kw)
-    step = np.asarray(cyc.step.step_s)
-    tpp, cycle = cyc.tokens_per_pass, np.broadcast_to(np.asarray(cyc.cycle_s), (n_c, grid.size))
-    eo = st.mean_output
-
-    # Prefill: every class's chunks (hits start after the cached prefix).
-    chunk = s.serving.chunk_tokens
-    new = np.maximum(st.class_prompt - st.class_cached, 1.0)
-    kw3 = r.step_kwargs(tp=tp_c[..., None], pp=pp_c[..., None], ep=ep_c[..., None])
-    pc = prefill_chunks(new_tokens=new, cached_tokens=st.class_cached, chunk_tokens=chunk, **kw3)
-    # Colocated chunks ride in decode iterations (their marginal cost); a prefill
-    # replica runs them alone.
-    riding = mode == "colocated"
-    work = np.broadcast_to(pc.marginal_total_s if riding else pc.total_s, (n_c, new.size))  # (C, S)
-    w = st.class_weight
-    each = pc.marginal_s if riding else pc.times_s
-    stalls = np.broadcast_to(each, (n_c,) + each.shape[-2:]).reshape(n_c, -1)
-    stall_w = (w[:, None] * pc.mask).reshape(-1)
-    sv = ServiceTimes(cycle_s=cycle, tokens_per_pass=tpp, mean_output_tokens=eo, weights=w, prefill_work_s=work,
-                      prefill_iterations=np.broadcast_to(pc.counts, work.shape), chunk_share=np.broadcast_to(
-                          new / chunk, work.shape), stall_s=stalls, stall_weights=stall_w / stall_w.sum())
-
+    mem = replica_memory(r, tp=tp_c, pp=pp_c, ep=ep_c)
+    wg, budget = mem.weight_bytes_per_gpu, mem.kv_budget_bytes
+    kv_ok, max_seq = _kv_capacity(budget, mem.kv_bytes_per_token_per_gpu, ep_c, st, b)
+    cyc, sv = _service_times(r, st, tp=tp_c, pp=pp_c, ep=ep_c, b=b, riding=mode == "colocated")
     if mode == "colocated":
-        dec = colocated_decode(sv, batch=b, itl_percentile=slo.itl_percentile)
-        itl, itl_q, itl_worst = dec.itl_mean_s, dec.itl_quantile_s, dec.itl_worst_s
-        goodput = dec.rate_per_s
-        reps = _replicas(peak, u, goodput, floor)
-        # The fleet's load: per-replica rate, the batch it holds, its cycle.
-        lam = np.where(np.isfinite(reps), peak / reps, 0.0)
-        bf = batch_at_rate(lam, batches=grid, rates_per_s=goodput)
-        cyc_f = _interp_rows(bf, grid, cycle)
-        fleet = colocated_decode(replace(sv, cycle_s=cyc_f), batch=bf,
-                                 itl_percentile=slo.itl_percentile)
-        server = cyc_f[..., None] * sv.prefill_iterations[:, None, :] + work[:, None, :]  # (C, B, S)
-        # A prompt also waits out the iteration in progress when it arrives.
-        own_lat = server + fleet.residual_s[..., None]
-        pool = ttft_pool(arrival_per_s=peak, servers=np.where(np.isfinite(reps), reps, 1.0), server_s=server,
-                         own_s=own_lat, weights=w)
-        ttft, ttft90 = pool.mean_s, pool.quantile_s
-        rho = pool.wait.utilization
-        prefill_ok = (dec.chunk_share < 1.0) & (rho < 1.0)
-        prefill_rate = goodput
-        pre_reps, dec_reps = np.zeros_like(reps), np.zeros_like(reps)
-        transfer = exposed = np.zeros_like(goodput)
-        wait, service = pool.wait.mean_s, pool.service_mean_s
-        fleet_b, fleet_itl, fleet_itl_q = bf, fleet.itl_mean_s, fleet.itl_quantile_s
+        ld = colocated_load(r, sv, grid=grid)
     else:
-        itl = cycle / tpp
-        itl_q = itl_worst = itl
-        goodput = b / (eo * itl)
-        dec_reps = _replicas(peak, u, goodput, floor)
-        lam = np.where(np.isfinite(dec_reps), peak / dec_reps, 0.0)
-        fleet_b = batch_at_rate(lam, batches=grid, rates_per_s=goodput)
-        fleet_itl = fleet_itl_q = _interp_rows(fleet_b, grid, cycle) / tpp
-        # Prefill pool: chunked prefill pipelined over PP stages, plus the exposed KV transfer.
-        srv, lat = pipelined_prefill(prefill_s=work, stages=pp_c, microbatches=sv.prefill_iterations)
-        link = kv_link_bytes_per_s(gpu, link=s.fleet.link, link_bytes_per_s=s.fleet.link_bytes_per_s)
-        kv_gpu = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=tp_c, pp=pp_c))
-        t_full = np.asarray(kv_transfer_s(kv_bytes=st.class_prompt * kv_gpu, link_bytes_per_s=link,
-                                          efficiency=DEFAULT_KV_LINK_EFFICIENCY))
-        t_exp = np.asarray(kv_transfer_exposed_s(transfer_s=t_full, prefill_s=lat, layers=model.layers,
-                                                 setup_s=s.fleet.kv_transfer_setup_s))
-        own = lat + t_exp
-        es = np.sum(w * srv, axis=-1)
-        start = _replicas(peak, u, 1.0 / es, floor)
-        pre_n, ttft90_c = _grow_prefill_pool(peak, start, srv, own, w, slo.ttft_s)
-        pool = ttft_pool(arrival_per_s=peak, servers=pre_n, server_s=srv, own_s=own, weights=w)
-        shape = goodput.shape
-        ttft = np.broadcast_to(pool.mean_s[:, None], shape)
-        ttft90 = np.broadcast_to(ttft90_c[:, None], shape)
-        rho = np.broadcast_to(pool.wait.utilization[:, None], shape)
-        prefill_ok = np.ones(shape, dtype=bool)
-        prefill_rate = np.broadcast_to((1.0 / es)[:, None], shape)
-        pre_reps = np.broadcast_to(pre_n[:, None], shape)
-        reps = pre_reps + dec_reps
-        transfer = np.broadcast_to(np.sum(w * t_full, axis=-1)[:, None], shape)
-        exposed = np.broadcast_to(np.sum(w * t_exp, axis=-1)[:, None], shape)
-        wait = np.broadcast_to(pool.wait.mean_s[:, None], shape)
-        service = np.broadcast_to(np.sum(w * lat, axis=-1)[:, None], shape)
+        ld = disaggregated_load(r, sv, st, grid=grid, tp=tp_c, pp=pp_c)
 
-    itl_ok = itl_q <= slo.itl_s
-    ttft_ok = ttft90 <= slo.ttft_s
-    ok = kv_ok & itl_ok & ttft_ok & prefill_ok
+    # The operating point: the largest batch where every check holds (the fixed batch if given).
+    itl_ok = ld.itl_percentile_s <= s.slo.itl_s
+    ok = kv_ok & itl_ok & (ld.ttft_p90_s <= s.slo.ttft_s) & ld.prefill_ok
     if fixed is not None:
-        idx = np.zeros(n_c, dtype=int)
+        idx = np.zeros(n_c, dtype=np.int64)
     else:
-        any_ok = ok.any(axis=1)
         last = ok.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1)
-        idx = np.where(any_ok, last, 0)
+        idx = np.where(ok.any(axis=1), last, 0)
     rows = np.arange(n_c)
     feasible = ok[rows, idx]
-    reason = np.array([""] * n_c, dtype=object)
-    for i in range(n_c):
-        j = idx[i]
-        if feasible[i]:
-            continue
-        if budget[i, 0] <= 0 or not kv_ok[i, j]:
-            reason[i] = "does not fit" if budget[i, 0] <= 0 or not kv_ok[i, 0] else "KV budget below batch"
-        elif not itl_ok[i, j]:
-            reason[i] = f"misses ITL (p{slo.itl_percentile * 100:g} with chunk stalls)"
-        elif not prefill_ok[i, j]:
-            reason[i] = "prefill cannot keep up (raise serving.chunk_tokens)"
-        else:
-            reason[i] = f"misses TTFT (p{TTFT_PERCENTILE * 100:g})"
 
     def pick(a: ArrayLike) -> Arr:
         return np.broadcast_to(np.asarray(a, float), ok.shape)[rows, idx]
@@ -405,29 +256,32 @@ def operating_arrays(
         mode=mode,
         batch_size=grid[idx].astype(np.int64),
         feasible=feasible,
-        reason=reason,
+        reason=_reasons(r, budget=budget, kv_ok=kv_ok, itl_ok=itl_ok, prefill_ok=ld.prefill_ok,
+                        feasible=feasible, idx=idx),
         max_sequences=max_seq,
-        step_s=pick(step),
-        itl_s=pick(itl),
-        itl_percentile_s=pick(itl_q),
-        itl_worst_s=pick(itl_worst),
-        ttft_s=pick(ttft),
-        ttft_p90_s=pick(ttft90),
-        ttft_wait_s=pick(wait),
-        prefill_service_s=pick(service),
-        goodput_req_s_per_replica=np.where(feasible, pick(goodput), 0.0),
-        prefill_req_s_per_replica=np.where(feasible, pick(prefill_rate), 0.0),
-        tok_s_per_replica=grid[idx] / pick(itl),
-        kv_transfer_s=pick(transfer),
-        kv_transfer_exposed_s=pick(exposed),
-        prefill_utilization=pick(rho),
-        replicas=np.where(feasible, pick(reps), nan),
-        prefill_replicas=np.where(feasible, pick(pre_reps), nan),
-        decode_replicas=np.where(feasible, pick(dec_reps), nan),
-        fleet_batch_size=pick(fleet_b),
-        fleet_itl_s=pick(fleet_itl),
-        fleet_itl_percentile_s=pick(fleet_itl_q),
+        step_s=pick(cyc.step.step_s),
+        itl_s=pick(ld.itl_s),
+        itl_percentile_s=pick(ld.itl_percentile_s),
+        itl_worst_s=pick(ld.itl_worst_s),
+        ttft_s=pick(ld.ttft_s),
+        ttft_p90_s=pick(ld.ttft_p90_s),
+        ttft_wait_s=pick(ld.ttft_wait_s),
+        prefill_service_s=pick(ld.prefill_service_s),
+        goodput_req_s_per_replica=np.where(feasible, pick(ld.goodput_req_s), 0.0),
+        prefill_req_s_per_replica=np.where(feasible, pick(ld.prefill_req_s), 0.0),
+        tok_s_per_replica=grid[idx] / pick(ld.itl_s),
+        kv_transfer_s=pick(ld.kv_transfer_s),
+        kv_transfer_exposed_s=pick(ld.kv_transfer_exposed_s),
+        prefill_utilization=pick(ld.prefill_utilization),
+        replicas=np.where(feasible, pick(ld.replicas), nan),
+        prefill_replicas=np.where(feasible, pick(ld.prefill_replicas), nan),
+        decode_replicas=np.where(feasible, pick(ld.decode_replicas), nan),
+        fleet_batch_size=pick(ld.fleet_batch_size),
+        fleet_itl_s=pick(ld.fleet_itl_s),
+        fleet_itl_percentile_s=pick(ld.fleet_itl_percentile_s),
         weight_bytes_per_gpu=wg[:, 0],
         kv_budget_bytes=budget[:, 0],
         gpus_per_replica=(tp_c * pp_c * ep_c)[:, 0],
+        batch_grid=grid,
+        decode=cyc,
     )

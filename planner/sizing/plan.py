@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from planner.physics.roofline import compute_dtype
@@ -12,9 +13,10 @@ from planner.sizing.fleet_plan import (
     FleetResult,
     OperatingPoint,
     RoutingResult,
-    fleet_sections,
+    plan_fleet,
     routing_section,
 )
+from planner.sizing.operating import cycle_at
 from planner.sizing.replica import (
     DecodeResult,
     MemoryResult,
@@ -111,14 +113,19 @@ def plan_resolved(r: Resolved) -> Plan:
     d: dict[str, Derivation] = {}
     cap_ctx, _ = derive_context(r)
     mem = memory_section(r, d, context_tokens=cap_ctx)
-    op, fleet, cost, stats = fleet_sections(r, d)
+    fs = plan_fleet(r, d)
+    op, fleet, cost, stats = fs.operating_point, fs.fleet, fs.cost, fs.stats
     live_ctx = stats.live_context
     if op.feasible or s.serving.batch_size is not None:
         batch = op.batch_size
     else:
         batch = default_batch(max_sequences_value=mem.max_sequences, requested=None)
     roof = roofline_section(r, d, batch_size=batch, live_context=live_ctx)
-    dec = decode_section(r, d, batch_size=batch, live_context=live_ctx)
+    # The decode step at the batch, as operating_arrays computed it on its batch grid (computed once).
+    grid = fs.arrays.batch_grid
+    column = int(np.searchsorted(grid, batch))
+    cycle = cycle_at(fs.arrays.decode, 0, column) if column < grid.size and grid[column] == batch else None
+    dec = decode_section(r, d, batch_size=batch, live_context=live_ctx, cycle=cycle)
     pre = prefill_section(r, d, decode_step_s=dec.step_s)
     ttft = op.ttft_s if op.feasible else pre.time_s
     d["ttft_s"] = Derivation(

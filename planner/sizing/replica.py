@@ -7,25 +7,18 @@ formula as the seeds write it and the values substituted.
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 from numpy.typing import ArrayLike
-from pydantic import BaseModel, ConfigDict
 
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
-    activation_peak_bytes,
-    activation_profile_tokens,
     contiguous_reservation_bytes,
     engine_hbm_bytes,
-    kv_budget_bytes,
     kv_bytes_per_token,
-    kv_bytes_per_token_per_gpu,
     max_sequences,
     paged_reservation_bytes,
     prefix_sharing_bytes,
     weight_bytes,
-    weight_bytes_per_gpu,
 )
 from planner.physics.roofline import (
     attainable_flops_per_s,
@@ -43,6 +36,8 @@ from planner.physics.techniques import (
     mbu,
     mfu,
 )
+from planner.sizing.operating import replica_memory
+from planner.sizing.results import DecodeResult, MemoryResult, PrefillResult, RooflineResult
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
 from planner.spec.derivation import Derivation, Origin, fmt_num
@@ -60,7 +55,6 @@ __all__ = [
     "roofline_section",
 ]
 
-_F = ConfigDict(frozen=True, extra="forbid")
 Deriv = dict[str, Derivation]
 
 
@@ -68,73 +62,6 @@ def _d(out: Deriv, key: str, formula: str, substituted: str, value: float, unit:
        origin: Origin = "derived") -> None:
     out[key] = Derivation(name=key, formula=formula, substituted=substituted, value=float(value),
                           unit=unit, origin=origin)
-
-
-class RooflineResult(BaseModel):
-    model_config = _F
-    compute_dtype: str
-    peak_flops_per_s: float
-    hbm_bytes_per_s: float
-    ridge_flop_per_byte: float
-    decode_intensity_flop_per_byte: float
-    decode_attainable_flops_per_s: float
-    decode_bound: Literal["memory", "compute"]
-    prefill_intensity_flop_per_byte: float
-    prefill_bound: Literal["memory", "compute"]
-
-
-class MemoryResult(BaseModel):
-    model_config = _F
-    gpus_per_replica: int
-    hbm_bytes: float
-    weight_bytes: float
-    weight_bytes_per_gpu: float
-    kv_bytes_per_token: float
-    kv_bytes_per_token_per_gpu: float
-    context_tokens: int
-    kv_bytes_per_sequence: float
-    reserved_bytes: float
-    activation_bytes: float
-    kv_budget_bytes: float
-    max_sequences: float
-    fits: bool
-    contiguous_reservation_bytes: float
-    paged_reservation_bytes: float
-    prefix_sharing_saved_bytes: float
-
-
-class DecodeResult(BaseModel):
-    model_config = _F
-    batch_size: int
-    context_tokens: float
-    step_s: float
-    compute_s: float
-    memory_s: float
-    comm_s: float
-    overhead_s: float
-    itl_s: float
-    tok_s_per_sequence: float
-    tok_s_per_replica: float
-    tok_s_per_gpu: float
-    mbu: float
-    mfu: float
-    bound: Literal["memory", "compute"]
-    speculative_tokens_per_pass: float
-    speculative_speedup: float
-
-
-class PrefillResult(BaseModel):
-    model_config = _F
-    tokens: int
-    cached_tokens: float
-    time_s: float
-    mfu: float
-    bound: Literal["memory", "compute"]
-    chunk_tokens: int
-    chunks: int
-    chunk_s: float
-    chunk_iteration_s: float
-    chunked_ttft_s: float
 
 
 def derive_context(r: Resolved) -> tuple[int, float]:
@@ -187,15 +114,12 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     s, gpu, m = r.scenario, r.gpu, r.model
     p = s.parallel
     w = weight_bytes(m, s.weights_dtype)
-    wg = float(weight_bytes_per_gpu(model=m, weights_dtype=s.weights_dtype, tp=p.tp, pp=p.pp, ep=p.ep))
     k = kv_bytes_per_token(m, s.kv_dtype)
-    kg = float(kv_bytes_per_token_per_gpu(model=m, kv_dtype=s.kv_dtype, tp=p.tp, pp=p.pp))
     util = s.serving.memory_utilization
-    act = 0.0
-    if util is not None:
-        act = float(activation_peak_bytes(model=m, batched_tokens=activation_profile_tokens(s.serving.chunk_tokens), tp=p.tp))
-    budget = float(kv_budget_bytes(gpu=gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
-                                   memory_utilization=util, activation_bytes=act))
+    # The same numbers operating_arrays sizes the batch with (one computation, two readers).
+    rm = replica_memory(r, tp=p.tp, pp=p.pp, ep=p.ep)
+    wg, kg = float(rm.weight_bytes_per_gpu), float(rm.kv_bytes_per_token_per_gpu)
+    act, budget = float(rm.activation_bytes), float(rm.kv_budget_bytes)
     # Sequences are spread over EP attention groups: each GPU holds 1/EP of them.
     pre = float(s.workload.prefix_tokens)
     h = s.workload.prefix_hit_rate if pre > 0 else 0.0
@@ -268,9 +192,12 @@ def decode_at(r: Resolved, *, batch_size: ArrayLike, live_context: ArrayLike) ->
                         acceptance=sp.acceptance, draft_cost=sp.draft_cost, **r.step_kwargs())
 
 
-def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: float) -> DecodeResult:
+def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: float,
+                   cycle: DecodeCycle | None = None) -> DecodeResult:
+    """The decode step at ``batch_size`` with its derivations; ``cycle``: that step as
+    the operating point's arrays already hold it (``sizing.operating.cycle_at``)."""
     s, gpu = r.scenario, r.gpu
-    cyc = decode_at(r, batch_size=batch_size, live_context=live_context)
+    cyc = cycle if cycle is not None else decode_at(r, batch_size=batch_size, live_context=live_context)
     st, itl = cyc.step, float(cyc.itl_s)
     tok_seq = 1.0 / itl
     step = float(st.step_s)

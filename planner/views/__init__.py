@@ -114,8 +114,11 @@ from planner.views.sweep import (
     DEFAULT_PP,
     DEFAULT_TP,
     MAX_SWEEP_CANDIDATES,
+    SweepResult,
+    SweepRow,
     pareto_front,
     sweep,
+    sweep_result,
 )
 from planner.views.vocabulary import (
     FIELD_LABELS,
@@ -181,6 +184,8 @@ __all__ = [
     "SloCheck",
     "Source",
     "Stat",
+    "SweepResult",
+    "SweepRow",
     "TRACE_MAX_BYTES",
     "TRACE_MAX_ROWS",
     "WIDGET_INT_MAX",
@@ -233,6 +238,7 @@ __all__ = [
     "speculative_curve",
     "svg_data_uri",
     "sweep",
+    "sweep_result",
     "sweep_row_scenario",
     "trace_from_upload",
     "ttft_curve",

@@ -16,7 +16,7 @@ from planner.errors import ScenarioError
 from planner.sizing.plan import Plan, plan
 from planner.spec.scenario import Scenario, resolve_gpu, scenario_from_dict
 from planner.views.review import sweep_row_scenario
-from planner.views.sweep import sweep
+from planner.views.sweep import sweep_result
 from planner.views.vocabulary import plan_slo_checks, pools_text
 
 __all__ = [
@@ -66,11 +66,11 @@ def best_layout(scenario: Scenario, gpu: str) -> Scenario | None:
     """The scenario on ``gpu`` in its cheapest feasible layout ($/Mtok output) among
     TP 1–8 × both serving modes, PP 1, the scenario's weights precision; None when none is feasible."""
     base = _on_gpu(scenario, gpu)
-    rows = [r for r in sweep(base, gpus=[gpu], dtypes=[scenario.weights_dtype], tps=COMPARE_TPS, pps=[1])["rows"]
-            if r["feasible"]]
+    rows = [r for r in sweep_result(base, gpus=[gpu], dtypes=[scenario.weights_dtype], tps=COMPARE_TPS, pps=[1]).rows
+            if r.feasible and r.usd_per_mtok_output is not None and r.gpus_total is not None]
     if not rows:
         return None
-    best = min(rows, key=lambda r: (r["usd_per_mtok_output"], r["gpus_total"], r["tp"]))
+    best = min(rows, key=lambda r: (r.usd_per_mtok_output or 0.0, r.gpus_total or 0.0, r.tp))
     return sweep_row_scenario(base, best)
 
 
@@ -116,7 +116,7 @@ class CompareColumn:
     usd_per_hour: float
     usd_per_gpu_hour: float
     ttft_p90_s: float
-    itl_s: float
+    itl_s: float  # at slo.itl_percentile (the ITL the SLO is checked on)
     kv_headroom: float  # share of the KV budget free at the operating batch
     meets_slo: bool
     verdict: str = ""
@@ -132,7 +132,7 @@ def _column(label: str, scenario: Scenario) -> CompareColumn:
         usd_per_mtok_output=p.cost.usd_per_mtok_output, usd_per_hour=p.cost.usd_per_hour,
         usd_per_gpu_hour=p.cost.usd_per_gpu_hour, ttft_p90_s=ttft.value_s if op.feasible else math.nan,
         itl_s=itl.value_s if op.feasible else math.nan, kv_headroom=headroom,
-        meets_slo=bool(op.feasible and ttft.passed and itl.passed))
+        meets_slo=bool(op.feasible))  # the plan's own verdict: the checks above, KV fit, prefill keeping up
 
 
 def compare_columns(options: Sequence[tuple[str, Scenario]]) -> list[CompareColumn]:

@@ -19,6 +19,7 @@ from planner.sizing.plan import Plan
 from planner.spec.context import resolve
 from planner.spec.derivation import Derivation, fmt_num
 from planner.spec.scenario import Scenario, scenario_from_dict
+from planner.views.sweep import SweepRow
 
 __all__ = [
     "MODES",
@@ -96,15 +97,19 @@ def fleet_derivations(*, scenario: Scenario, plan: Plan) -> dict[str, Derivation
     return d
 
 
-def sweep_row_scenario(base: Scenario, row: Mapping[str, Any]) -> Scenario:
+def sweep_row_scenario(base: Scenario, row: SweepRow | Mapping[str, Any]) -> Scenario:
     """The scenario a sweep row describes: ``base`` with the row's GPU, weights
-    dtype, TP, PP and serving mode."""
+    dtype, TP, PP, EP, chunk size and serving mode; ``plan`` of it gives the row's
+    feasibility, GPUs and $/Mtok (``base`` being the scenario the sweep ran on)."""
     data = base.model_dump(mode="json")
+    values = row.to_dict() if isinstance(row, SweepRow) else row
     try:
-        data["gpu"] = str(row["gpu"])
-        data["weights_dtype"] = str(row["weights_dtype"])
-        data["parallel"] = {**data["parallel"], "tp": int(row["tp"]), "pp": int(row["pp"])}
-        data["serving"] = {**data["serving"], "mode": str(row["mode"])}
+        data["gpu"] = str(values["gpu"])
+        data["weights_dtype"] = str(values["weights_dtype"])
+        data["parallel"] = {**data["parallel"], "tp": int(values["tp"]), "pp": int(values["pp"]),
+                            "ep": int(values["ep"])}
+        data["serving"] = {**data["serving"], "mode": str(values["mode"]),
+                           "chunk_tokens": int(values["chunk_tokens"])}
     except KeyError as exc:
         raise ScenarioError(f"sweep row: missing {exc.args[0]!r}") from None
     return scenario_from_dict(data)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -23,14 +24,14 @@ from pydantic import ValidationError
 
 from planner.errors import ScenarioError, validation_message
 from planner.physics.roofline import compute_dtype
-from planner.sizing.fleet import fleet_arrays
-from planner.sizing.operating import operating_arrays, workload_stats
+from planner.sizing.fleet import FleetArrays, fleet_arrays
+from planner.sizing.operating import OperatingArrays, operating_arrays, workload_stats
 from planner.spec.catalog import load_catalog
 from planner.spec.context import resolve
 from planner.spec.scenario import MAX_EP, MAX_PP, MAX_SEQUENCE_TOKENS, MAX_TP, Scenario
 
 __all__ = ["DEFAULT_CHUNKS", "DEFAULT_DTYPES", "DEFAULT_EP", "DEFAULT_PP", "DEFAULT_TP", "MAX_SWEEP_CANDIDATES",
-           "pareto_front", "sweep"]
+           "SweepResult", "SweepRow", "pareto_front", "sweep", "sweep_result"]
 
 DEFAULT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "int8", "int4", "nvfp4")
 DEFAULT_TP: tuple[int, ...] = (1, 2, 4, 8)
@@ -116,15 +117,86 @@ def _layouts(model_heads: int, experts: int, tps: Sequence[int], pps: Sequence[i
     return ok, bad
 
 
+@dataclass(frozen=True)
+class SweepRow:
+    """One candidate of the sweep (SI units; None where there is no number: an
+    infeasible candidate's fleet, or a layout ruled out before any physics).
+
+    :meth:`to_dict` is the row the CLI's JSON/CSV and the pages read: its keys
+    are a public contract (field order = column order)."""
+
+    gpu: str
+    weights_dtype: str
+    kv_dtype: str
+    tp: int
+    pp: int
+    ep: int
+    chunk_tokens: int
+    mode: str
+    feasible: bool
+    reason: str
+    compute_dtype: str  # the tensor-core rate used (FP4 weights on Hopper: fp8)
+    batch_size: int | None = None
+    itl_s: float | None = None  # mean ITL at the batch
+    itl_percentile_s: float | None = None  # ITL at slo.itl_percentile, chunk stalls included (checked)
+    ttft_s: float | None = None
+    ttft_p90_s: float | None = None
+    goodput_req_s_per_replica: float | None = None
+    goodput_req_s_per_gpu: float | None = None
+    gpus_per_replica: int = 1
+    replicas: float | None = None
+    gpus_total: float | None = None
+    usd_per_hour: float | None = None
+    usd_per_mtok_output: float | None = None
+    usd_per_mtok_blended: float | None = None
+    usd_per_mtok_output_full_load: float | None = None
+    pareto_cost_itl: bool = False
+    pareto_goodput_ttft: bool = False
+    cheapest: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Every candidate, and the cheapest feasible one ($/Mtok output) if any."""
+
+    rows: tuple[SweepRow, ...]
+    cheapest_index: int | None
+
+    @property
+    def cheapest(self) -> SweepRow | None:
+        return self.rows[self.cheapest_index] if self.cheapest_index is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"rows": [row dicts], "cheapest": row dict | None}``: what :func:`sweep` returns."""
+        rows = [row.to_dict() for row in self.rows]
+        return {"rows": rows, "cheapest": rows[self.cheapest_index] if self.cheapest_index is not None else None}
+
+
 def sweep(
     base: Scenario, *, gpus: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
     tps: Sequence[int] = DEFAULT_TP, pps: Sequence[int] = DEFAULT_PP, eps: Sequence[int] | None = None,
     chunks: Sequence[int] | None = None, modes: Sequence[str] = MODES,
 ) -> dict[str, Any]:
-    """Evaluate every candidate; returns {"rows": [...], "cheapest": row | None}.
+    """Evaluate every candidate; returns {"rows": [...], "cheapest": row | None}
+    (the rows of :func:`sweep_result` as dicts)."""
+    return sweep_result(base, gpus=gpus, dtypes=dtypes, tps=tps, pps=pps, eps=eps, chunks=chunks,
+                        modes=modes).to_dict()
+
+
+def sweep_result(
+    base: Scenario, *, gpus: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
+    tps: Sequence[int] = DEFAULT_TP, pps: Sequence[int] = DEFAULT_PP, eps: Sequence[int] | None = None,
+    chunks: Sequence[int] | None = None, modes: Sequence[str] = MODES,
+) -> SweepResult:
+    """Evaluate every candidate: typed rows, Pareto fronts and the cheapest marked.
 
     ``eps`` default: DEFAULT_EP for a mixture-of-experts model, else the
-    scenario's own; ``chunks`` default: DEFAULT_CHUNKS and the scenario's own."""
+    scenario's own; ``chunks`` default: DEFAULT_CHUNKS and the scenario's own.
+    :func:`planner.views.review.sweep_row_scenario` turns a row back into the
+    scenario ``plan`` gives the same feasibility, GPUs and $/Mtok for."""
     cat = load_catalog()
     gpu_ids = _unique(list(gpus)) if gpus else sorted(cat.gpus)
     dts = _unique(list(dtypes)) if dtypes else list(DEFAULT_DTYPES)
@@ -139,7 +211,7 @@ def sweep(
     ep_list = _unique(list(eps)) if eps else (list(DEFAULT_EP) if model.is_moe else [base.parallel.ep])
     chunk_list = sorted(set(chunks) if chunks else {*DEFAULT_CHUNKS, base.serving.chunk_tokens})
     _check_axes(gpu_ids, dts, tps, pps, modes, eps=ep_list, chunks=chunk_list)
-    rows: list[dict[str, Any]] = []
+    rows: list[SweepRow] = []
     for gid in gpu_ids:
         for dt in dts:
             for chunk in chunk_list:
@@ -157,57 +229,73 @@ def sweep(
                 ok, bad = _layouts(r.model.heads, r.model.experts, tps, pps, ep_list, r.gpu.gpus_per_node,
                                    r.model.layers)
                 for mode in modes:
-                    for tp, pp, ep, why in bad:
-                        rows.append(_row(gid, dt, sc.kv_dtype, tp, pp, ep, chunk, mode, None, None, 0, why, cdt))
+                    key = _Key(gpu=gid, weights_dtype=dt, kv_dtype=sc.kv_dtype, chunk_tokens=chunk, mode=mode,
+                               compute_dtype=cdt)
+                    rows.extend(_unplanned_row(key, tp=tp, pp=pp, ep=ep, reason=why) for tp, pp, ep, why in bad)
                     if not ok:
                         continue
                     op = operating_arrays(r, tp=[t for t, _, _ in ok], pp=[p for _, p, _ in ok],
                                           ep=[e for _, _, e in ok], mode=mode, stats=stats)
                     fl = fleet_arrays(r, op, stats)
-                    for i, (tp, pp, ep) in enumerate(ok):
-                        rows.append(_row(gid, dt, sc.kv_dtype, tp, pp, ep, chunk, mode, op, fl, i, str(op.reason[i]),
-                                         cdt))
-    feas = np.array([row["feasible"] for row in rows], dtype=bool)
-    cost = np.array([row["usd_per_mtok_output"] if f else np.nan for row, f in zip(rows, feas, strict=True)], float)
-    itl = np.array([row["itl_s"] if f else np.nan for row, f in zip(rows, feas, strict=True)], float)
-    ttft = np.array([row["ttft_p90_s"] if f else np.nan for row, f in zip(rows, feas, strict=True)], float)
-    gpg = np.array([-row["goodput_req_s_per_gpu"] if f else np.nan for row, f in zip(rows, feas, strict=True)], float)
+                    rows.extend(_planned_row(key, op, fl, i, layout) for i, layout in enumerate(ok))
+    return _mark_fronts(rows)
+
+
+def _mark_fronts(rows: list[SweepRow]) -> SweepResult:
+    """The rows with their Pareto fronts and the cheapest feasible row marked."""
+    feas = np.array([row.feasible for row in rows], dtype=bool)
+
+    def col(values: list[float | None], sign: float = 1.0) -> NDArray[np.float64]:
+        return np.array([sign * v if f and v is not None else np.nan for v, f in zip(values, feas, strict=True)],
+                        float)
+
+    cost = col([row.usd_per_mtok_output for row in rows])
+    itl = col([row.itl_s for row in rows])
+    ttft = col([row.ttft_p90_s for row in rows])
+    gpg = col([row.goodput_req_s_per_gpu for row in rows], -1.0)
     f1, f2 = pareto_front(cost, itl), pareto_front(gpg, ttft)
-    cheapest = None
-    if feas.any():
-        ci = int(np.nanargmin(np.where(feas, cost, np.nan)))
-        cheapest = ci
-    for i, row in enumerate(rows):
-        row["pareto_cost_itl"] = bool(f1[i])
-        row["pareto_goodput_ttft"] = bool(f2[i])
-        row["cheapest"] = i == cheapest
-    return {"rows": rows, "cheapest": rows[cheapest] if cheapest is not None else None}
+    cheapest = int(np.nanargmin(np.where(feas, cost, np.nan))) if feas.any() else None
+    marked = tuple(replace(row, pareto_cost_itl=bool(f1[i]), pareto_goodput_ttft=bool(f2[i]), cheapest=i == cheapest)
+                   for i, row in enumerate(rows))
+    return SweepResult(rows=marked, cheapest_index=cheapest)
 
 
-def _row(gid: str, dt: str, kd: str, tp: int, pp: int, ep: int, chunk: int, mode: str, op: Any, fl: Any, i: int,
-         reason: str, compute: str) -> dict[str, Any]:
-    def v(a: Any) -> float | None:
-        if a is None:
-            return None
-        x = float(a[i])
-        return x if math.isfinite(x) else None  # NaN/inf: not a number a reader can use
+@dataclass(frozen=True)
+class _Key:
+    """What one (GPU, dtype, chunk, mode) group of candidates shares."""
 
-    feasible = bool(op.feasible[i]) if op is not None else False
-    return {
-        "gpu": gid, "weights_dtype": dt, "kv_dtype": kd, "tp": tp, "pp": pp, "ep": ep, "chunk_tokens": chunk,
-        "mode": mode, "feasible": feasible, "reason": reason, "compute_dtype": compute,
-        "batch_size": int(op.batch_size[i]) if op is not None else None,
-        "itl_s": v(op.itl_s) if op is not None else None,
-        "itl_percentile_s": v(op.itl_percentile_s) if op is not None else None,
-        "ttft_s": v(op.ttft_s) if op is not None else None,
-        "ttft_p90_s": v(op.ttft_p90_s) if op is not None else None,
-        "goodput_req_s_per_replica": v(op.goodput_req_s_per_replica) if op is not None else None,
-        "goodput_req_s_per_gpu": v(fl.goodput_req_s_per_gpu) if fl is not None else None,
-        "gpus_per_replica": tp * pp * ep,
-        "replicas": v(fl.replicas) if fl is not None else None,
-        "gpus_total": v(fl.gpus_total) if fl is not None else None,
-        "usd_per_hour": v(fl.usd_per_hour) if fl is not None else None,
-        "usd_per_mtok_output": v(fl.usd_per_mtok_output) if fl is not None else None,
-        "usd_per_mtok_blended": v(fl.usd_per_mtok_blended) if fl is not None else None,
-        "usd_per_mtok_output_full_load": v(fl.usd_per_mtok_output_full_load) if fl is not None else None,
-    }
+    gpu: str
+    weights_dtype: str
+    kv_dtype: str
+    chunk_tokens: int
+    mode: str
+    compute_dtype: str
+
+
+def _finite(a: NDArray[np.float64], i: int) -> float | None:
+    x = float(a[i])
+    return x if math.isfinite(x) else None  # NaN/inf: not a number a reader can use
+
+
+def _unplanned_row(key: _Key, *, tp: int, pp: int, ep: int, reason: str) -> SweepRow:
+    """A layout the scenario rules out before any physics (TP over a node, not dividing the heads)."""
+    return SweepRow(gpu=key.gpu, weights_dtype=key.weights_dtype, kv_dtype=key.kv_dtype, tp=tp, pp=pp, ep=ep,
+                    chunk_tokens=key.chunk_tokens, mode=key.mode, feasible=False, reason=reason,
+                    compute_dtype=key.compute_dtype, gpus_per_replica=tp * pp * ep)
+
+
+def _planned_row(key: _Key, op: OperatingArrays, fl: FleetArrays, i: int, layout: tuple[int, int, int]) -> SweepRow:
+    """Candidate ``i`` of one ``operating_arrays``/``fleet_arrays`` evaluation."""
+    tp, pp, ep = layout
+    return SweepRow(
+        gpu=key.gpu, weights_dtype=key.weights_dtype, kv_dtype=key.kv_dtype, tp=tp, pp=pp, ep=ep,
+        chunk_tokens=key.chunk_tokens, mode=key.mode, feasible=bool(op.feasible[i]), reason=str(op.reason[i]),
+        compute_dtype=key.compute_dtype, batch_size=int(op.batch_size[i]),
+        itl_s=_finite(op.itl_s, i), itl_percentile_s=_finite(op.itl_percentile_s, i), ttft_s=_finite(op.ttft_s, i),
+        ttft_p90_s=_finite(op.ttft_p90_s, i), goodput_req_s_per_replica=_finite(op.goodput_req_s_per_replica, i),
+        goodput_req_s_per_gpu=_finite(fl.goodput_req_s_per_gpu, i), gpus_per_replica=tp * pp * ep,
+        replicas=_finite(fl.replicas, i), gpus_total=_finite(fl.gpus_total, i),
+        usd_per_hour=_finite(fl.usd_per_hour, i), usd_per_mtok_output=_finite(fl.usd_per_mtok_output, i),
+        usd_per_mtok_blended=_finite(fl.usd_per_mtok_blended, i),
+        usd_per_mtok_output_full_load=_finite(fl.usd_per_mtok_output_full_load, i),
+    )

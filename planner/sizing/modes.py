@@ -1,0 +1,190 @@
+"""The two serving modes under load, on arrays of candidates × decode batches.
+
+* colocated: ITL and the rate a batch implies come from the load model
+  (``physics.queueing.colocated_decode``), the ITL percentile including chunk
+  stalls; a prompt's prefill spans ⌈n/chunk⌉ iterations of (cycle + chunk i); the
+  replicas form one M/G/c pool of prefill servers behind the router.
+* disaggregated: decode ITL = cycle/τ; a prefill replica serves prompts' chunks
+  back to back, pipelined over its PP stages; TTFT adds the exposed part of the
+  layer-by-layer KV transfer; the prefill pool grows past the utilization sizing
+  until the p90 TTFT meets the target.
+
+Replicas = max(min_replicas, ⌈peak / (u × rate per replica)⌉); the ``fleet_*``
+numbers are the decode batch and ITL at the fleet's load (Little's law on the
+batch grid).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.physics.link import DEFAULT_KV_LINK_EFFICIENCY, kv_link_bytes_per_s, kv_transfer_exposed_s
+from planner.physics.memory import kv_bytes_per_token_per_gpu
+from planner.physics.queueing import ServiceTimes, batch_at_rate, colocated_decode, pipelined_prefill, ttft_pool
+from planner.physics.techniques import kv_transfer_s
+from planner.sizing.workload import WorkloadStats
+from planner.spec.context import Resolved
+
+__all__ = ["CEIL_TOLERANCE", "MAX_PREFILL_POOL_GROWTH", "ModeLoad", "colocated_load", "disaggregated_load"]
+
+# A ratio that is an integer in exact arithmetic (100 req/s / 10 req/s per replica)
+# can land a rounding error above it; ceil(x − tolerance) keeps it at 10, not 11.
+CEIL_TOLERANCE = 1e-9
+# The prefill pool may grow to this multiple of its utilization sizing to meet
+# the p90 TTFT; beyond it the candidate is reported as missing TTFT.
+MAX_PREFILL_POOL_GROWTH = 64
+Arr = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class ModeLoad:
+    """One serving mode's numbers per candidate × batch (arrays broadcastable to (C, B))."""
+
+    itl_s: Arr  # mean ITL at the batch
+    itl_percentile_s: Arr  # at slo.itl_percentile, chunk stalls included
+    itl_worst_s: Arr
+    goodput_req_s: Arr  # per (decode) replica
+    prefill_req_s: Arr  # per prefill replica (colocated: the goodput)
+    replicas: Arr
+    prefill_replicas: Arr
+    decode_replicas: Arr
+    ttft_s: Arr
+    ttft_p90_s: Arr
+    ttft_wait_s: Arr
+    prefill_service_s: Arr
+    prefill_utilization: Arr
+    prefill_ok: NDArray[np.bool_]
+    kv_transfer_s: Arr
+    kv_transfer_exposed_s: Arr
+    fleet_batch_size: Arr
+    fleet_itl_s: Arr
+    fleet_itl_percentile_s: Arr
+
+
+def _replicas(peak: float, u: float, rate: Arr, floor: int) -> Arr:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = np.ceil(peak / (u * rate) - CEIL_TOLERANCE)
+    return np.where(rate > 0, np.maximum(floor, n), np.inf)
+
+
+def _interp_rows(x: Arr, grid: Arr, values: Arr) -> Arr:
+    """values(x) per candidate row, linear on the batch grid (x: (C, B'), values: (C, B))."""
+    out = np.empty(x.shape)
+    for i in range(x.shape[0]):
+        out[i] = np.interp(x[i], grid, values[i])
+    return out
+
+
+def _grow_prefill_pool(peak: float, start: Arr, server: Arr, own: Arr, w: Arr, target: float) -> tuple[Arr, Arr]:
+    """Smallest pool ≥ ``start`` whose p90 TTFT meets ``target`` (per candidate),
+    and that p90; infinite where even a pool MAX_PREFILL_POOL_GROWTH × larger misses."""
+    n_out = np.array(start, dtype=float)
+    t_out = np.full(start.shape, np.inf)
+    for i in range(start.shape[0]):
+        if not np.isfinite(start[i]):
+            continue
+
+        def p90(n: float, i: int = i) -> float:
+            return float(ttft_pool(arrival_per_s=peak, servers=n, server_s=server[i], own_s=own[i],
+                                   weights=w).quantile_s)
+
+        lo = float(start[i])
+        t = p90(lo)
+        if t <= target:
+            n_out[i], t_out[i] = lo, t
+            continue
+        hi = lo
+        while True:
+            hi = min(2.0 * hi, lo * MAX_PREFILL_POOL_GROWTH)
+            th = p90(hi)
+            if th <= target or hi >= lo * MAX_PREFILL_POOL_GROWTH:
+                break
+        if th > target:
+            n_out[i], t_out[i] = lo, t
+            continue
+        while hi - lo > 1:
+            mid = math.floor((lo + hi) / 2)
+            tm = p90(mid)
+            if tm <= target:
+                hi, th = mid, tm
+            else:
+                lo = mid
+        n_out[i], t_out[i] = hi, th
+    return n_out, t_out
+
+
+def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
+    """Colocated replicas: prefill chunks ride in the decode iterations (``sv``)."""
+    s = r.scenario
+    peak, slo = s.workload.peak_rate, s.slo
+    b = grid.reshape(1, -1)
+    dec = colocated_decode(sv, batch=b, itl_percentile=slo.itl_percentile)
+    goodput = dec.rate_per_s
+    reps = _replicas(peak, s.fleet.target_utilization, goodput, s.fleet.min_replicas)
+    # The fleet's load: per-replica rate, the batch it holds, its cycle.
+    lam = np.where(np.isfinite(reps), peak / reps, 0.0)
+    bf = batch_at_rate(lam, batches=grid, rates_per_s=goodput)
+    cyc_f = _interp_rows(bf, grid, sv.cycle_s)
+    fleet = colocated_decode(replace(sv, cycle_s=cyc_f), batch=bf, itl_percentile=slo.itl_percentile)
+    work = sv.prefill_work_s
+    server = cyc_f[..., None] * sv.prefill_iterations[:, None, :] + work[:, None, :]  # (C, B, S)
+    # A prompt also waits out the iteration in progress when it arrives.
+    own_lat = server + fleet.residual_s[..., None]
+    pool = ttft_pool(arrival_per_s=peak, servers=np.where(np.isfinite(reps), reps, 1.0), server_s=server,
+                     own_s=own_lat, weights=sv.weights)
+    rho = pool.wait.utilization
+    zero = np.zeros_like(goodput)
+    return ModeLoad(
+        itl_s=dec.itl_mean_s, itl_percentile_s=dec.itl_quantile_s, itl_worst_s=dec.itl_worst_s,
+        goodput_req_s=goodput, prefill_req_s=goodput, replicas=reps, prefill_replicas=np.zeros_like(reps),
+        decode_replicas=np.zeros_like(reps), ttft_s=pool.mean_s, ttft_p90_s=pool.quantile_s,
+        ttft_wait_s=pool.wait.mean_s, prefill_service_s=pool.service_mean_s, prefill_utilization=rho,
+        prefill_ok=(dec.chunk_share < 1.0) & (rho < 1.0), kv_transfer_s=zero, kv_transfer_exposed_s=zero,
+        fleet_batch_size=bf, fleet_itl_s=fleet.itl_mean_s, fleet_itl_percentile_s=fleet.itl_quantile_s)
+
+
+def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid: Arr, tp: Arr, pp: Arr) -> ModeLoad:
+    """A decode pool (no chunks in its iterations) and a prefill pool running
+    ``sv.prefill_work_s`` alone, pipelined over its PP stages, plus the exposed KV transfer."""
+    s, gpu = r.scenario, r.gpu
+    peak, u, floor = s.workload.peak_rate, s.fleet.target_utilization, s.fleet.min_replicas
+    b = grid.reshape(1, -1)
+    cycle, tpp, w, work = sv.cycle_s, sv.tokens_per_pass, sv.weights, sv.prefill_work_s
+    itl = cycle / tpp
+    goodput = b / (st.mean_output * itl)
+    dec_reps = _replicas(peak, u, goodput, floor)
+    lam = np.where(np.isfinite(dec_reps), peak / dec_reps, 0.0)
+    fleet_b = batch_at_rate(lam, batches=grid, rates_per_s=goodput)
+    fleet_itl = _interp_rows(fleet_b, grid, cycle) / tpp
+    # Prefill pool: chunked prefill pipelined over PP stages, plus the exposed KV transfer.
+    srv, lat = pipelined_prefill(prefill_s=work, stages=pp, microbatches=sv.prefill_iterations)
+    link = kv_link_bytes_per_s(gpu, link=s.fleet.link, link_bytes_per_s=s.fleet.link_bytes_per_s)
+    kv_gpu = np.asarray(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, tp=tp, pp=pp))
+    t_full = np.asarray(kv_transfer_s(kv_bytes=st.class_prompt * kv_gpu, link_bytes_per_s=link,
+                                      efficiency=DEFAULT_KV_LINK_EFFICIENCY))
+    t_exp = np.asarray(kv_transfer_exposed_s(transfer_s=t_full, prefill_s=lat, layers=r.model.layers,
+                                             setup_s=s.fleet.kv_transfer_setup_s))
+    own = lat + t_exp
+    es = np.sum(w * srv, axis=-1)
+    start = _replicas(peak, u, 1.0 / es, floor)
+    pre_n, ttft90_c = _grow_prefill_pool(peak, start, srv, own, w, s.slo.ttft_s)
+    pool = ttft_pool(arrival_per_s=peak, servers=pre_n, server_s=srv, own_s=own, weights=w)
+    shape = goodput.shape
+
+    def per_candidate(a: Arr) -> Arr:
+        return np.broadcast_to(a[:, None], shape)
+
+    pre_reps = per_candidate(pre_n)
+    return ModeLoad(
+        itl_s=itl, itl_percentile_s=itl, itl_worst_s=itl, goodput_req_s=goodput,
+        prefill_req_s=per_candidate(1.0 / es), replicas=pre_reps + dec_reps, prefill_replicas=pre_reps,
+        decode_replicas=dec_reps, ttft_s=per_candidate(pool.mean_s), ttft_p90_s=per_candidate(ttft90_c),
+        ttft_wait_s=per_candidate(pool.wait.mean_s), prefill_service_s=per_candidate(np.sum(w * lat, axis=-1)),
+        prefill_utilization=per_candidate(pool.wait.utilization), prefill_ok=np.ones(shape, dtype=bool),
+        kv_transfer_s=per_candidate(np.sum(w * t_full, axis=-1)),
+        kv_transfer_exposed_s=per_candidate(np.sum(w * t_exp, axis=-1)),
+        fleet_batch_size=fleet_b, fleet_itl_s=fleet_itl, fleet_itl_percentile_s=fleet_itl)
