@@ -9,17 +9,22 @@ model of :mod:`planner.physics.queueing`, which ``plan`` and ``sweep`` use too):
 * no concurrency and no rate (offline max throughput): a closed loop at the
   batch cap B = min(KV budget sequences at ISL + OSL, the engine's max batch);
   TTFT there is set by the benchmark's queue depth, which such a row does not
-  state, so TTFT/E2E rows without a load are skipped.
+  state, so TTFT/E2E rows without a load are skipped.  A run that reports a
+  latency metric without a load was an online benchmark whose client load is
+  unstated (:func:`~planner.validate.rows.unstated_load_runs`): every metric of
+  it is skipped (:func:`setup_rows`).
 * concurrency c per replica: a closed loop of c users (beyond the batch cap the
   extra users queue).
 * request rate λ per replica: an open loop; the batch solves Little's law.
 
 Totals over several GPUs are replicas × per replica, replicas = GPUs / (TP × PP).
+A GPU named without its variant runs on the common one, noted in ``notes``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,8 +35,14 @@ from planner.sizing.load import LoadPoint, replica_load
 from planner.sizing.replica import memory_section
 from planner.spec.context import resolve
 from planner.spec.scenario import Efficiency, Parallel, Scenario, Serving, Workload
-from planner.validate.names import engine_family, precision_dtypes, resolve_gpu_name, resolve_model_name
-from planner.validate.rows import METRICS, MeasurementRow
+from planner.validate.names import (
+    assumed_gpu_variant,
+    engine_family,
+    precision_dtypes,
+    resolve_gpu_name,
+    resolve_model_name,
+)
+from planner.validate.rows import METRICS, MeasurementRow, run_key, unstated_load_runs
 
 __all__ = [
     "ENGINE_MAX_BATCH",
@@ -39,11 +50,16 @@ __all__ = [
     "EfficiencySet",
     "LoadPoint",
     "RowSetup",
+    "UNSTATED_LOAD_REASON",
     "efficiency_for",
     "operating_point",
     "predict_row",
     "setup_row",
+    "setup_rows",
 ]
+
+UNSTATED_LOAD_REASON = ("client concurrency / request rate not stated for this online run (it reports latencies, "
+                        "so a client with an unknown load drove it): every metric of the run is skipped")
 
 # Engine caps on the running batch: TensorRT-LLM's default max_batch_size
 # (2048 in trtllm-bench engines), vLLM's max_num_seqs default (256; SGLang's
@@ -107,13 +123,17 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     model_id, why = resolve_model_name(row.model)
     if model_id is None:
         return why or "unknown model"
+    notes: list[str] = []
     gpu_id, why = resolve_gpu_name(row.gpu)
     if gpu_id is None:
-        return why or "unknown gpu"
+        assumed = assumed_gpu_variant(row.gpu)
+        if assumed is None:
+            return why or "unknown gpu"
+        gpu_id = assumed[0]
+        notes.append(assumed[1])
     dtypes, why = precision_dtypes(row.precision, family=family)
     if dtypes is None:
         return why or "unknown precision"
-    notes: list[str] = []
     pp = row.pp or 1
     tp = row.tp
     if tp is None:
@@ -148,6 +168,18 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     max_batch = max(1, min(int(math.floor(mem.max_sequences)), cap))
     return RowSetup(row=row, family=family, scenario=scenario, replicas=replicas, load=load,
                     load_per_replica=per, max_batch=max_batch, notes=tuple(notes))
+
+
+def setup_rows(rows: Sequence[MeasurementRow], eff: EfficiencySet | Sequence[EfficiencySet],
+               context: Sequence[MeasurementRow] | None = None) -> list[RowSetup | str]:
+    """:func:`setup_row` for each row (``eff``: one set, or one per row), and the
+    run rule: a row of a run whose client load is unstated (judged over
+    ``context``, default ``rows``: pass the whole file when predicting a part of
+    it) is skipped with that reason."""
+    unstated = unstated_load_runs(rows if context is None else context)
+    effs = [eff] * len(rows) if isinstance(eff, EfficiencySet) else list(eff)
+    return [UNSTATED_LOAD_REASON if run_key(r) in unstated else setup_row(r, e)
+            for r, e in zip(rows, effs, strict=True)]
 
 
 def operating_point(setup: RowSetup, eff: EfficiencySet) -> LoadPoint:
