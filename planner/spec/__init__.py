@@ -33,6 +33,7 @@ from planner.spec.fitted import (
     FITTED_EFFICIENCY,
     FITTED_GPU_ROWS,
     FITTED_ON,
+    FITTED_TERMS,
     MIN_ROWS_COVERED,
 )
 from planner.spec.hf_import import (
@@ -112,6 +113,7 @@ __all__ = [
     "FITTED_EFFICIENCY",
     "FITTED_GPU_ROWS",
     "FITTED_ON",
+    "FITTED_TERMS",
     "Fleet",
     "GpuSpec",
     "KV_DTYPES",

@@ -8,7 +8,7 @@ engines whose family has too few rows of its own.
 
 from __future__ import annotations
 
-__all__ = ["FITTED_EFFICIENCY", "FITTED_GPU_ROWS", "FITTED_ON", "MIN_ROWS_COVERED"]
+__all__ = ["FITTED_EFFICIENCY", "FITTED_GPU_ROWS", "FITTED_ON", "FITTED_TERMS", "MIN_ROWS_COVERED"]
 
 FITTED_ON = "shared/data/published_calibration.json"
 
@@ -17,6 +17,12 @@ FITTED_ON = "shared/data/published_calibration.json"
 # the fit has seen, and a plan on it says so.
 FITTED_GPU_ROWS: dict[str, int] = {"h100-sxm": 73, "h200-sxm": 46, "a100-sxm-80gb": 8, "b200": 1}
 MIN_ROWS_COVERED = 5
+
+# Physics terms beyond the efficiencies (planner.physics.terms), each kept only
+# where it lowered both cross-validated errors (README "How accurate is it?"):
+# collective_hop_s: latency per ring step of a TP all-reduce (2(g−1) steps);
+# sequence_overhead_s: host work per sequence per decode step (sampling, scheduling).
+FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0.0, "sequence_overhead_s": 0.0}
 
 # bench/fit_defaults.py on published_calibration.json
 FITTED_EFFICIENCY: dict[str, dict[str, float]] = {
