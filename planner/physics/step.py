@@ -49,7 +49,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.stats import binom
 
-from planner.physics.attention import attention_flops_per_token_context, compute_time_s
+from planner.physics.attention import attention_flops_per_token_context, compute_time_s, shard_gemm_factor
 from planner.physics.comm import all_to_all_s, collective_s, layer_comm_s, p2p_s
 from planner.physics.link import LINK_DIRECTIONS, NVLINK_COLLECTIVE_LATENCY_S, PCIE_COLLECTIVE_LATENCY_S
 from planner.physics.memory import kv_bytes_per_token_per_gpu
@@ -186,7 +186,7 @@ def decode_step(
             if include_attention else np.zeros_like(linear))
     flops_stage = (linear + attn) / pp_a
     compute_s = compute_time_s(gpu, weights_dtype, kv_dtype, linear / pp_a, attn / pp_a, np.ones_like(gpus),
-                           compute_efficiency)
+                               compute_efficiency, gemm_factor=shard_gemm_factor(model, tp_a))
     memory_s = bytes_stage / (_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
     stage_s = np.maximum(compute_s, memory_s)
     msg = micro * tps * _hidden(model) * ACTIVATION_BYTES
@@ -303,7 +303,8 @@ def prefill_step(
     n = np.maximum(_f(tokens) - c, 0.0)
     lin, att = _prefill_flops_parts(model, tokens, cached_tokens, include_attention)
     flops = lin + att
-    compute_s = compute_time_s(gpu, weights_dtype, kv_dtype, lin, att, tp_a * ep_a, compute_efficiency)
+    compute_s = compute_time_s(gpu, weights_dtype, kv_dtype, lin, att, tp_a * ep_a, compute_efficiency,
+                               gemm_factor=shard_gemm_factor(model, tp_a))
     if model.is_moe and pc.expert_total > 0:
         # The experts the prompt's tokens touch, on the busiest GPU (all of its E/EP for long prompts).
         busiest = _f(experts_touched_busiest(experts=model.experts, top_k=model.experts_per_token, tokens=n,

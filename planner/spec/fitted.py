@@ -21,8 +21,9 @@ MIN_ROWS_COVERED = 5
 # Physics terms beyond the efficiencies (planner.physics.terms), each kept only
 # where it lowered both cross-validated errors (README "How accurate is it?"):
 # collective_hop_s: latency per ring step of a TP all-reduce (2(g−1) steps);
-# sequence_overhead_s: host work per sequence per decode step (sampling, scheduling).
-FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0.0, "sequence_overhead_s": 0.0}
+# sequence_overhead_s: host work per sequence per decode step (sampling, scheduling);
+# gemm_half_width: per-GPU GEMM width (hidden / TP) at which the tensor-core rate halves.
+FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0.0, "sequence_overhead_s": 0.0, "gemm_half_width": 0.0}
 
 # bench/fit_defaults.py on published_calibration.json
 FITTED_EFFICIENCY: dict[str, dict[str, float]] = {

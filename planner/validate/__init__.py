@@ -2,9 +2,11 @@
 
 from planner.validate.fit import (
     CV_SCHEMES,
+    FIT_TERMS,
     FOLDS,
     MIN_FAMILY_ROWS,
     SEED,
+    TERM_SEARCH,
     CvScheme,
     cross_validate,
     fit_efficiency,
@@ -71,6 +73,7 @@ __all__ = [
     "ENGINE_MEMORY_UTILIZATION",
     "EfficiencySet",
     "EngineFamily",
+    "FIT_TERMS",
     "FOLDS",
     "GROUP_KEYS",
     "GroupKey",
@@ -86,6 +89,7 @@ __all__ = [
     "RowResult",
     "RowSetup",
     "SEED",
+    "TERM_SEARCH",
     "UNSTATED_LOAD_REASON",
     "assumed_gpu_variant",
     "cross_validate",

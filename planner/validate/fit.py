@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 from scipy.optimize import least_squares
 
+from planner.physics.terms import TERM_NAMES
 from planner.validate.names import engine_family
 from planner.validate.predict import EfficiencySet, RowSetup, efficiency_for, predict_row, setup_rows
 from planner.validate.report import RowResult, row_result
@@ -36,6 +37,8 @@ __all__ = [
     "MIN_FAMILY_ROWS",
     "SEED",
     "CvScheme",
+    "FIT_TERMS",
+    "TERM_SEARCH",
     "cross_validate",
     "fit_efficiency",
     "fit_table",
@@ -50,17 +53,34 @@ MIN_FAMILY_ROWS = 12  # fewer rows than this: the family uses the generic fit
 FOLDS = 5
 SEED = 0
 _START = EfficiencySet(bandwidth=0.7, compute=0.5, step_overhead_s=0.0, layer_overhead_s=50e-6)
-# Parameter vector: (bandwidth, compute, overhead per layer in µs), bounded.  The
-# overhead is fitted per layer: a fixed per-step term on top went to ~0 in a
+# A fitted parameter: (unit it is searched in, lower, upper, start, typical step).
+# The overhead is fitted per layer: a fixed per-step term on top went to ~0 in a
 # 4-parameter fit (1.4e-5 s) and only added variance under cross-validation.
-_LOWER = np.array([0.05, 0.05, 0.0])
+_BASE: dict[str, tuple[float, float, float, float, float]] = {
+    "bandwidth": (1.0, 0.05, 1.0, 0.7, 0.1),
+    "compute": (1.0, 0.05, 1.0, 0.5, 0.1),
+    "layer_overhead_s": (1e-6, 0.0, 1000.0, 50.0, 10.0),
+}
+# The physics terms a fit may add (planner.physics.terms), in the same form.
+TERM_SEARCH: dict[str, tuple[float, float, float, float, float]] = {
+    "collective_hop_s": (1e-6, 0.0, 50.0, 1.0, 1.0),
+    "sequence_overhead_s": (1e-6, 0.0, 500.0, 5.0, 5.0),
+    "gemm_half_width": (1.0, 0.0, 8192.0, 256.0, 256.0),
+}
+# The terms the shipped fit includes: each kept only where it lowered both the
+# 5-fold and the leave-one-source-out error (README "How accurate is it?").
+FIT_TERMS: tuple[str, ...] = ()
 _TOL = 1e-5  # relative change in cost / parameters at which a fit stops (0.001% of the error)
-_UPPER = np.array([1.0, 1.0, 1000.0])
 
 
-def _eff(x: np.ndarray) -> EfficiencySet:
-    return EfficiencySet(bandwidth=float(x[0]), compute=float(x[1]), step_overhead_s=0.0,
-                         layer_overhead_s=float(x[2]) * 1e-6)
+def _space(terms: Sequence[str]) -> dict[str, tuple[float, float, float, float, float]]:
+    return {**_BASE, **{k: TERM_SEARCH[k] for k in terms}}
+
+
+def _eff(x: np.ndarray, terms: Sequence[str]) -> EfficiencySet:
+    values = {name: float(v) * spec[0] for (name, spec), v in zip(_space(terms).items(), x, strict=True)}
+    # Terms not fitted are off (0), not the shipped defaults: a fit is reproducible.
+    return EfficiencySet(step_overhead_s=0.0, **{**{k: 0.0 for k in TERM_NAMES}, **values})
 
 
 def predictable_setups(rows: Sequence[MeasurementRow], context: Sequence[MeasurementRow] | None = None
@@ -70,29 +90,34 @@ def predictable_setups(rows: Sequence[MeasurementRow], context: Sequence[Measure
     return [s for s in setup_rows(rows, _START, context) if not isinstance(s, str)]
 
 
-def fit_efficiency(setups: Sequence[RowSetup], start: EfficiencySet | None = None) -> EfficiencySet:
+def fit_efficiency(setups: Sequence[RowSetup], start: EfficiencySet | None = None,
+                   terms: Sequence[str] = FIT_TERMS) -> EfficiencySet:
     """argmin Σ log(predicted / measured)² over bandwidth, compute, overhead per
-    layer, from ``start`` (a fit on similar rows converges in fewer steps)."""
+    layer and the physics ``terms``, from ``start`` (a fit on similar rows
+    converges in fewer steps)."""
+    space = _space(terms)
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        eff = _eff(x)
+        eff = _eff(x, terms)
         return np.array([np.log(predict_row(s, eff)[0] / s.row.value) for s in setups])
 
-    s0 = start or _START
-    x0 = np.clip(np.array([s0.bandwidth, s0.compute, s0.layer_overhead_s * 1e6]), _LOWER, _UPPER)
-    sol = least_squares(residuals, x0, bounds=(_LOWER, _UPPER), x_scale=np.array([0.1, 0.1, 10.0]),
-                        diff_step=1e-3, ftol=_TOL, xtol=_TOL)
-    return _eff(sol.x)
+    given = start.model_dump() if start else {}
+    lower = np.array([v[1] for v in space.values()])
+    upper = np.array([v[2] for v in space.values()])
+    x0 = np.array([given[k] / v[0] if given.get(k) is not None else v[3] for k, v in space.items()])
+    sol = least_squares(residuals, np.clip(x0, lower, upper), bounds=(lower, upper),
+                        x_scale=np.array([v[4] for v in space.values()]), diff_step=1e-3, ftol=_TOL, xtol=_TOL)
+    return _eff(sol.x, terms)
 
 
-def fit_table(setups: Sequence[RowSetup], start: dict[str, dict[str, float]] | None = None
-              ) -> dict[str, dict[str, float]]:
+def fit_table(setups: Sequence[RowSetup], start: dict[str, dict[str, float]] | None = None,
+              terms: Sequence[str] = FIT_TERMS) -> dict[str, dict[str, float]]:
     """{"generic": ..., family: ...}; a family short of rows copies generic."""
-    generic = fit_efficiency(setups, efficiency_for("generic", start) if start else None)
+    generic = fit_efficiency(setups, efficiency_for("generic", start) if start else None, terms)
     table = {"generic": generic.model_dump()}
     for family in ("trtllm", "vllm"):
         mine = [s for s in setups if s.family == family]
-        table[family] = (fit_efficiency(mine, efficiency_for(family, start) if start else generic).model_dump()
+        table[family] = (fit_efficiency(mine, efficiency_for(family, start) if start else generic, terms).model_dump()
                          if len(mine) >= MIN_FAMILY_ROWS else generic.model_dump())
     return table
 
@@ -113,18 +138,19 @@ def fold_split(rows: Sequence[MeasurementRow], assignment: dict[str, str], fold:
 
 
 def cross_validate(rows: Sequence[MeasurementRow], scheme: CvScheme = "kfold", *, folds: int = FOLDS,
-                   seed: int = SEED) -> list[RowResult]:
+                   seed: int = SEED, terms: Sequence[str] = FIT_TERMS,
+                   start: dict[str, dict[str, float]] | None = None) -> list[RowResult]:
     """Each row predicted by a table fitted without its fold, in file order."""
     rows = list(rows)
     assignment = fold_assignment(rows, scheme, folds=folds, seed=seed)
     setup_of = dict(zip((r.id for r in rows), setup_rows(rows, _START, rows), strict=True))
     everything = [s for s in setup_of.values() if not isinstance(s, str)]
-    start = fit_table(everything) if everything else None
+    start = start or (fit_table(everything, terms=terms) if everything else None)
     out: dict[str, RowResult] = {}
     for fold in sorted(set(assignment.values())):
         train, test = fold_split(rows, assignment, fold)
         fitted = [s for r in train if not isinstance(s := setup_of[r.id], str)]
-        table = fit_table(fitted, start) if fitted else None
+        table = fit_table(fitted, start, terms) if fitted else None
         for r in test:
             eff = efficiency_for(engine_family(r.engine), table) if table else _START
             out[r.id] = row_result(r, setup_of[r.id], eff)

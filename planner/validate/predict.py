@@ -31,6 +31,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import validation_message
+from planner.physics.terms import TERM_NAMES, physics_terms
 from planner.sizing.load import LoadPoint, replica_load
 from planner.sizing.replica import memory_section
 from planner.spec.context import resolve
@@ -81,6 +82,14 @@ class EfficiencySet(BaseModel):
     compute: float = Field(gt=0, le=1)
     step_overhead_s: float = Field(ge=0)
     layer_overhead_s: float = Field(default=0.0, ge=0)
+    # Fitted physics terms (planner.physics.terms); None: the fitted default.
+    collective_hop_s: float | None = Field(default=None, ge=0)
+    sequence_overhead_s: float | None = Field(default=None, ge=0)
+    gemm_half_width: float | None = Field(default=None, ge=0)
+
+    def terms(self) -> dict[str, float]:
+        """The physics terms this set states."""
+        return {k: v for k in TERM_NAMES if (v := getattr(self, k)) is not None}
 
 
 def efficiency_for(family: str, table: dict[str, dict[str, float]]) -> EfficiencySet:
@@ -185,9 +194,10 @@ def setup_rows(rows: Sequence[MeasurementRow], eff: EfficiencySet | Sequence[Eff
 def operating_point(setup: RowSetup, eff: EfficiencySet) -> LoadPoint:
     """The replica's state at the row's load."""
     r = resolve(setup.with_efficiency(eff))
-    return replica_load(r, load=setup.load, prompt_tokens=float(setup.row.isl or 1),
-                        output_tokens=float(setup.row.osl or 1), max_batch=setup.max_batch,
-                        level=setup.load_per_replica, replicas=setup.replicas)
+    with physics_terms(**eff.terms()):
+        return replica_load(r, load=setup.load, prompt_tokens=float(setup.row.isl or 1),
+                            output_tokens=float(setup.row.osl or 1), max_batch=setup.max_batch,
+                            level=setup.load_per_replica, replicas=setup.replicas)
 
 
 def predict_row(setup: RowSetup, eff: EfficiencySet) -> tuple[float, LoadPoint]:
