@@ -15,12 +15,14 @@ uncertainty band is drawn from).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from planner.physics.terms import TERM_NAMES  # noqa: E402
 from planner.validate.fit import (  # noqa: E402
     FOLDS,
     MIN_FAMILY_ROWS,
@@ -88,11 +90,31 @@ def _literal(table: dict[str, dict[str, float]]) -> str:
     return "FITTED_EFFICIENCY: dict[str, dict[str, float]] = {\n" + body + ",\n}"
 
 
-def _write(table: dict[str, dict[str, float]], data: str) -> None:
-    path = Path(__file__).resolve().parent.parent / "planner" / "spec" / "fitted.py"
+def _residuals(results: list[RowResult]) -> list[tuple[str, str, int, str, float]]:
+    """(family, GPU, TP, quantity, signed error %) of every predicted throughput/TTFT/ITL row."""
+    return [(r.family, r.gpu, r.tp or 1, QUANTITIES[r.metric], round(r.error_pct, 1)) for r in results
+            if r.error_pct is not None and QUANTITIES.get(r.metric) in {"throughput", "ttft", "itl"}]
+
+
+def _write(table: dict[str, dict[str, float]], data: str, residuals: list[tuple[str, str, int, str, float]] | None
+           ) -> None:
+    spec = Path(__file__).resolve().parent.parent / "planner" / "spec"
+    path = spec / "fitted.py"
     text = path.read_text()
+    terms = {k: float(table["generic"].get(k) or 0.0) for k in TERM_NAMES}
+    text = re.sub(r"FITTED_TERMS: dict\[str, float\] = \{[^}]*\}",
+                  "FITTED_TERMS: dict[str, float] = {" + ", ".join(f'"{k}": {v:.4g}' for k, v in terms.items()) + "}",
+                  text)
     start = text.index("# bench/fit_defaults.py on")
     path.write_text(text[:start] + f"# bench/fit_defaults.py on {Path(data).name}\n" + _literal(table) + "\n")
+    if residuals is None:
+        return
+    path = spec / "fitted_residuals.py"
+    text = path.read_text()
+    start = text.index("# bench/fit_defaults.py residuals")
+    body = "".join(f"    {r!r},\n" for r in residuals)
+    path.write_text(text[:start] + f"# bench/fit_defaults.py residuals ({len(residuals)} rows, {Path(data).name})\n"
+                    "FITTED_RESIDUALS: tuple[tuple[str, str, int, str, float], ...] = (\n" + body + ")\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,10 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nWorst rows ({last}):")
     for r in worst:
         print(f"  {r.id}  {r.metric}  measured {r.measured:g}  predicted {r.predicted:.4g}  ({r.error_pct:+.0f}%)")
-    _ = QUANTITIES
     if args.write:
-        _write(table, args.data)
-        print("\nwrote planner/spec/fitted.py")
+        loso = schemes.get("leave-one-source-out CV")
+        _write(table, args.data, _residuals(loso) if loso else None)
+        print("\nwrote planner/spec/fitted.py" + (" and planner/spec/fitted_residuals.py" if loso else ""))
     return 0
 
 
