@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -69,3 +71,20 @@ def test_plan_json_carries_the_uncertainty_block() -> None:
     assert doc["scheme"] == "leave-one-source-out"
     stated = plan(Scenario(gpu="h100-sxm", model="llama-3.1-8b", efficiency={"bandwidth": 0.8}))
     assert stated.uncertainty is not None and "states its own efficiencies" in stated.uncertainty.note
+
+
+def test_plan_page_shows_the_band_beside_the_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner.store.migrate import upgrade
+    from tests.apptest_v2 import new_app_test
+
+    db = tmp_path / "ridgeline.db"
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("RIDGELINE_DB", str(db))
+    upgrade(f"sqlite:///{db}")
+    at = new_app_test()
+    at.run()
+    at.switch_page("pages/plan.py").run()
+    assert not at.exception, at.exception
+    captions = [c.value for c in at.caption if "Likely range (80%)" in c.value]
+    assert len(captions) == 1
+    assert "ITL" in captions[0] and "TTFT" in captions[0] and "/Mtok" in captions[0] and "rows" in captions[0]

@@ -6,6 +6,7 @@ techniques, length distributions.  Pure functions that broadcast over numpy arra
 from planner.physics.attention import (
     attention_flops_per_token_context,
     compute_time_s,
+    shard_gemm_factor,
 )
 from planner.physics.comm import (
     all_to_all_s,
@@ -209,6 +210,7 @@ __all__ = [
     "prefix_sharing_bytes",
     "rate_at_concurrency",
     "ridge_flop_per_byte",
+    "shard_gemm_factor",
     "sojourn_quantile",
     "speculative_cycle_s",
     "speculative_itl_s",

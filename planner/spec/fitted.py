@@ -23,11 +23,11 @@ MIN_ROWS_COVERED = 5
 # collective_hop_s: latency per ring step of a TP all-reduce (2(g−1) steps);
 # sequence_overhead_s: host work per sequence per decode step (sampling, scheduling);
 # gemm_half_width: per-GPU GEMM width (hidden / TP) at which the tensor-core rate halves.
-FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0.0, "sequence_overhead_s": 0.0, "gemm_half_width": 0.0}
+FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0}
 
 # bench/fit_defaults.py on published_calibration.json
 FITTED_EFFICIENCY: dict[str, dict[str, float]] = {
-    "generic": {"bandwidth": 0.9817, "compute": 0.5582, "step_overhead_s": 0.000e+00, "layer_overhead_s": 8.169e-05},
-    "trtllm": {"bandwidth": 0.8085, "compute": 0.6110, "step_overhead_s": 0.000e+00, "layer_overhead_s": 6.878e-05},
-    "vllm": {"bandwidth": 0.9817, "compute": 0.5582, "step_overhead_s": 0.000e+00, "layer_overhead_s": 8.169e-05},
+    "generic": {"bandwidth": 0.9959, "compute": 0.5748, "step_overhead_s": 0, "layer_overhead_s": 8.88e-05, "collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0},
+    "trtllm": {"bandwidth": 0.8733, "compute": 0.6069, "step_overhead_s": 0, "layer_overhead_s": 8.416e-05, "collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0},
+    "vllm": {"bandwidth": 0.9959, "compute": 0.5748, "step_overhead_s": 0, "layer_overhead_s": 8.88e-05, "collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0},
 }
