@@ -15,7 +15,7 @@ FITTED_ON = "shared/data/published_calibration.json"
 # Predictable rows per catalog GPU in the fitted data (python -m planner validate
 # on the same file); a GPU with fewer than MIN_ROWS_COVERED rows is outside what
 # the fit has seen, and a plan on it says so.
-FITTED_GPU_ROWS: dict[str, int] = {"h100-sxm": 73, "h200-sxm": 46, "a100-sxm-80gb": 8, "b200": 1}
+FITTED_GPU_ROWS: dict[str, int] = {"h100-sxm": 70, "h200-sxm": 42, "a100-sxm-80gb": 11, "b200": 1}
 MIN_ROWS_COVERED = 5
 
 # Physics terms beyond the efficiencies (planner.physics.terms), each kept only

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from planner.spec.fitted import FITTED_EFFICIENCY
-from planner.validate.names import engine_family
+from planner.validate.names import assumed_gpu_variant, engine_family, resolve_gpu_name
 from planner.validate.predict import EfficiencySet, LoadPoint, RowSetup, efficiency_for, predict_row, setup_rows
 from planner.validate.rows import MeasurementRow, publication
 
@@ -70,13 +70,20 @@ class MetricSummary(BaseModel):
     median_signed_error_pct: float | None = None
 
 
+def _gpu_label(name: str) -> str:
+    """The catalog id a skipped row's GPU resolves (or is assumed) to, else its own text."""
+    gid, _ = resolve_gpu_name(name)
+    assumed = assumed_gpu_variant(name)
+    return gid or (assumed[0] if assumed else name)
+
+
 def row_result(row: MeasurementRow, setup: RowSetup | str, eff: EfficiencySet) -> RowResult:
     """The row predicted at ``eff`` (or skipped with the setup's reason)."""
     family = engine_family(row.engine)
     if isinstance(setup, str):
         return RowResult(id=row.id, metric=row.metric, engine=row.engine, family=family, measured=row.value,
                          predicted=None, error_pct=None, skipped_reason=setup, scenario=None, operating_point=None,
-                         tp=row.tp, gpu=row.gpu, source=publication(row.source))
+                         tp=row.tp, gpu=_gpu_label(row.gpu), source=publication(row.source))
     value, op = predict_row(setup, eff)
     used = setup.with_efficiency(eff)
     return RowResult(
