@@ -131,3 +131,13 @@ def test_bad_by_key_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--data", SMALL, "--by", "tp,colour"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--by" in err and "colour" in err
+
+
+def test_cv_without_other_sources_skips_rather_than_guessing(capsys: pytest.CaptureFixture[str]) -> None:
+    # The small file states no sources: one publication, so leave-one-source-out has nothing to fit on.
+    assert main(["validate", "--data", SMALL, "--cv", "loso", "--by", "source"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cross_validation"] == "loso" and list(out["summary_by"]["source"]) == ["(no source)"]
+    assert all(r["predicted"] is None for r in out["rows"])
+    nim = next(r for r in out["rows"] if r["id"] == "nim_70b_c1_ttft")
+    assert "no predictable row outside '(no source)'" in nim["skipped_reason"]

@@ -156,6 +156,9 @@ def cross_validate(rows: Sequence[MeasurementRow], scheme: CvScheme = "kfold", *
         fitted = [s for r in train if not isinstance(s := setup_of[r.id], str)]
         table = fit_table(fitted, start, terms) if fitted else None
         for r in test:
+            setup = setup_of[r.id]
+            if table is None and not isinstance(setup, str):
+                setup = f"cross-validation ({scheme}): no predictable row outside '{fold}' to fit on"
             eff = efficiency_for(engine_family(r.engine), table) if table else _START
-            out[r.id] = row_result(r, setup_of[r.id], eff)
+            out[r.id] = row_result(r, setup, eff)
     return [out[r.id] for r in rows]
