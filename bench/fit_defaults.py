@@ -1,122 +1,127 @@
 """Fit the planner's efficiency factors on published measurements.
 
-    python bench/fit_defaults.py --data ../shared/data/published_calibration.json [--write]
+    python bench/fit_defaults.py --data ../shared/data/published_calibration.json [--write] [--no-cv]
 
-Least squares on log error, log(predicted / measured), over every row the
-planner can predict (scipy.optimize.least_squares, bounded), once per engine
-family with at least ``MIN_FAMILY_ROWS`` rows and once over all rows (the
-``generic`` default).  Prints the fitted constants, then the in-sample and
-5-fold cross-validated summary tables (fit on 4/5 of the rows, score on the
-held-out fifth).  ``--write`` rewrites ``planner/spec/fitted.py``.
+Least squares on log error (``planner.validate.fit``), once per engine family
+with at least ``MIN_FAMILY_ROWS`` rows and once over all rows (the ``generic``
+default).  Prints the fitted constants, then the in-sample, 5-fold and
+leave-one-source-out (LOSO) cross-validated tables: median / p90 absolute and
+median signed error per quantity, and the median signed error by TP degree.
+``--write`` rewrites ``planner/spec/fitted.py`` (the fitted table) and
+``planner/spec/fitted_residuals.py`` (the cross-validated residuals the plan's
+uncertainty band is drawn from).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-from scipy.optimize import least_squares
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planner.validate.names import engine_family  # noqa: E402
-from planner.validate.predict import EfficiencySet, RowSetup, predict_row, setup_row  # noqa: E402
-from planner.validate.report import RowResult, summarize, validate_rows  # noqa: E402
-from planner.validate.rows import MeasurementRow, load_measurements  # noqa: E402
+from planner.physics.terms import TERM_NAMES  # noqa: E402
+from planner.validate.fit import (  # noqa: E402
+    FOLDS,
+    MIN_FAMILY_ROWS,
+    cross_validate,
+    fit_efficiency,
+    fit_table,
+    predictable_setups,
+)
+from planner.validate.report import QUANTITIES, RowResult, grouped_summary, validate_rows  # noqa: E402
+from planner.validate.rows import load_measurements  # noqa: E402
 
-__all__ = ["MIN_FAMILY_ROWS", "cross_validate", "fit_efficiency", "fit_table", "main", "predictable_setups"]
+__all__ = ["MIN_FAMILY_ROWS", "accuracy_table", "cross_validate", "fit_efficiency", "fit_table", "main",
+           "predictable_setups", "tp_table"]
 
-MIN_FAMILY_ROWS = 12  # fewer rows than this: the family uses the generic fit
-FOLDS = 5
-SEED = 0
-_START = EfficiencySet(bandwidth=0.7, compute=0.5, step_overhead_s=0.0, layer_overhead_s=50e-6)
-# Parameter vector: (bandwidth, compute, overhead per layer in µs), bounded.  The
-# overhead is fitted per layer: a fixed per-step term on top went to ~0 in a
-# 4-parameter fit (1.4e-5 s) and only added variance under cross-validation.
-_LOWER = np.array([0.05, 0.05, 0.0])
-_UPPER = np.array([1.0, 1.0, 1000.0])
-
-
-def _eff(x: np.ndarray) -> EfficiencySet:
-    return EfficiencySet(bandwidth=float(x[0]), compute=float(x[1]), step_overhead_s=0.0,
-                         layer_overhead_s=float(x[2]) * 1e-6)
+_ORDER = ("throughput", "ttft", "itl", "e2e", "all")
+_NAMES = {"throughput": "output tok/s", "ttft": "TTFT", "itl": "ITL", "e2e": "E2E", "all": "all rows"}
 
 
-def predictable_setups(rows: Sequence[MeasurementRow]) -> list[RowSetup]:
-    """The rows the planner can predict, mapped once (the mapping does not
-    depend on the efficiencies)."""
-    return [s for s in (setup_row(r, _START) for r in rows) if not isinstance(s, str)]
+def _pct(v: float | None, signed: bool = False) -> str:
+    return "–" if v is None else (f"{v:+.1f}%" if signed else f"{v:.1f}%")
 
 
-def fit_efficiency(setups: Sequence[RowSetup]) -> EfficiencySet:
-    """argmin Σ log(predicted / measured)² over bandwidth, compute, overhead per layer."""
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        eff = _eff(x)
-        return np.array([np.log(predict_row(s, eff)[0] / s.row.value) for s in setups])
-
-    x0 = np.array([_START.bandwidth, _START.compute, _START.layer_overhead_s * 1e6])
-    sol = least_squares(residuals, x0, bounds=(_LOWER, _UPPER), x_scale=np.array([0.1, 0.1, 10.0]),
-                        diff_step=1e-3)
-    return _eff(sol.x)
-
-
-def fit_table(setups: Sequence[RowSetup]) -> dict[str, dict[str, float]]:
-    """{"generic": ..., family: ...}; a family short of rows copies generic."""
-    generic = fit_efficiency(setups)
-    table = {"generic": generic.model_dump()}
-    for family in ("trtllm", "vllm"):
-        mine = [s for s in setups if s.family == family]
-        table[family] = fit_efficiency(mine).model_dump() if len(mine) >= MIN_FAMILY_ROWS else generic.model_dump()
-    return table
-
-
-def cross_validate(rows: Sequence[MeasurementRow], *, folds: int = FOLDS, seed: int = SEED) -> list[RowResult]:
-    """Each row predicted by a table fitted without its fold."""
-    order = np.random.default_rng(seed).permutation(len(rows))
-    fold_of = {rows[i].id: k % folds for k, i in enumerate(order)}
-    out: dict[str, RowResult] = {}
-    for k in range(folds):
-        train = predictable_setups([r for r in rows if fold_of[r.id] != k])
-        table = fit_table(train)
-        for res in validate_rows([r for r in rows if fold_of[r.id] == k], efficiency=table):
-            out[res.id] = res
-    return [out[r.id] for r in rows]
+def accuracy_table(schemes: dict[str, list[RowResult]]) -> str:
+    """Markdown: rows per quantity, then median / p90 abs and median signed error per scheme."""
+    heads = list(schemes)
+    lines = ["| quantity | rows | " + " | ".join(f"{h}: median / p90 abs, median signed" for h in heads) + " |",
+             "|---|---:|" + "---:|" * len(heads)]
+    summaries = {h: grouped_summary(res, "metric") for h, res in schemes.items()}
+    alls = {h: grouped_summary([r.model_copy(update={"metric": "all"}) for r in res], "metric")
+            for h, res in schemes.items()}
+    for q in _ORDER:
+        cells = []
+        count = 0
+        for h in heads:
+            st = alls[h]["all"]["all"] if q == "all" else summaries[h].get(q, {}).get("all")
+            if st is None:
+                cells.append("–")
+                continue
+            count = st.count
+            cells.append(f"{_pct(st.median_abs_error_pct)} / {_pct(st.p90_abs_error_pct)}, "
+                         f"{_pct(st.median_signed_error_pct, True)}")
+        if count:
+            lines.append(f"| {_NAMES[q]} | {count} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
-def _table_text(results: list[RowResult]) -> str:
-    s = summarize(results)
-    lines = ["| group | rows | skipped | median abs error | p90 abs error |", "|---|---:|---:|---:|---:|"]
-    for kind in ("by_metric", "by_family", "all"):
-        for key, st in s[kind].items():
-            med = "—" if st.median_abs_error_pct is None else f"{st.median_abs_error_pct:.1f}%"
-            p90 = "—" if st.p90_abs_error_pct is None else f"{st.p90_abs_error_pct:.1f}%"
-            lines.append(f"| {key} | {st.count} | {st.skipped} | {med} | {p90} |")
+def tp_table(results: list[RowResult], *, key: str = "tp") -> str:
+    """Markdown: median signed error (rows) per quantity × group (TP degree by default)."""
+    g = grouped_summary(results, key)  # type: ignore[arg-type]
+    cols = list(g)
+    lines = ["| quantity | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for q in _ORDER[:-1]:
+        cells = []
+        for c in cols:
+            st = g[c].get(q)
+            cells.append("–" if st is None or not st.count else f"{st.median_signed_error_pct:+.1f}% ({st.count})")
+        if any(c != "–" for c in cells):
+            lines.append(f"| {_NAMES[q]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def _literal(table: dict[str, dict[str, float]]) -> str:
     body = ",\n".join(
-        f'    "{k}": {{"bandwidth": {v["bandwidth"]:.4f}, "compute": {v["compute"]:.4f}, '
-        f'"step_overhead_s": {v["step_overhead_s"]:.3e}, "layer_overhead_s": {v["layer_overhead_s"]:.3e}}}'
-        for k, v in table.items())
+        f'    "{k}": {{' + ", ".join(f'"{n}": {v[n]:.4g}' for n in v) + "}" for k, v in table.items())
     return "FITTED_EFFICIENCY: dict[str, dict[str, float]] = {\n" + body + ",\n}"
 
 
-def _write(table: dict[str, dict[str, float]], data: str) -> None:
-    path = Path(__file__).resolve().parent.parent / "planner" / "spec" / "fitted.py"
+def _residuals(results: list[RowResult]) -> list[tuple[str, str, int, str, float]]:
+    """(family, GPU, TP, quantity, signed error %) of every predicted throughput/TTFT/ITL row."""
+    return [(r.family, r.gpu, r.tp or 1, QUANTITIES[r.metric], round(r.error_pct, 1)) for r in results
+            if r.error_pct is not None and QUANTITIES.get(r.metric) in {"throughput", "ttft", "itl"}]
+
+
+def _write(table: dict[str, dict[str, float]], data: str, residuals: list[tuple[str, str, int, str, float]] | None
+           ) -> None:
+    spec = Path(__file__).resolve().parent.parent / "planner" / "spec"
+    path = spec / "fitted.py"
     text = path.read_text()
+    terms = {k: float(table["generic"].get(k) or 0.0) for k in TERM_NAMES}
+    text = re.sub(r"FITTED_TERMS: dict\[str, float\] = \{[^}]*\}",
+                  "FITTED_TERMS: dict[str, float] = {" + ", ".join(f'"{k}": {v:.4g}' for k, v in terms.items()) + "}",
+                  text)
     start = text.index("# bench/fit_defaults.py on")
     path.write_text(text[:start] + f"# bench/fit_defaults.py on {Path(data).name}\n" + _literal(table) + "\n")
+    if residuals is None:
+        return
+    path = spec / "fitted_residuals.py"
+    text = path.read_text()
+    start = text.index("# bench/fit_defaults.py residuals")
+    body = "".join(f"    {r!r},\n" for r in residuals)
+    path.write_text(text[:start] + f"# bench/fit_defaults.py residuals ({len(residuals)} rows, {Path(data).name})\n"
+                    "FITTED_RESIDUALS: tuple[tuple[str, str, int, str, float], ...] = (\n" + body + ")\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--data", required=True, help="measurement file (published_calibration.json schema)")
     ap.add_argument("--write", action="store_true", help="rewrite planner/spec/fitted.py with the fitted table")
+    ap.add_argument("--no-cv", action="store_true", help="fit and score in-sample only (quick)")
     args = ap.parse_args(argv)
     rows = load_measurements(args.data)
     setups = predictable_setups(rows)
@@ -124,18 +129,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(rows)} rows, {len(setups)} predictable ({fams}); families need >= {MIN_FAMILY_ROWS} rows")
     table = fit_table(setups)
     print("\nFitted constants:\n" + _literal(table))
-    insample = validate_rows(rows, efficiency=table)
-    print("\nIn-sample:\n" + _table_text(insample))
-    cv = cross_validate(rows)
-    print(f"\n{FOLDS}-fold cross-validated:\n" + _table_text(cv))
-    worst = sorted((r for r in cv if r.error_pct is not None), key=lambda r: -abs(r.error_pct or 0.0))[:5]
-    print("\nFive worst rows (cross-validated):")
+    schemes = {"in-sample": validate_rows(rows, efficiency=table)}
+    if not args.no_cv:
+        schemes[f"{FOLDS}-fold CV"] = cross_validate(rows, "kfold")
+        schemes["leave-one-source-out CV"] = cross_validate(rows, "loso")
+    print("\nAccuracy by quantity:\n" + accuracy_table(schemes))
+    for name, res in schemes.items():
+        print(f"\nMedian signed error by TP degree ({name}, rows in brackets):\n" + tp_table(res))
+    last = list(schemes)[-1]
+    worst = sorted((r for r in schemes[last] if r.error_pct is not None), key=lambda r: -abs(r.error_pct or 0.0))[:8]
+    print(f"\nWorst rows ({last}):")
     for r in worst:
         print(f"  {r.id}  {r.metric}  measured {r.measured:g}  predicted {r.predicted:.4g}  ({r.error_pct:+.0f}%)")
-    _ = engine_family  # re-exported for callers that group by family
     if args.write:
-        _write(table, args.data)
-        print("\nwrote planner/spec/fitted.py")
+        loso = schemes.get("leave-one-source-out CV")
+        _write(table, args.data, _residuals(loso) if loso else None)
+        print("\nwrote planner/spec/fitted.py" + (" and planner/spec/fitted_residuals.py" if loso else ""))
     return 0
 
 

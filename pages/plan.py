@@ -44,6 +44,12 @@ cols[2].metric("tok/s per replica", shown(d.tok_s_per_replica, fmt=",.0f"))
 cols[3].metric("TTFT mean · queueing included", shown(op.ttft_s, "s") if op.feasible else MISSING,
                help=(f"operating point: M/G/1 queue + prefill; the p90 is in the SLO check above. "
                      f"Prefill alone (no queueing): {shown(p.time_s, 's')}"))
+u = result.uncertainty
+if u is not None:  # the error band beside ITL, TTFT and $/Mtok (planner/sizing/uncertainty.py)
+    parts = [f"{name} {fmt(b.low)} – {fmt(b.high)} ({b.basis}: {b.rows} rows)" for name, b, fmt in (
+        ("ITL", u.itl_s, lambda v: shown(v, "s")), ("TTFT", u.ttft_s, lambda v: shown(v, "s")),
+        ("output", u.usd_per_mtok_output, lambda v: usd(v, "/Mtok"))) if b is not None]
+    st.caption(md(f"Likely range ({u.level:.0%}): " + " · ".join(parts) + f". {u.note}.") if parts else md(u.note))
 cols = st.columns(4)
 cols[0].metric("Weights per GPU", shown(m.weight_bytes_per_gpu, "bytes"))
 cols[1].metric("KV budget per GPU", shown(m.kv_budget_bytes, "bytes"))

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.fit_defaults import fit_efficiency
 from planner.errors import ScenarioError
 from planner.validate import (
     EfficiencySet,
     MeasurementRow,
     engine_family,
+    fit_efficiency,
     load_measurements,
     parse_measurements,
     precision_dtypes,
@@ -129,12 +129,24 @@ def _synthetic_setups(truth: EfficiencySet) -> list:
     return out
 
 
+_OFF = {"collective_hop_s": 0.0, "sequence_overhead_s": 0.0, "gemm_half_width": 0.0}
+
+
 def test_fit_recovers_known_efficiencies() -> None:
-    truth = EfficiencySet(bandwidth=0.62, compute=0.41, step_overhead_s=0.0, layer_overhead_s=40e-6)
-    fitted = fit_efficiency(_synthetic_setups(truth))
+    truth = EfficiencySet(bandwidth=0.62, compute=0.41, step_overhead_s=0.0, layer_overhead_s=40e-6, **_OFF)
+    fitted = fit_efficiency(_synthetic_setups(truth), terms=())
     assert fitted.bandwidth == pytest.approx(0.62, rel=0.02)
     assert fitted.compute == pytest.approx(0.41, rel=0.02)
     assert fitted.layer_overhead_s == pytest.approx(40e-6, rel=0.05)
+
+
+def test_fit_recovers_the_gemm_shard_term() -> None:
+    """Rows at TP 1 and TP 4 made with n½ = 1,000: the fit finds it beside the efficiencies."""
+    truth = EfficiencySet(bandwidth=0.62, compute=0.8, step_overhead_s=0.0, layer_overhead_s=40e-6,
+                          **{**_OFF, "gemm_half_width": 1000.0})
+    fitted = fit_efficiency(_synthetic_setups(truth), terms=("gemm_half_width",))
+    assert fitted.gemm_half_width == pytest.approx(1000.0, rel=0.1)
+    assert fitted.compute == pytest.approx(0.8, rel=0.05)
 
 
 def test_fixed_file_parses() -> None:

@@ -1,8 +1,13 @@
-"""``python -m planner validate --data FILE``: the planner against published measurements.
+"""``python -m planner validate --data FILE [--by tp,gpu,family] [--cv none|kfold|loso]``.
 
 Prints, per row, the id, metric, measured and predicted values, the signed
 error and the scenario used (or why the row was skipped), then the summary per
-metric and per engine family.  JSON: ``rows`` and ``summary``.
+metric and per engine family (median and p90 absolute, median signed error).
+``--by`` adds the summary per TP degree, GPU, engine family or publication
+(``source``), each split by quantity (throughput, TTFT, ITL, E2E).  ``--cv``
+predicts each row with efficiencies fitted without it: ``kfold`` (5 seeded
+folds) or ``loso`` (leave its publication out); ``none`` (default) uses the
+fitted defaults.  JSON: ``rows``, ``summary``, ``summary_by``.
 """
 
 from __future__ import annotations
@@ -10,8 +15,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from planner.errors import ScenarioError
 from planner.io.export import flatten
-from planner.validate import load_measurements, validate_rows, validation_payload
+from planner.validate import GROUP_KEYS, GroupKey, cross_validate, load_measurements, validate_rows, validation_payload
 
 __all__ = ["register"]
 
@@ -32,8 +38,10 @@ def _flat_rows(payload: dict[str, Any]) -> list[dict[str, Any]]:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from planner.cli.main import emit
 
-    results = validate_rows(load_measurements(args.data))
-    payload = validation_payload(results)
+    by = _parse_by(args.by)
+    measured = load_measurements(args.data)
+    results = validate_rows(measured) if args.cv == "none" else cross_validate(measured, args.cv)
+    payload = validation_payload(results, by=by, cross_validation=args.cv)
     if args.format == "json":
         emit("json", payload)
         return 0
@@ -51,12 +59,27 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     print()
     summary = [{"group": k, **v} for k, v in payload["summary"].items()]
     summary += [{"group": f"family {k}", **v} for k, v in payload["summary_by_family"].items()]
+    for key, groups in payload.get("summary_by", {}).items():
+        summary += [{"group": f"{key} {g} {q}", **st} for g, qs in groups.items() for q, st in qs.items()]
     emit("table", payload, summary)
     return 0
+
+
+def _parse_by(text: str | None) -> tuple[GroupKey, ...]:
+    if not text:
+        return ()
+    keys = tuple(k.strip() for k in text.split(",") if k.strip())
+    bad = [k for k in keys if k not in GROUP_KEYS]
+    if bad:
+        raise ScenarioError(f"--by: unknown key '{bad[0]}' (known: {', '.join(GROUP_KEYS)})")
+    return tuple(dict.fromkeys(k for k in GROUP_KEYS if k in keys))
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("validate", help="predict published measurements and report the errors")
     p.add_argument("--data", required=True, help="measurement file (the published_calibration.json schema)")
     p.add_argument("--format", choices=("json", "csv", "table"), default="json")
+    p.add_argument("--by", default=None, help=f"comma-separated summary groups: {','.join(GROUP_KEYS)}")
+    p.add_argument("--cv", choices=("none", "kfold", "loso"), default="none",
+                   help="cross-validate: 5-fold or leave-one-source-out (refits; minutes on the full file)")
     p.set_defaults(func=_cmd_validate)

@@ -3,6 +3,17 @@ techniques, length distributions.  Pure functions that broadcast over numpy arra
 ``planner.spec``, ``planner.io`` and ``planner.errors``.
 """
 
+from planner.physics.attention import (
+    attention_flops_per_token_context,
+    compute_time_s,
+    shard_gemm_factor,
+)
+from planner.physics.comm import (
+    all_to_all_s,
+    collective_s,
+    layer_comm_s,
+    p2p_s,
+)
 from planner.physics.lengths import (
     MAX_TRACE_CSV_BYTES,
     LengthSamples,
@@ -85,14 +96,10 @@ from planner.physics.step import (
     DecodeStep,
     PrefillChunks,
     PrefillStep,
-    all_to_all_s,
-    attention_flops_per_token_context,
-    collective_s,
     decode_cycle,
     decode_step,
     experts_touched,
     experts_touched_busiest,
-    p2p_s,
     prefill_chunks,
     prefill_flops,
     prefill_step,
@@ -109,6 +116,11 @@ from planner.physics.techniques import (
     speculative_speedup,
     speculative_tokens_per_pass,
     static_batch_utilization,
+)
+from planner.physics.terms import (
+    TERM_NAMES,
+    physics_terms,
+    term,
 )
 
 __all__ = [
@@ -140,6 +152,7 @@ __all__ = [
     "RDMA_LATENCY_S",
     "ROUNDING_MARGIN",
     "ServiceTimes",
+    "TERM_NAMES",
     "TTFT_PERCENTILE",
     "TtftPool",
     "activation_peak_bytes",
@@ -155,6 +168,7 @@ __all__ = [
     "collective_s",
     "colocated_decode",
     "compute_dtype",
+    "compute_time_s",
     "contiguous_reservation_bytes",
     "csv_rows",
     "decode_cycle",
@@ -175,6 +189,7 @@ __all__ = [
     "kv_link_bytes_per_s",
     "kv_transfer_exposed_s",
     "kv_transfer_s",
+    "layer_comm_s",
     "length_samples",
     "lognormal_quantiles",
     "max_sequences",
@@ -185,6 +200,7 @@ __all__ = [
     "paged_reservation_bytes",
     "parse_trace_csv",
     "peak_flops_per_s",
+    "physics_terms",
     "pipeline_bubble",
     "pipelined_prefill",
     "prefill_chunks",
@@ -194,6 +210,7 @@ __all__ = [
     "prefix_sharing_bytes",
     "rate_at_concurrency",
     "ridge_flop_per_byte",
+    "shard_gemm_factor",
     "sojourn_quantile",
     "speculative_cycle_s",
     "speculative_itl_s",
@@ -201,6 +218,7 @@ __all__ = [
     "speculative_tokens_per_pass",
     "stall_quantile",
     "static_batch_utilization",
+    "term",
     "ttft_pool",
     "weight_bytes",
     "weight_bytes_per_gpu",

@@ -15,7 +15,8 @@ Decode at batch B, live context S (per GPU of a TP·PP·EP replica):
     F = (2 × P_active + attention per cached token × S) × B/(TP·PP·EP)
     step_s = PP × max(F/(η_c·C), D/(η_b·BW)) + 2·L all-reduces (TP>1)
              + 2 all-to-alls per MoE layer (EP>1) + PP hops + overhead,
-    overhead = step_overhead_s + layer_overhead_s × L
+    overhead = step_overhead_s + layer_overhead_s × L + sequence_overhead_s × B
+    (the last a fitted term, planner.physics.terms: per sequence per step)
 
 MoE decode reads only the experts a batch touches: each expert is touched with
 probability q = 1 − (1 − k/E)^tokens; with EP the E/EP experts of one GPU are
@@ -26,10 +27,8 @@ is E × q.  The all-to-all (dispatch and combine) moves each GPU's own tokens:
 all-reduces per layer per token, each λ + 2(TP−1)/TP × bytes / link (λ ≈ 5 µs
 NVLink, 25 µs PCIe).  A PP hop is point to point: λ + bytes / link.
 
-Attention FLOPs per head per cached token: 2·(d_qk + d_v) for GQA and for MLA
-prefill (un-absorbed, 2·(192 + 128) = 640 for DeepSeek-V3); MLA decode runs the
-absorbed kernel over the latent: 2·(kv_lora_rank + rope) + 2·kv_lora_rank
-(2·576 + 2·512 = 2,176).
+Attention FLOPs and the per-kernel compute rate: :mod:`planner.physics.attention`;
+collectives (ring all-reduce with its per-hop latency): :mod:`planner.physics.comm`.
 
 Prefill of n new tokens after c cached ones (all TP·EP GPUs share the work: the
 experts are spread over them and attention runs data-parallel across EP ranks):
@@ -50,15 +49,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.stats import binom
 
-from planner.physics.link import (
-    LINK_DIRECTIONS,
-    NVLINK_COLLECTIVE_LATENCY_S,
-    PCIE_COLLECTIVE_LATENCY_S,
-    group_link,
-)
+from planner.physics.attention import attention_flops_per_token_context, compute_time_s, shard_gemm_factor
+from planner.physics.comm import all_to_all_s, collective_s, layer_comm_s, p2p_s
+from planner.physics.link import LINK_DIRECTIONS, NVLINK_COLLECTIVE_LATENCY_S, PCIE_COLLECTIVE_LATENCY_S
 from planner.physics.memory import kv_bytes_per_token_per_gpu
-from planner.physics.roofline import attention_peak_flops_per_s, peak_flops_per_s
 from planner.physics.techniques import speculative_cycle_s, speculative_tokens_per_pass
+from planner.physics.terms import term
 from planner.spec.context import StepKwargs
 from planner.spec.params import param_counts
 from planner.spec.precision import bytes_per_weight
@@ -104,19 +100,6 @@ def _hidden(model: ModelSpec) -> float:
     return float(model.hidden or model.heads * model.head_dim)
 
 
-def attention_flops_per_token_context(model: ModelSpec, *, absorbed: bool = False) -> float:
-    """FLOPs one token spends attending to one cached token, all layers and heads:
-    2·(d_qk + d_v)·L·H; MLA with ``absorbed`` (decode): (2·(r + rope) + 2·r)·L·H."""
-    if model.attention == "mla":
-        if absorbed:
-            r, rope = float(model.kv_lora_rank or 0), float(model.qk_rope_head_dim or 0)
-            return (2.0 * (r + rope) + 2.0 * r) * model.layers * model.heads
-        dims = float(model.head_dim + (model.v_head_dim or model.head_dim))
-    else:
-        dims = 2.0 * model.head_dim
-    return 2.0 * dims * model.layers * model.heads
-
-
 def experts_touched(*, experts: int, top_k: int, tokens: ArrayLike) -> Arr | float:
     """Expected distinct experts a batch touches per layer: E × (1 − (1 − k/E)^tokens)."""
     t = _f(tokens)
@@ -140,48 +123,6 @@ def experts_touched_busiest(*, experts: int, top_k: int, tokens: ArrayLike, ep: 
         terms = np.where(x < n.reshape(shape), 1.0 - cdf ** g[many].reshape(shape), 0.0)
         out[many] = terms.sum(axis=-1)
     return _out(out.reshape(np.shape(t0)))
-
-
-def collective_s(
-    *, gpu: GpuSpec, group: ArrayLike, message_bytes: ArrayLike, count: ArrayLike,
-    latency_s: float | None = None,
-) -> Arr | float:
-    """All-reduces: count × (λ + 2(g−1)/g × bytes / link), zero for a group of one."""
-    g = _f(group)
-    lat, bw = group_link(gpu, g)
-    if latency_s is not None:
-        lat = np.full_like(lat, latency_s)
-    per = lat + 2.0 * (g - 1.0) / g * _f(message_bytes) / bw
-    return _out(np.where(g > 1, _f(count) * per, 0.0))
-
-
-def all_to_all_s(
-    *, gpu: GpuSpec, group: ArrayLike, ep: ArrayLike, bytes_per_gpu: ArrayLike, count: ArrayLike,
-    latency_s: float | None = None,
-) -> Arr | float:
-    """Expert-parallel all-to-alls: count × (λ + bytes one GPU sends / link), none at EP = 1."""
-    lat, bw = group_link(gpu, group)
-    if latency_s is not None:
-        lat = np.full_like(lat, latency_s)
-    per = lat + _f(bytes_per_gpu) / bw
-    return _out(np.where(_f(ep) > 1, _f(count) * per, 0.0))
-
-
-def p2p_s(
-    *, gpu: GpuSpec, span: ArrayLike, message_bytes: ArrayLike, count: ArrayLike, latency_s: float | None = None,
-) -> Arr | float:
-    """Point-to-point sends (pipeline hops): count × (λ + bytes / link of a ``span``-GPU group)."""
-    lat, bw = group_link(gpu, span)
-    if latency_s is not None:
-        lat = np.full_like(lat, latency_s)
-    return _out(np.maximum(_f(count), 0.0) * (lat + _f(message_bytes) / bw))
-
-
-def _compute_s(gpu: GpuSpec, weights_dtype: str, kv_dtype: str, linear: Arr, attention: Arr | float,
-               gpus: Arr, efficiency: ArrayLike) -> Arr:
-    """(F_linear / C_w + F_attention / C_attn) / (GPUs × η_c)."""
-    return (linear / peak_flops_per_s(gpu, weights_dtype)
-            + _f(attention) / attention_peak_flops_per_s(gpu, kv_dtype)) / (gpus * _f(efficiency))
 
 
 @dataclass(frozen=True)
@@ -244,22 +185,15 @@ def decode_step(
     attn = (attention_flops_per_token_context(model, absorbed=True) * s * micro * tps * pp_a / gpus
             if include_attention else np.zeros_like(linear))
     flops_stage = (linear + attn) / pp_a
-    compute_s = _compute_s(gpu, weights_dtype, kv_dtype, linear / pp_a, attn / pp_a, np.ones_like(gpus),
-                           compute_efficiency)
+    compute_s = compute_time_s(gpu, weights_dtype, kv_dtype, linear / pp_a, attn / pp_a, np.ones_like(gpus),
+                               compute_efficiency, gemm_factor=shard_gemm_factor(model, tp_a))
     memory_s = bytes_stage / (_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
     stage_s = np.maximum(compute_s, memory_s)
     msg = micro * tps * _hidden(model) * ACTIVATION_BYTES
-    comm = _f(collective_s(gpu=gpu, group=tp_a, message_bytes=msg, count=2 * model.layers,
-                           latency_s=collective_latency_s))
-    if model.is_moe:
-        moe_layers = model.layers - model.dense_layers
-        comm = comm + _f(all_to_all_s(gpu=gpu, group=tp_a * ep_a, ep=ep_a,
-                                      bytes_per_gpu=msg / ep_a * model.experts_per_token,
-                                      count=2 * moe_layers, latency_s=collective_latency_s))
-    comm = comm + _f(p2p_s(gpu=gpu, span=tp_a * pp_a, message_bytes=msg, count=pp_a - 1,
-                           latency_s=collective_latency_s))
-    overhead = np.broadcast_to(_f(step_overhead_s) + _f(layer_overhead_s) * model.layers,
-                               np.shape(stage_s)).astype(float)
+    comm = layer_comm_s(model=model, gpu=gpu, tp=tp_a, pp=pp_a, ep=ep_a, message_bytes=msg,
+                        latency_s=collective_latency_s)
+    overhead = np.broadcast_to(_f(step_overhead_s) + _f(layer_overhead_s) * model.layers
+                               + term("sequence_overhead_s") * b, np.shape(stage_s)).astype(float)
     step = pp_a * stage_s + comm + overhead
     return DecodeStep(
         step_s=_out(step),
@@ -369,7 +303,8 @@ def prefill_step(
     n = np.maximum(_f(tokens) - c, 0.0)
     lin, att = _prefill_flops_parts(model, tokens, cached_tokens, include_attention)
     flops = lin + att
-    compute_s = _compute_s(gpu, weights_dtype, kv_dtype, lin, att, tp_a * ep_a, compute_efficiency)
+    compute_s = compute_time_s(gpu, weights_dtype, kv_dtype, lin, att, tp_a * ep_a, compute_efficiency,
+                               gemm_factor=shard_gemm_factor(model, tp_a))
     if model.is_moe and pc.expert_total > 0:
         # The experts the prompt's tokens touch, on the busiest GPU (all of its E/EP for long prompts).
         busiest = _f(experts_touched_busiest(experts=model.experts, top_k=model.experts_per_token, tokens=n,
@@ -385,15 +320,8 @@ def prefill_step(
     # experts its tokens touch may not be (counted in full: an upper bound).
     kv_s = (w_exp + (n + c) * k_gpu) / (_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
     msg = n * _hidden(model) * ACTIVATION_BYTES
-    comm = _f(collective_s(gpu=gpu, group=tp_a, message_bytes=msg, count=2 * model.layers,
-                           latency_s=collective_latency_s))
-    if model.is_moe:
-        moe_layers = model.layers - model.dense_layers
-        comm = comm + _f(all_to_all_s(gpu=gpu, group=tp_a * ep_a, ep=ep_a,
-                                      bytes_per_gpu=msg / ep_a * model.experts_per_token,
-                                      count=2 * moe_layers, latency_s=collective_latency_s))
-    comm = comm + _f(p2p_s(gpu=gpu, span=tp_a * pp_a, message_bytes=msg, count=pp_a - 1,
-                           latency_s=collective_latency_s))
+    comm = layer_comm_s(model=model, gpu=gpu, tp=tp_a, pp=pp_a, ep=ep_a, message_bytes=msg,
+                        latency_s=collective_latency_s)
     overhead = _f(step_overhead_s) + _f(layer_overhead_s) * model.layers
     t = np.maximum(compute_s, memory_s) + comm + overhead
     t = np.where(n > 0, t, 0.0)

@@ -56,8 +56,22 @@ from planner.sizing.replica import (
     prefill_section,
     roofline_section,
 )
+from planner.sizing.uncertainty import (
+    BAND_LEVEL,
+    MIN_BAND_ROWS,
+    Band,
+    Uncertainty,
+    nearest_residuals,
+    plan_uncertainty,
+)
 
 __all__ = [
+    "BAND_LEVEL",
+    "Band",
+    "MIN_BAND_ROWS",
+    "Uncertainty",
+    "nearest_residuals",
+    "plan_uncertainty",
     "CEIL_TOLERANCE",
     "CostResult",
     "DecodeResult",

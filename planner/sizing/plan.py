@@ -29,6 +29,7 @@ from planner.sizing.replica import (
     prefill_section,
     roofline_section,
 )
+from planner.sizing.uncertainty import Uncertainty, plan_uncertainty
 from planner.spec.context import Resolved, resolve
 from planner.spec.derivation import Derivation, Origin, fmt_num
 from planner.spec.fitted import FITTED_GPU_ROWS, MIN_ROWS_COVERED
@@ -60,6 +61,7 @@ class Plan(BaseModel):
     warnings: tuple[str, ...]
     origins: dict[str, Origin]
     derivations: dict[str, Derivation]
+    uncertainty: Uncertainty | None = None  # error bands of the headline numbers (sizing/uncertainty.py)
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -149,6 +151,9 @@ def plan_resolved(r: Resolved) -> Plan:
         warnings=tuple(_warnings(r, mem, batch) + ([] if op.feasible else [f"no operating point meets the SLO: {op.reason}"])),
         origins=dict(r.origins),
         derivations=d,
+        uncertainty=plan_uncertainty(gpu=r.gpu.id, tp=s.parallel.tp, ttft_s=ttft, itl_s=op.itl_s if op.feasible
+                                     else dec.itl_s, usd_per_mtok_output=cost.usd_per_mtok_output,
+                                     stated_efficiency=s.efficiency.bandwidth is not None),
     )
 
 

@@ -33,7 +33,12 @@ from planner.spec.fitted import (
     FITTED_EFFICIENCY,
     FITTED_GPU_ROWS,
     FITTED_ON,
+    FITTED_TERMS,
     MIN_ROWS_COVERED,
+)
+from planner.spec.fitted_residuals import (
+    FITTED_RESIDUALS,
+    RESIDUALS_SCHEME,
 )
 from planner.spec.hf_import import (
     MAX_CONFIG_INT,
@@ -112,6 +117,9 @@ __all__ = [
     "FITTED_EFFICIENCY",
     "FITTED_GPU_ROWS",
     "FITTED_ON",
+    "FITTED_RESIDUALS",
+    "RESIDUALS_SCHEME",
+    "FITTED_TERMS",
     "Fleet",
     "GpuSpec",
     "KV_DTYPES",

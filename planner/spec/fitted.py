@@ -8,19 +8,26 @@ engines whose family has too few rows of its own.
 
 from __future__ import annotations
 
-__all__ = ["FITTED_EFFICIENCY", "FITTED_GPU_ROWS", "FITTED_ON", "MIN_ROWS_COVERED"]
+__all__ = ["FITTED_EFFICIENCY", "FITTED_GPU_ROWS", "FITTED_ON", "FITTED_TERMS", "MIN_ROWS_COVERED"]
 
 FITTED_ON = "shared/data/published_calibration.json"
 
 # Predictable rows per catalog GPU in the fitted data (python -m planner validate
 # on the same file); a GPU with fewer than MIN_ROWS_COVERED rows is outside what
 # the fit has seen, and a plan on it says so.
-FITTED_GPU_ROWS: dict[str, int] = {"h100-sxm": 73, "h200-sxm": 46, "a100-sxm-80gb": 8, "b200": 1}
+FITTED_GPU_ROWS: dict[str, int] = {"h100-sxm": 70, "h200-sxm": 42, "a100-sxm-80gb": 11, "b200": 1}
 MIN_ROWS_COVERED = 5
+
+# Physics terms beyond the efficiencies (planner.physics.terms), each kept only
+# where it lowered both cross-validated errors (README "How accurate is it?"):
+# collective_hop_s: latency per ring step of a TP all-reduce (2(g−1) steps);
+# sequence_overhead_s: host work per sequence per decode step (sampling, scheduling);
+# gemm_half_width: per-GPU GEMM width (hidden / TP) at which the tensor-core rate halves.
+FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0}
 
 # bench/fit_defaults.py on published_calibration.json
 FITTED_EFFICIENCY: dict[str, dict[str, float]] = {
-    "generic": {"bandwidth": 0.9817, "compute": 0.5582, "step_overhead_s": 0.000e+00, "layer_overhead_s": 8.169e-05},
-    "trtllm": {"bandwidth": 0.8085, "compute": 0.6110, "step_overhead_s": 0.000e+00, "layer_overhead_s": 6.878e-05},
-    "vllm": {"bandwidth": 0.9817, "compute": 0.5582, "step_overhead_s": 0.000e+00, "layer_overhead_s": 8.169e-05},
+    "generic": {"bandwidth": 0.9959, "compute": 0.5748, "step_overhead_s": 0, "layer_overhead_s": 8.88e-05, "collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0},
+    "trtllm": {"bandwidth": 0.8733, "compute": 0.6069, "step_overhead_s": 0, "layer_overhead_s": 8.416e-05, "collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0},
+    "vllm": {"bandwidth": 0.9959, "compute": 0.5748, "step_overhead_s": 0, "layer_overhead_s": 8.88e-05, "collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0},
 }

@@ -14,9 +14,11 @@ from typing import Literal
 from planner.spec.catalog import load_catalog
 
 __all__ = [
+    "COMMON_GPU_VARIANTS",
     "ENGINE_FAMILIES",
     "EngineFamily",
     "PRECISIONS",
+    "assumed_gpu_variant",
     "engine_family",
     "precision_dtypes",
     "resolve_gpu_name",
@@ -92,6 +94,22 @@ def resolve_gpu_name(name: str) -> tuple[str | None, str | None]:
     if "unspecified" in key or "unknown" in key:
         return None, f"GPU variant not stated ('{name}'): memory and bandwidth differ between variants"
     return None, f"unknown gpu '{name}' (known: {', '.join(sorted(cat.gpus))})"
+
+
+# The variant a published row most likely ran when it names only the GPU family:
+# the SXM board with the most memory, the one NVIDIA's and the clouds' benchmark
+# tables use (DGX/HGX H100 SXM 80 GB, DGX A100 80 GB, HGX H200 SXM 141 GB).
+COMMON_GPU_VARIANTS: dict[str, str] = {"h100": "h100-sxm", "a100": "a100-sxm-80gb", "h200": "h200-sxm"}
+
+
+def assumed_gpu_variant(name: str) -> tuple[str, str] | None:
+    """(catalog id, note) for a GPU named without its variant (``a100_unspecified``,
+    ``A100``), else None: the prediction runs on the common variant and says so."""
+    tokens = [t for t in re.split(r"[-_\s]+", name.strip().lower()) if t and t not in {"unspecified", "unknown"}]
+    if len(tokens) != 1 or tokens[0] not in COMMON_GPU_VARIANTS:
+        return None
+    gid = COMMON_GPU_VARIANTS[tokens[0]]
+    return gid, f"GPU variant not stated ('{name}'): assumed the common variant {gid}"
 
 
 def engine_family(engine: str) -> EngineFamily:

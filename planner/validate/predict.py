@@ -9,29 +9,41 @@ model of :mod:`planner.physics.queueing`, which ``plan`` and ``sweep`` use too):
 * no concurrency and no rate (offline max throughput): a closed loop at the
   batch cap B = min(KV budget sequences at ISL + OSL, the engine's max batch);
   TTFT there is set by the benchmark's queue depth, which such a row does not
-  state, so TTFT/E2E rows without a load are skipped.
+  state, so TTFT/E2E rows without a load are skipped.  A run that reports a
+  latency metric without a load was an online benchmark whose client load is
+  unstated (:func:`~planner.validate.rows.unstated_load_runs`): every metric of
+  it is skipped (:func:`setup_rows`).
 * concurrency c per replica: a closed loop of c users (beyond the batch cap the
   extra users queue).
 * request rate λ per replica: an open loop; the batch solves Little's law.
 
 Totals over several GPUs are replicas × per replica, replicas = GPUs / (TP × PP).
+A GPU named without its variant runs on the common one, noted in ``notes``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import validation_message
+from planner.physics.terms import TERM_NAMES, physics_terms
 from planner.sizing.load import LoadPoint, replica_load
 from planner.sizing.replica import memory_section
 from planner.spec.context import resolve
 from planner.spec.scenario import Efficiency, Parallel, Scenario, Serving, Workload
-from planner.validate.names import engine_family, precision_dtypes, resolve_gpu_name, resolve_model_name
-from planner.validate.rows import METRICS, MeasurementRow
+from planner.validate.names import (
+    assumed_gpu_variant,
+    engine_family,
+    precision_dtypes,
+    resolve_gpu_name,
+    resolve_model_name,
+)
+from planner.validate.rows import METRICS, MeasurementRow, run_key, unstated_load_runs
 
 __all__ = [
     "ENGINE_MAX_BATCH",
@@ -39,11 +51,16 @@ __all__ = [
     "EfficiencySet",
     "LoadPoint",
     "RowSetup",
+    "UNSTATED_LOAD_REASON",
     "efficiency_for",
     "operating_point",
     "predict_row",
     "setup_row",
+    "setup_rows",
 ]
+
+UNSTATED_LOAD_REASON = ("client concurrency / request rate not stated for this online run (it reports latencies, "
+                        "so a client with an unknown load drove it): every metric of the run is skipped")
 
 # Engine caps on the running batch: TensorRT-LLM's default max_batch_size
 # (2048 in trtllm-bench engines), vLLM's max_num_seqs default (256; SGLang's
@@ -65,6 +82,14 @@ class EfficiencySet(BaseModel):
     compute: float = Field(gt=0, le=1)
     step_overhead_s: float = Field(ge=0)
     layer_overhead_s: float = Field(default=0.0, ge=0)
+    # Fitted physics terms (planner.physics.terms); None: the fitted default.
+    collective_hop_s: float | None = Field(default=None, ge=0)
+    sequence_overhead_s: float | None = Field(default=None, ge=0)
+    gemm_half_width: float | None = Field(default=None, ge=0)
+
+    def terms(self) -> dict[str, float]:
+        """The physics terms this set states."""
+        return {k: v for k in TERM_NAMES if (v := getattr(self, k)) is not None}
 
 
 def efficiency_for(family: str, table: dict[str, dict[str, float]]) -> EfficiencySet:
@@ -107,13 +132,17 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     model_id, why = resolve_model_name(row.model)
     if model_id is None:
         return why or "unknown model"
+    notes: list[str] = []
     gpu_id, why = resolve_gpu_name(row.gpu)
     if gpu_id is None:
-        return why or "unknown gpu"
+        assumed = assumed_gpu_variant(row.gpu)
+        if assumed is None:
+            return why or "unknown gpu"
+        gpu_id = assumed[0]
+        notes.append(assumed[1])
     dtypes, why = precision_dtypes(row.precision, family=family)
     if dtypes is None:
         return why or "unknown precision"
-    notes: list[str] = []
     pp = row.pp or 1
     tp = row.tp
     if tp is None:
@@ -150,12 +179,25 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
                     load_per_replica=per, max_batch=max_batch, notes=tuple(notes))
 
 
+def setup_rows(rows: Sequence[MeasurementRow], eff: EfficiencySet | Sequence[EfficiencySet],
+               context: Sequence[MeasurementRow] | None = None) -> list[RowSetup | str]:
+    """:func:`setup_row` for each row (``eff``: one set, or one per row), and the
+    run rule: a row of a run whose client load is unstated (judged over
+    ``context``, default ``rows``: pass the whole file when predicting a part of
+    it) is skipped with that reason."""
+    unstated = unstated_load_runs(rows if context is None else context)
+    effs = [eff] * len(rows) if isinstance(eff, EfficiencySet) else list(eff)
+    return [UNSTATED_LOAD_REASON if run_key(r) in unstated else setup_row(r, e)
+            for r, e in zip(rows, effs, strict=True)]
+
+
 def operating_point(setup: RowSetup, eff: EfficiencySet) -> LoadPoint:
     """The replica's state at the row's load."""
     r = resolve(setup.with_efficiency(eff))
-    return replica_load(r, load=setup.load, prompt_tokens=float(setup.row.isl or 1),
-                        output_tokens=float(setup.row.osl or 1), max_batch=setup.max_batch,
-                        level=setup.load_per_replica, replicas=setup.replicas)
+    with physics_terms(**eff.terms()):
+        return replica_load(r, load=setup.load, prompt_tokens=float(setup.row.isl or 1),
+                            output_tokens=float(setup.row.osl or 1), max_batch=setup.max_batch,
+                            level=setup.load_per_replica, replicas=setup.replicas)
 
 
 def predict_row(setup: RowSetup, eff: EfficiencySet) -> tuple[float, LoadPoint]:

@@ -9,6 +9,8 @@ and the field.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +19,17 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from planner.errors import ScenarioError
 from planner.io.jsonfile import read_json
 
-__all__ = ["MAX_MEASUREMENT_ROWS", "METRICS", "MeasurementRow", "load_measurements", "parse_measurements"]
+__all__ = [
+    "LATENCY_METRICS",
+    "MAX_MEASUREMENT_ROWS",
+    "METRICS",
+    "MeasurementRow",
+    "load_measurements",
+    "parse_measurements",
+    "publication",
+    "run_key",
+    "unstated_load_runs",
+]
 
 # Rows one validation run predicts: the published file has 164 and takes ~1 s;
 # 5,000 rows take well under a minute on a 2-core machine.
@@ -39,9 +51,17 @@ PosInt = Annotated[int, Field(ge=1)]
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
+# Metrics that only exist under a client load: a run that reports one of them
+# but states neither concurrency nor rate was driven by a client whose load the
+# row does not give (an online benchmark), not by an offline max-throughput tool.
+LATENCY_METRICS: frozenset[str] = frozenset({"ttft_ms", "itl_ms", "tpot_ms", "e2e_s"})
+
+
 class MeasurementRow(BaseModel):
     """One published measurement with its setup (extra keys such as
-    ``source`` or ``params_b`` are kept out; they do not change a prediction)."""
+    ``params_b`` are kept out; they do not change a prediction).  ``source``
+    and ``engine_version`` do not change a prediction either; they group rows
+    into publications (leave-one-source-out) and runs."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -61,6 +81,36 @@ class MeasurementRow(BaseModel):
     value: PosFloat
     trust: str | None = None
     notes: str | None = None
+    source: str | None = None
+    engine_version: str | None = None
+
+
+def publication(source: str | None) -> str:
+    """The publication a row's ``source`` belongs to, for leave-one-source-out:
+    the text before any parenthetical remark (``... (read from mirror ...)``),
+    without a URL fragment or query; every file of one MLPerf results round
+    (``github.com/mlcommons/inference_results_v4.1/...``) is one publication."""
+    if not source:
+        return "(no source)"
+    text = source.split(" (", 1)[0].strip().split("#", 1)[0].split("?", 1)[0]
+    m = re.search(r"github\.com/mlcommons/(inference_results_v[\d.]+)", text)
+    return f"mlcommons/{m.group(1)}" if m else text
+
+
+def run_key(row: MeasurementRow) -> tuple[object, ...]:
+    """Rows of one benchmark run: the same setup and load, differing only in
+    the metric (and id, value, notes)."""
+    return (publication(row.source), row.engine, row.engine_version, row.model, row.precision, row.gpu, row.n_gpus,
+            row.tp, row.pp, row.isl, row.osl, row.concurrency, row.request_rate)
+
+
+def unstated_load_runs(rows: Iterable[MeasurementRow]) -> frozenset[tuple[object, ...]]:
+    """Runs whose client load is truly unstated: no concurrency and no rate, yet
+    a latency metric (TTFT, ITL, TPOT, E2E) reported, so a client with some
+    unknown number of requests in flight drove it.  Every metric of such a run
+    is skipped (an offline max-throughput run reports throughput only)."""
+    return frozenset(run_key(r) for r in rows
+                     if r.concurrency is None and r.request_rate is None and r.metric in LATENCY_METRICS)
 
 
 _ROW = TypeAdapter(MeasurementRow)
