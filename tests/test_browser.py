@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_support import CHROMIUM, LAUNCH_ARGS, ROOT, chromium_or_skip, choose, metric, migrated_server, settled
+from tests.browser_support import (
+    CHROMIUM,
+    LAUNCH_ARGS,
+    ROOT,
+    choose,
+    chromium_or_skip,
+    metric,
+    migrated_server,
+    settled,
+)
 
 chromium_or_skip()
 

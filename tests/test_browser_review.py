@@ -1,7 +1,8 @@
 """Issue 16's review, start to finish in a real browser against a fresh server:
 Llama-3.1-70B FP8 at 50 req/s, 2,000/300 tokens, TTFT ≤ 1 s, ITL ≤ 50 ms on
 H200 TP2 disaggregated.  Set it in the sidebar, read Fleet & cost, compare H100
-vs H200 (two clicks), save it, update it to revision 2 (a negotiated price),
+vs H200 (two clicks), save it, update it to revision 2 (a negotiated price) and
+read the field-by-field history,
 reopen both share links in fresh browsers and find the same numbers, download
 the review report (HTML and PDF) and find the page's GPUs and $/Mtok in it,
 download the plan CSV and read it back.
@@ -12,7 +13,6 @@ written to test-artifacts/review-clicks.txt beside a screenshot of each step."""
 from __future__ import annotations
 
 import csv
-import re
 from pathlib import Path
 
 from tests.browser_support import (
@@ -127,6 +127,10 @@ def test_the_whole_review(tmp_path: Path) -> None:
         click(page.get_by_role("button", name=f"Update {SLUG} to version 2"))
         expect(page.get_by_text(f"Updated {SLUG} to version 2")).to_be_visible()
         expect(page.get_by_text(f"({SLUG}, version 2)").first).to_be_visible()  # the sidebar's banner
+        history = page.locator("[data-testid='stExpander']").filter(has_text="History (2 versions)").first
+        click(history.locator("summary"), wait=False)  # opening an expander does not rerun
+        diff = table_cells(history.locator("[data-testid='stTable']"))
+        assert "2.75" in diff["$/GPU-hour"]["version 2"] and "2.75" not in diff["$/GPU-hour"]["version 1"], diff
         _shot(page, "5-revision-2")
         stored = page.get_by_role("link", name=f"?scenario={SLUG}").first.get_attribute("href") or ""
         stateless = page.get_by_role("link", name="stateless link", exact=True).first.get_attribute("href") or ""
