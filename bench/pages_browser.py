@@ -110,7 +110,7 @@ def main() -> int:
     parser.add_argument("--widget", choices=sorted(WIDGETS), default="rps")
     parser.add_argument("--pages", nargs="*", help="navigation titles to time (default: every page)")
     args = parser.parse_args()
-    label, start, step = WIDGETS[args.widget]
+    widget, start, step = WIDGETS[args.widget]
     logging.disable(logging.WARNING)
     if not CHROMIUM.exists():
         print(f"{CHROMIUM} is not installed (apt-get install chromium)")
@@ -130,18 +130,18 @@ def main() -> int:
         settled(page)
         for label, option in SCENARIOS[args.scenario]:
             choose(page, label, option)
-        set_number(page, label, start)
+        set_number(page, widget, start)
         value = start
         for title, _path in pages:
             nav(page, title)
             value += step
-            time_change(page, label, value)  # the first change on a page also warms its charts' code paths
+            time_change(page, widget, value)  # the first change on a page also warms its charts' code paths
             times: list[float] = []
             while len(times) < args.runs:
                 value += step  # a value never seen before: no cached plan, curve or chart is reused
-                took = time_change(page, label, value)
+                took = time_change(page, widget, value)
                 if took is None:
-                    lost.append(f"{title} at {label} {value:.2f}")
+                    lost.append(f"{title} at {widget} {value:.2f}")
                     settled(page)
                 else:
                     times.append(took)
@@ -149,7 +149,7 @@ def main() -> int:
         browser.close()
     every = [t for ts in results.values() for t in ts]
     print(f"{'page':<22} {'median ms':>10} {'min ms':>8} {'max ms':>8}  "
-          f"(runs={args.runs}, scenario={args.scenario}, widget: {label}, Chromium, 1 tab)")
+          f"(runs={args.runs}, scenario={args.scenario}, widget: {widget}, Chromium, 1 tab)")
     for title, ts in results.items():
         med = statistics.median(ts)
         print(f"{title:<22} {med * 1e3:>10.0f} {min(ts) * 1e3:>8.0f} {max(ts) * 1e3:>8.0f}"

@@ -313,7 +313,8 @@ def test_stale_catalog_banner_and_replan(app: AppTest, store_db: Path) -> None:
     saved = save_scenario(engine=engine, scenario=Scenario(), name="old price")
     import sqlalchemy as sa
 
-    frozen = dict(saved.frozen_catalog.model_dump(mode="json"))  # type: ignore[union-attr]
+    assert saved.frozen_catalog is not None
+    frozen = dict(saved.frozen_catalog.model_dump(mode="json"))
     frozen["usd_per_gpu_hour"] = 1.0  # as if the catalog price was $1 when it was saved
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE scenarios SET frozen_catalog = :f WHERE slug = 'old-price'"),
