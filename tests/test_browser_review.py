@@ -25,6 +25,7 @@ from tests.browser_support import (
     click,
     expect_number,
     fleet_numbers,
+    metric,
     migrated_server,
     nav,
     set_number,
@@ -152,6 +153,7 @@ def test_the_whole_review(tmp_path: Path) -> None:
 
         # 7. The review report from the Plan page: the page's GPUs and $/Mtok are in it.
         nav(page, "Plan")
+        assert (metric(page, "GPUs"), metric(page, "$/Mtok output")) == (gpus2, cost2)  # the Plan page's answer
         doc = _Text()
         doc.feed(_download(page, "Review report (HTML)", tmp_path / "review.html").read_text())
         assert doc.cards["gpus"][1] == gpus2 and doc.cards["usd-per-mtok-output"][1] == cost2
