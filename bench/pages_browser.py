@@ -11,8 +11,10 @@ or "Price" (only the cost; a page keyed on what its numbers depend on reuses the
 rest).  The clock runs, in the page's own ``performance.now()``, from the Enter
 key to the app's ``[data-testid='stApp'][data-test-script-state='notRunning']``
 after the rerun it started.  Prints each page's median, min and max, the overall
-median, the machine's load average before and after (the machine is shared), and
-any change that updated the input but started no rerun (retried, not timed).
+median, the machine's load average before and after (the machine is shared), the
+server process's CPU time per change (user + system, from /proc: it grows far less
+than the wall time when other work shares the CPUs), and any change that updated
+the input but started no rerun (retried, not timed).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 from tests.browser_support import (  # noqa: E402
     CHROMIUM,
     LAUNCH_ARGS,
+    SERVER_PIDS,
     choose,
     nav,
     serve,
@@ -86,21 +89,31 @@ def nav_pages() -> list[tuple[str, str]]:
     return out
 
 
-def time_change(page: Page, widget: str, value: float) -> float | None:
-    """Seconds from Enter in the widget to the end of the rerun it started; None
-    when no rerun started within NO_RERUN_S (the change was taken but never run)."""
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds the process ``pid`` has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def time_change(page: Page, widget: str, value: float, pid: int) -> tuple[float, float] | None:
+    """Seconds from Enter in the widget to the end of the rerun it started, and the server's
+    CPU seconds meanwhile; None when no rerun started within NO_RERUN_S (the change was
+    taken but never run)."""
     page.evaluate(_PROBE)
     page.evaluate("() => { window.__rl.t0 = null; window.__rl.states = []; }")
     box = page.locator("[data-testid='stSidebar'] [data-testid='stNumberInput']").filter(has_text=widget).first
     field = box.locator("input")
+    cpu0 = cpu_s(pid)
     field.fill(f"{value:.2f}")
     field.press("Enter")
     try:
         handle = page.wait_for_function(_DONE, timeout=NO_RERUN_S * 1000, polling=20)
     except PlaywrightTimeout:
         return None
+    wall = float(handle.json_value()) / 1e3
+    cpu = cpu_s(pid) - cpu0
     settled(page)
-    return float(handle.json_value()) / 1e3
+    return wall, cpu
 
 
 def main() -> int:
@@ -122,6 +135,7 @@ def main() -> int:
     pages = [p for p in nav_pages() if not args.pages or p[0] in args.pages]
     load_before = os.getloadavg()
     results: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
     lost: list[str] = []
     with serve(sqlite=db) as url, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
@@ -132,28 +146,31 @@ def main() -> int:
             choose(page, label, option)
         set_number(page, widget, start)
         value = start
+        pid = SERVER_PIDS[url]
         for title, _path in pages:
             nav(page, title)
             value += step
-            time_change(page, widget, value)  # the first change on a page also warms its charts' code paths
+            time_change(page, widget, value, pid)  # the first change on a page also warms its charts' code paths
             times: list[float] = []
+            cpu: list[float] = []
             while len(times) < args.runs:
                 value += step  # a value never seen before: no cached plan, curve or chart is reused
-                took = time_change(page, widget, value)
+                took = time_change(page, widget, value, pid)
                 if took is None:
                     lost.append(f"{title} at {widget} {value:.2f}")
                     settled(page)
                 else:
-                    times.append(took)
-            results[title] = times
+                    times.append(took[0])
+                    cpu.append(took[1])
+            results[title], cpus[title] = times, cpu
         browser.close()
     every = [t for ts in results.values() for t in ts]
-    print(f"{'page':<22} {'median ms':>10} {'min ms':>8} {'max ms':>8}  "
+    print(f"{'page':<22} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'server CPU ms':>14}  "
           f"(runs={args.runs}, scenario={args.scenario}, widget: {widget}, Chromium, 1 tab)")
     for title, ts in results.items():
         med = statistics.median(ts)
-        print(f"{title:<22} {med * 1e3:>10.0f} {min(ts) * 1e3:>8.0f} {max(ts) * 1e3:>8.0f}"
-              f"{'' if med < GOAL_S else '  over goal'}")
+        print(f"{title:<22} {med * 1e3:>10.0f} {min(ts) * 1e3:>8.0f} {max(ts) * 1e3:>8.0f} "
+              f"{statistics.median(cpus[title]) * 1e3:>14.0f}{'' if med < GOAL_S else '  over goal'}")
     overall = statistics.median(every)
     print(f"overall median {overall * 1e3:.0f} ms over {len(every)} changes on {len(results)} pages; "
           f"goal {GOAL_S * 1e3:.0f} ms: {'met' if overall < GOAL_S else 'NOT met'}")

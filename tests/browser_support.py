@@ -36,10 +36,12 @@ IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 SERVER_START_S = 60  # a cold streamlit on a busy 2-core machine: ~2 s; generous for CI
 WAIT_MS = 30_000
 
+# The process id of each running ``serve`` server, by URL (a bench reads its CPU time).
+SERVER_PIDS: dict[str, int] = {}
 # Clicks and typed entries made through these helpers (``click``, ``choose``, ``nav``, ``set_number``, ``type_text``).
 ACTIONS: Counter[str] = Counter()
 
-__all__ = ["ACTIONS", "CHROMIUM", "IDLE", "LAUNCH_ARGS", "ROOT", "chromium_or_skip", "choose", "click", "expect_number",
+__all__ = ["ACTIONS", "CHROMIUM", "IDLE", "LAUNCH_ARGS", "ROOT", "SERVER_PIDS", "chromium_or_skip", "choose", "click", "expect_number",
            "fleet_numbers", "metric", "migrated_server", "nav", "serve", "set_number", "settled", "table_cells",
            "type_text"]
 
@@ -90,8 +92,10 @@ def serve(*, sqlite: Path | None = None, database_url: str | None = None) -> Ite
                 out = proc.stdout.read().decode() if proc.stdout else ""
                 raise RuntimeError(f"streamlit did not become healthy:\n{out}")
             time.sleep(0.2)
+        SERVER_PIDS[url] = proc.pid
         yield url
     finally:
+        SERVER_PIDS.pop(url, None)
         proc.terminate()
         try:
             proc.wait(timeout=10)
