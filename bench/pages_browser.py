@@ -10,7 +10,8 @@ before, so no cached result is reused): "Requests/s" (everything is recomputed)
 or "Price" (only the cost; a page keyed on what its numbers depend on reuses the
 rest).  The clock runs, in the page's own ``performance.now()``, from the Enter
 key to the app's ``[data-testid='stApp'][data-test-script-state='notRunning']``
-after the rerun it started.  Prints each page's median, min and max, the overall
+after the last rerun it started (a rerun can start another: the page has finished
+when no rerun has started for QUIET_MS after it).  Prints each page's median, min and max, the overall
 median, the machine's load average before and after (the machine is shared), the
 server process's CPU time per change (user + system, from /proc: it grows far less
 than the wall time when other work shares the CPUs), and any change that updated
@@ -66,15 +67,18 @@ _PROBE = """() => {
     .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
   document.addEventListener('keydown', e => { if (e.key === 'Enter') window.__rl.t0 = performance.now(); }, true);
 }"""
+# The end of the last rerun the change started: a rerun may start another (st.rerun), so the page has
+# finished when it is idle and no rerun has started for QUIET_MS since.
+QUIET_MS = 400
 _DONE = """() => {
   const r = window.__rl;
   if (r.t0 === null) return null;
   const after = r.states.filter(([t]) => t >= r.t0);
-  const start = after.findIndex(([, s]) => s === 'running');
-  if (start < 0) return null;
-  const end = after.slice(start).find(([, s]) => s === 'notRunning');
-  return end ? end[0] - r.t0 : null;
-}"""
+  if (!after.some(([, s]) => s === 'running')) return null;
+  const [last, state] = after[after.length - 1];
+  if (state !== 'notRunning' || performance.now() - last < QUIET_MS) return null;
+  return last - r.t0;
+}""".replace("QUIET_MS", str(QUIET_MS))
 
 
 def nav_pages() -> list[tuple[str, str]]:
