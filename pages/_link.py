@@ -75,17 +75,11 @@ def _from_url_ref() -> str | None:
         from pages._store import store_engine
         from planner.store import get_scenario
 
-        class _Keep:  # store_engine's message, kept for the rerun
-            text: str | None = None
-
-            def error(self, text: str) -> None:
-                self.text = text
-
         slug = qp["scenario"]
-        keep = _Keep()
-        engine = store_engine(where=keep)
+        kept: list[str] = []  # store_engine's message, kept for the rerun
+        engine = store_engine(on_error=kept.append)
         if engine is None:
-            return keep.text
+            return kept[0] if kept else None
         try:
             stored = get_scenario(engine=engine, ref=slug)
         except PlannerError as exc:

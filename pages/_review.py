@@ -24,14 +24,13 @@ def cached_fleet_check(scenario: Scenario) -> FleetCheck | None:
     return _check(scenario.model_dump_json())
 
 
-def show_headline(result: Plan, scenario: Scenario, *, where: object = None) -> None:
+def show_headline(result: Plan, scenario: Scenario) -> None:
     """Four headline metrics and the SLO check lines."""
-    box = where or st
     h = plan_headline(result, scenario)
     why = h.reason[:1].upper() + h.reason[1:] if h.reason else None
     if why:
-        box.error(why)  # type: ignore[attr-defined]
-    cols = box.columns(4)  # type: ignore[attr-defined]
+        st.error(why)
+    cols = st.columns(4)
     cols[0].metric("GPUs", shown(h.gpus_total, fmt=",.0f"), help=why or f"{h.gpus_per_replica} per replica")
     f = result.fleet
     if h.mode == "disaggregated":
@@ -47,27 +46,26 @@ def show_headline(result: Plan, scenario: Scenario, *, where: object = None) -> 
                                   f"fleet {usd(h.usd_per_hour)}/hour; price: {price}"))
     slo = "met" if h.slo_met else ("—" if not h.feasible else "missed")
     cols[3].metric("SLO", slo, help=why or "both targets, as the plan computes them (below)")
-    box.markdown("  \n".join(check_line(c) for c in h.checks))  # type: ignore[attr-defined]
+    st.markdown("  \n".join(check_line(c) for c in h.checks))
     if not h.checks[0].why_missing:
-        box.caption(f"How: TTFT p90 is {h.checks[0].basis.removeprefix('analytic: ')}; "  # type: ignore[attr-defined]
-                    f"ITL {h.checks[1].stat} is the {h.checks[1].basis.removeprefix('analytic: ')}.")
+        st.caption(f"How: TTFT p90 is {h.checks[0].basis.removeprefix('analytic: ')}; "
+                   f"ITL {h.checks[1].stat} is the {h.checks[1].basis.removeprefix('analytic: ')}.")
     if h.feasible and (note := blended_note(result)):
-        box.caption(md(note))  # type: ignore[attr-defined]
+        st.caption(md(note))
 
 
-def show_fleet_check(result: Plan, scenario: Scenario, *, where: object = None) -> None:
+def show_fleet_check(result: Plan, scenario: Scenario) -> None:
     """The simulated check of the plan's fleet: a success line, or a warning when it misses."""
-    box = where or st
     if not result.operating_point.feasible:
-        box.caption(f"Simulated check: {MISSING} (no fleet to simulate: no operating point meets the SLO).")  # type: ignore[attr-defined]
+        st.caption(f"Simulated check: {MISSING} (no fleet to simulate: no operating point meets the SLO).")
         return
     check = cached_fleet_check(scenario)
     if check is None:
         return
     if check.passed:
-        box.success(check.sentence())  # type: ignore[attr-defined]
+        st.success(check.sentence())
     else:
-        box.warning(check.sentence() + " The analytic plan is optimistic here: see the Tail latency page.")  # type: ignore[attr-defined]
+        st.warning(check.sentence() + " The analytic plan is optimistic here: see the Tail latency page.")
 
 
 def show_plausibility(result: Plan, scenario: Scenario) -> None:

@@ -5,6 +5,7 @@ database cannot be used or is not migrated."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import streamlit as st
 from sqlalchemy import Engine
@@ -20,17 +21,18 @@ def _engine(url: str) -> Engine:
     return make_engine(url)
 
 
-def store_engine(*, where: object = None) -> Engine | None:
+def store_engine(*, on_error: Callable[[str], object] | None = None) -> Engine | None:
     """The engine for DATABASE_URL / RIDGELINE_DB, or None after showing an
-    st.error (in ``where`` if given) when it is unusable or not at head."""
+    st.error (or ``on_error(message)``) when it is unusable or not at head."""
+    error = on_error or st.error
     try:
         engine = _engine(database_url())
         require_current(engine)
         return engine
     except PlannerError as exc:  # the store's messages mask the password and never quote SQL
-        (where or st).error(str(exc))  # type: ignore[attr-defined]
+        error(str(exc))
     except Exception as exc:  # noqa: BLE001 - anything else: the type only (its text may quote SQL)
         log.exception("store unusable")
-        (where or st).error(f"database {display_url()} cannot be used ({type(exc).__name__}): "  # type: ignore[attr-defined]
-                            "check DATABASE_URL and run `make migrate`")
+        error(f"database {display_url()} cannot be used ({type(exc).__name__}): "
+              "check DATABASE_URL and run `make migrate`")
     return None

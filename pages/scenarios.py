@@ -5,9 +5,12 @@ import/export."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 import streamlit as st
+from sqlalchemy import Engine
 
 from pages._format import MISSING, plain, shown
 from pages._link import LOADED, unedited_saved
@@ -40,12 +43,13 @@ UPLOAD_NAME_MAX_CHARS = 80  # how much of an uploaded file's name a message repe
 
 st.title("Scenarios")
 scenario = page_scenario()
-engine = store_engine()
-if engine is None:
+found_engine = store_engine()
+if found_engine is None:
     st.stop()
+engine: Engine = found_engine  # narrowed for the store actions' lambdas below
 
 
-def _do(action, done, *, load: bool = False) -> None:  # type: ignore[no-untyped-def]
+def _do(action: Callable[[], object], done: str | Callable[[Any], str], *, load: bool = False) -> None:
     """Run a store action; on success remember a message (``done``: text, or a function of
     the result) and rerun, else show why.  ``load``: the sidebar takes the saved result."""
     try:
@@ -108,24 +112,25 @@ else:
     seen = loaded["version"] if loaded and loaded["slug"] == existing.slug else existing.version
     st.warning(f"A saved scenario is named {plain(existing.name)!r} (`{existing.slug}`, version {existing.version}). "
                "Update it (a new revision, its history kept) or save a copy?")
-    c = st.columns(2)
-    if c[0].button(f"Update {existing.slug} to version {seen + 1}", key="sc_update", type="primary"):
-        _do(lambda: store.update_scenario(engine=engine, ref=existing.slug, expected_version=seen, scenario=named,
+    slug_now = existing.slug
+    pair = st.columns(2)
+    if pair[0].button(f"Update {slug_now} to version {seen + 1}", key="sc_update", type="primary"):
+        _do(lambda: store.update_scenario(engine=engine, ref=slug_now, expected_version=seen, scenario=named,
                                           name=name, description=desc or None, tags=_tags(tags) or None,
                                           note="update from the app"),
             lambda r: f"Updated `{r.slug}` to version {r.version}", load=True)
-    if c[1].button("Save as a copy", key="sc_copy"):
+    if pair[1].button("Save as a copy", key="sc_copy"):
         _do(lambda: store.save_scenario(engine=engine, scenario=named, name=name, description=desc, tags=_tags(tags)),
             lambda r: f"Saved a copy as `{r.slug}`, version {r.version}", load=True)
 
 plan = page_plan(scenario)
-c = st.columns(3)
+downloads = st.columns(3)
 stem = (scenario.name if scenario.name != "untitled" else "plan").replace(" ", "-")[:60]
-c[0].download_button("Plan CSV (with units)", review_csv_text(plan_row(scenario, plan.to_json_dict())),
+downloads[0].download_button("Plan CSV (with units)", review_csv_text(plan_row(scenario, plan.to_json_dict())),
                      file_name=f"{stem}.csv", mime="text/csv", key="sc_plan_csv", on_click="ignore")
-c[1].download_button("Sweep CSV", lambda: csv_text(cached_sweep(scenario)), file_name=f"{stem}-sweep.csv",
+downloads[1].download_button("Sweep CSV", lambda: csv_text(cached_sweep(scenario)), file_name=f"{stem}-sweep.csv",
                      mime="text/csv", key="sc_sweep_csv", on_click="ignore")
-c[2].markdown(f"[Stateless share link](./?s={share_token(scenario)})")
+downloads[2].markdown(f"[Stateless share link](./?s={share_token(scenario)})")
 st.subheader("Saved scenarios")
 query = st.text_input("Search name or slug", key="sc_query", max_chars=QUERY_MAX_CHARS)
 try:
@@ -142,7 +147,8 @@ if up is not None and st.button("Import", key="sc_import_go"):
     label = repr(up.name[:UPLOAD_NAME_MAX_CHARS])
     # The upload's bytes, size-capped and parsed here; its scenario is validated as untrusted
     # (a path-shaped model is refused, never opened).
-    _do(lambda: store.import_scenario(engine=engine, document=parse_import_bytes(up.getvalue(), source=label)),
+    upload = up.getvalue()
+    _do(lambda: store.import_scenario(engine=engine, document=parse_import_bytes(upload, source=label)),
         f"Imported {label}")
 if not saved:
     st.stop()
@@ -155,15 +161,15 @@ except PlannerError as exc:
     st.stop()
 st.markdown(f"Share: [`?scenario={cur.slug}`](./?scenario={cur.slug}) · "
             f"[stateless link](./?s={share_token(cur.scenario)})")
-c = st.columns(4)
-if c[0].button("Load", key="sc_load", type="primary"):
+actions = st.columns(4)
+if actions[0].button("Load", key="sc_load", type="primary"):
     request_stored(cur)
     st.rerun()
-if c[1].button("Duplicate", key="sc_dup"):
+if actions[1].button("Duplicate", key="sc_dup"):
     _do(lambda: store.duplicate_scenario(engine=engine, ref=slug), f"Duplicated {slug}")
-if c[2].button("Delete", key="sc_del"):
+if actions[2].button("Delete", key="sc_del"):
     _do(lambda: store.delete_scenario(engine=engine, ref=slug, expected_version=cur.version), f"Deleted {slug}")
-c[3].download_button("Export JSON", export_doc,
+actions[3].download_button("Export JSON", export_doc,
                      file_name=f"{slug}.json", mime="application/json", key="sc_export", on_click="ignore")
 new = st.text_input("New name", value=cur.name, key="sc_rename_to")
 if st.button("Rename", key="sc_rename"):

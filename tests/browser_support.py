@@ -3,6 +3,9 @@ fresh ``streamlit run app.py`` on a free loopback port (SQLite file or a
 DATABASE_URL), Debian's Chromium through Playwright, and waits that read the
 app's own "script finished" marker instead of sleeping.
 
+Every helper that clicks or types counts it in ``ACTIONS`` (``"click"``, ``"type"``),
+so a test can say how many clicks a review took.
+
 RIDGELINE_REQUIRE_BROWSER=1 (CI) makes a missing Chromium a failure.
 """
 
@@ -16,10 +19,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Locator, Page
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -28,8 +36,14 @@ IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 SERVER_START_S = 60  # a cold streamlit on a busy 2-core machine: ~2 s; generous for CI
 WAIT_MS = 30_000
 
-__all__ = ["CHROMIUM", "IDLE", "LAUNCH_ARGS", "ROOT", "chromium_or_skip", "choose", "expect_number", "fleet_numbers", "metric", "nav",
-           "serve", "set_number", "settled"]
+# The process id of each running ``serve`` server, by URL (a bench reads its CPU time).
+SERVER_PIDS: dict[str, int] = {}
+# Clicks and typed entries made through these helpers (``click``, ``choose``, ``nav``, ``set_number``, ``type_text``).
+ACTIONS: Counter[str] = Counter()
+
+__all__ = ["ACTIONS", "CHROMIUM", "IDLE", "LAUNCH_ARGS", "ROOT", "SERVER_PIDS", "chromium_or_skip", "choose", "click", "expect_number",
+           "fleet_numbers", "metric", "migrated_server", "nav", "serve", "set_number", "settled", "table_cells",
+           "type_text"]
 
 
 def chromium_or_skip() -> None:
@@ -78,8 +92,10 @@ def serve(*, sqlite: Path | None = None, database_url: str | None = None) -> Ite
                 out = proc.stdout.read().decode() if proc.stdout else ""
                 raise RuntimeError(f"streamlit did not become healthy:\n{out}")
             time.sleep(0.2)
+        SERVER_PIDS[url] = proc.pid
         yield url
     finally:
+        SERVER_PIDS.pop(url, None)
         proc.terminate()
         try:
             proc.wait(timeout=10)
@@ -88,7 +104,17 @@ def serve(*, sqlite: Path | None = None, database_url: str | None = None) -> Ite
             proc.wait(timeout=10)
 
 
-def settled(page, *, timeout_ms: int = WAIT_MS) -> None:  # type: ignore[no-untyped-def]
+@contextlib.contextmanager
+def migrated_server(db: Path) -> Iterator[str]:
+    """``serve`` over a fresh SQLite file, migrated first."""
+    from planner.store.migrate import upgrade
+
+    upgrade(f"sqlite:///{db}")
+    with serve(sqlite=db) as url:
+        yield url
+
+
+def settled(page: Page, *, timeout_ms: int = WAIT_MS) -> None:
     """Wait until the app's script run has finished (and a title is drawn)."""
     from playwright.sync_api import expect
 
@@ -97,32 +123,43 @@ def settled(page, *, timeout_ms: int = WAIT_MS) -> None:  # type: ignore[no-unty
     expect(page.locator("h1").first).to_be_visible(timeout=timeout_ms)
 
 
-def nav(page, title: str) -> None:  # type: ignore[no-untyped-def]
+def click(target: Locator, *, wait: bool = True) -> None:
+    """Click ``target`` (counted), then wait for the rerun it starts unless ``wait`` is False."""
+    target.click()
+    ACTIONS["click"] += 1
+    if wait:
+        settled(target.page)
+
+
+def type_text(field: Locator, text: str) -> None:
+    """Type ``text`` into a text or number input and commit it with Enter (counted once)."""
+    field.fill(text)
+    field.press("Enter")
+    ACTIONS["type"] += 1
+    settled(field.page)
+
+
+def nav(page: Page, title: str) -> None:
     """Switch page through the sidebar's navigation link titled ``title``."""
-    page.locator("[data-testid='stSidebarNav'] a", has_text=re.compile(f"^{re.escape(title)}$")).first.click()
-    settled(page)
+    click(page.locator("[data-testid='stSidebarNav'] a", has_text=re.compile(f"^{re.escape(title)}$")).first)
 
 
-def choose(page, label: str, option: str) -> None:  # type: ignore[no-untyped-def]
-    """Pick ``option`` in the sidebar selectbox labelled ``label``."""
+def choose(page: Page, label: str, option: str) -> None:
+    """Pick ``option`` in the sidebar selectbox labelled ``label`` (two clicks)."""
     box = page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").filter(
         has=page.locator("label", has_text=re.compile(f"^{re.escape(label)}")))
-    box.first.click()
-    page.get_by_role("option", name=option, exact=True).click()
-    settled(page)
+    click(box.first, wait=False)
+    click(page.get_by_role("option", name=option, exact=True))
 
 
-def set_number(page, label: str, value: float | int) -> None:  # type: ignore[no-untyped-def]
+def set_number(page: Page, label: str, value: float | int) -> None:
     """Type ``value`` into the sidebar number input whose label starts with ``label``."""
     box = page.locator("[data-testid='stSidebar'] [data-testid='stNumberInput']").filter(
         has=page.locator("label", has_text=re.compile(f"^{re.escape(label)}")))
-    field = box.first.locator("input")
-    field.fill(str(value))
-    field.press("Enter")
-    settled(page)
+    type_text(box.first.locator("input"), str(value))
 
 
-def expect_number(page, label: str, value: float | int) -> None:  # type: ignore[no-untyped-def]
+def expect_number(page: Page, label: str, value: float | int) -> None:
     """Wait until the sidebar number input labelled ``label`` shows ``value``: after a
     link loads a scenario the inputs catch up a moment after the run has finished."""
     from playwright.sync_api import expect
@@ -134,15 +171,31 @@ def expect_number(page, label: str, value: float | int) -> None:  # type: ignore
     expect(box.first.locator("input")).to_have_value(re.compile(f"^{shown}$"), timeout=WAIT_MS)
 
 
-def metric(scope, label: str) -> str:  # type: ignore[no-untyped-def]
+def metric(scope: Page | Locator, label: str) -> str:
     """The value of the st.metric labelled exactly ``label`` inside ``scope`` (a page or a locator)."""
-    root = getattr(scope, "page", scope)  # a `has=` locator is written from the page, matched inside each box
+    from playwright.sync_api import Page
+
+    root = scope if isinstance(scope, Page) else scope.page  # a `has=` locator is written from the page
     box = scope.locator("[data-testid='stMetric']").filter(
         has=root.locator("[data-testid='stMetricLabel']", has_text=re.compile(f"^{re.escape(label)}$")))
     return str(box.locator("[data-testid='stMetricValue']").first.inner_text()).strip()
 
 
-def fleet_numbers(page, mode: str = "Disaggregated") -> tuple[str, str]:  # type: ignore[no-untyped-def]
+_TABLE_JS = """t => Array.from(t.querySelectorAll('tr')).map(
+    r => Array.from(r.querySelectorAll('th, td')).map(c => c.innerText.trim()))"""
+
+
+def table_cells(table: Locator) -> dict[str, dict[str, str]]:
+    """An ``st.table`` as {row label: {column label: cell text}} (its first row is the header)."""
+    from playwright.sync_api import expect
+
+    expect(table).to_be_visible(timeout=WAIT_MS)
+    rows: list[list[str]] = table.locator("table").first.evaluate(_TABLE_JS)
+    head, body = rows[0][1:], rows[1:]
+    return {r[0]: dict(zip(head, r[1:], strict=True)) for r in body}
+
+
+def fleet_numbers(page: Page, mode: str = "Disaggregated") -> tuple[str, str]:
     """GPUs total and $/Mtok output of one serving mode's column on Fleet & cost."""
     from playwright.sync_api import expect
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -312,7 +313,8 @@ def test_stale_catalog_banner_and_replan(app: AppTest, store_db: Path) -> None:
     saved = save_scenario(engine=engine, scenario=Scenario(), name="old price")
     import sqlalchemy as sa
 
-    frozen = dict(saved.frozen_catalog.model_dump(mode="json"))  # type: ignore[union-attr]
+    assert saved.frozen_catalog is not None
+    frozen = dict(saved.frozen_catalog.model_dump(mode="json"))
     frozen["usd_per_gpu_hour"] = 1.0  # as if the catalog price was $1 when it was saved
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE scenarios SET frozen_catalog = :f WHERE slug = 'old-price'"),
@@ -366,3 +368,30 @@ def test_tail_page_more_traffic_on_one_replica_raises_ttft_p99(app: AppTest) -> 
     routers = app.dataframe[1].value.set_index("router")
     # prefix-affinity routing keeps each chat on the replica that holds it: more prefix hits than round robin.
     assert routers.loc["prefix affinity", "prefix hit rate (%)"] > routers.loc["round robin", "prefix hit rate (%)"]
+
+
+def test_tail_page_a_new_price_or_name_reuses_the_simulation(app: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The simulator reads neither the price nor the name: changing them keeps every simulated
+    # number and runs no new simulation (the page's cache is keyed on what the run depends on).
+    import planner.simulate as simulate_pkg
+
+    calls: list[int] = []
+    real = simulate_pkg.simulate
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(simulate_pkg, "simulate", counted)
+    app.number_input(key="rps").set_value(7.25).run()  # a rate no other test simulates (the cache is per process)
+    _goto(app, "tail")
+    first = ([m.value for m in app.metric], app.dataframe[0].value.to_dict())
+    assert len(calls) == 1
+    app.number_input(key="price").set_value(1.23).run()
+    app.text_input(key="name").set_value("renamed review").run()
+    assert not app.exception
+    assert ([m.value for m in app.metric], app.dataframe[0].value.to_dict()) == first
+    assert len(calls) == 1
+    assert app.session_state["_scenario"].cost.usd_per_gpu_hour == 1.23  # the change was taken
+    app.number_input(key="output").set_value(Scenario().workload.output_tokens + 50).run()
+    assert len(calls) == 2  # an input the simulation reads: simulated again

@@ -22,12 +22,15 @@ from planner import (
     Scenario,
     get_gpu,
     get_model,
+    plan,
+    plan_slo_checks,
     report_file_name,
     review_report_html,
     scenario_from_dict,
     scenario_from_token,
 )
 from planner.cli import main
+from planner.views.report import report_html, review_report
 from planner.views.report.numbers import quantity, readable_text, sig
 
 REVIEW = {  # issue 16's review: Llama-3.1-70B FP8 at 50 req/s, 2,000/300 tokens, TTFT ≤ 1 s, ITL ≤ 50 ms
@@ -128,9 +131,27 @@ def test_slo_check_puts_each_target_beside_its_value(review_html: str) -> None:
     doc = parse(review_html)
     text = " ".join(doc.text)
     assert "TTFT ≤ 1 s" in text and "ITL ≤ 50 ms" in text
-    assert "p90 TTFT, queueing included" in text  # which statistic is checked
+    assert "TTFT p90 · queueing included" in text and "ITL mean · no queueing" in text  # which statistic is checked
     results = re.findall(r"\b(pass|fail)\b", text.split("SLO check", 1)[1].split("Scenario", 1)[0])
     assert results and set(results) == {"pass"}
+
+
+@pytest.mark.parametrize("data", [REVIEW, INFEASIBLE, {}, {"slo": {"ttft_s": 0.001, "itl_s": 0.001}}],
+                         ids=["review", "infeasible", "default", "tight"])
+def test_the_slo_check_is_the_pages_check(data: dict[str, Any]) -> None:
+    # One truth: the report checks the vocabulary's SloCheck values, with its labels and pass/fail.
+    s = scenario_from_dict(data)
+    report = review_report(s)
+    checks = plan_slo_checks(plan(s), s)
+    assert report.slo == checks
+    rows = report.slo_rows[:2]
+    for row, check in zip(rows, checks, strict=True):
+        assert check.label in row.note and row.passed is bool(check.passed)
+        assert row.label.startswith(f"{check.metric} ≤ ")
+    assert report.feasible is (plan(s).operating_point.feasible and all(r.passed for r in report.slo_rows))
+    doc = parse(report_html(report, charts=False))
+    slo = " ".join(doc.text).split("SLO check", 1)[1].split("Scenario", 1)[0]
+    assert all(check.label in slo for check in checks)
 
 
 @pytest.mark.parametrize("data", [REVIEW, INFEASIBLE, {}], ids=["review", "infeasible", "default"])

@@ -21,6 +21,7 @@ from planner.spec.share import share_token
 from planner.views.report.alternatives import Alternative, alternatives
 from planner.views.report.numbers import count, is_number, missing, percent, quantity, readable_text, sig, usd
 from planner.views.review import fleet_derivations
+from planner.views.vocabulary import SloCheck, plan_slo_checks
 
 __all__ = [
     "DEFAULT_APP_URL",
@@ -28,7 +29,6 @@ __all__ = [
     "DerivationRow",
     "ReviewReport",
     "ReportRow",
-    "ReportSloCheck",
     "Source",
     "review_report",
 ]
@@ -83,16 +83,7 @@ class ReportRow:
     label: str
     value: str
     note: str = ""
-
-
-@dataclass(frozen=True)
-class ReportSloCheck:
-    """One target beside the value it is checked on."""
-
-    target: str
-    value: str
-    statistic: str
-    passed: bool
+    passed: bool | None = None  # a checked row (the SLO table): pass or fail
 
 
 @dataclass(frozen=True)
@@ -125,7 +116,9 @@ class ReviewReport:
     verdict: str
     feasible: bool
     scenario: tuple[ReportRow, ...]
-    slo: tuple[ReportSloCheck, ...]
+    slo: tuple[SloCheck, SloCheck]  # the plan's own checks, as every page shows them (planner.views.vocabulary)
+    slo_notes: tuple[str, str]  # what the report adds to each check's basis ("" for none)
+    limits: tuple[ReportRow, ...]  # the batch fits the KV budget; prefill keeps up or the KV transfer fits
     fleet: tuple[ReportRow, ...]
     cost: tuple[ReportRow, ...]
     alternatives: tuple[Alternative, ...]
@@ -137,6 +130,22 @@ class ReviewReport:
     plan: Plan = field(repr=False)
     scenario_model: Scenario = field(repr=False)
 
+    @property
+    def slo_rows(self) -> tuple[ReportRow, ...]:
+        """The SLO table: each target (label), the value checked, the statistic (note), pass or fail."""
+        return tuple(_slo_row(c, n) for c, n in zip(self.slo, self.slo_notes, strict=True)) + self.limits
+
+
+def _slo_target(c: SloCheck) -> str:
+    return f"{c.metric} ≤ {quantity(c.target_s, 's')}"
+
+
+def _slo_row(c: SloCheck, note: str) -> ReportRow:
+    """A vocabulary SloCheck as a row of the report's SLO table: a missing value fails."""
+    why = c.why_missing or ("queue unstable" if c.metric == "TTFT" else "")
+    return ReportRow(label=_slo_target(c), value=quantity(c.value_s, "s", why),
+                     note=f"{c.label} ({c.basis})" + (f"; {note}" if note else ""), passed=bool(c.passed))
+
 
 def _replicas(p: Plan) -> str:
     f = p.fleet
@@ -147,36 +156,32 @@ def _replicas(p: Plan) -> str:
     return count(f.replicas, "no operating point meets the SLO")
 
 
-def _slo(s: Scenario, p: Plan) -> tuple[ReportSloCheck, ...]:
+def _slo_notes(p: Plan) -> tuple[str, str]:
+    """What the report says beside the TTFT and ITL checks' basis."""
+    op = p.operating_point
+    if op.mode == "colocated":
+        return "", f"a step that carries a chunk takes {quantity(op.itl_worst_s, 's')}"
+    return "", "on the decode pool (no prefill there)"
+
+
+def _limits(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
+    """The checks beside the SLO that make its numbers hold: the batch fits the KV budget,
+    and prefill keeps up (colocated) or the KV transfer fits in the TTFT target (disaggregated)."""
     op, f, slo = p.operating_point, p.fleet, s.slo
-    u = percent(s.fleet.target_utilization)
-    transfer = " + KV transfer" if op.mode == "disaggregated" else ""
-    checks = [
-        ReportSloCheck(target=f"TTFT ≤ {quantity(slo.ttft_s, 's')}", value=quantity(op.ttft_p90_s, "s", "queue unstable"),
-                 statistic=f"p90 TTFT, queueing included (M/G/1 at {u} planned utilization): wait + prefill{transfer}",
-                 passed=is_number(op.ttft_p90_s) and op.ttft_p90_s <= slo.ttft_s),
-    ]
-    if op.mode == "colocated":
-        itl_stat = (f"mean ITL at batch {op.batch_size:,}, prefill chunks averaged in; a step that carries a chunk "
-                    f"takes {quantity(op.itl_worst_s, 's')}")
-    else:
-        itl_stat = f"ITL at batch {op.batch_size:,} on the decode pool (no prefill there)"
-    checks.append(ReportSloCheck(target=f"ITL ≤ {quantity(slo.itl_s, 's')}", value=quantity(op.itl_s, "s"),
-                           statistic=itl_stat, passed=is_number(op.itl_s) and op.itl_s <= slo.itl_s))
-    checks.append(ReportSloCheck(
-        target=f"batch {op.batch_size:,} fits the KV budget", value=f"{sig(op.max_sequences)} sequences fit"
+    checks = [ReportRow(
+        label=f"batch {op.batch_size:,} fits the KV budget", value=f"{sig(op.max_sequences)} sequences fit"
         if is_number(op.max_sequences) else missing("no KV budget"),
-        statistic="p99 of the live KV across the batch (residence-weighted context)",
-        passed=is_number(op.max_sequences) and op.batch_size <= op.max_sequences))
+        note="p99 of the live KV across the batch (residence-weighted context)",
+        passed=is_number(op.max_sequences) and op.batch_size <= op.max_sequences)]
     if op.mode == "colocated":
-        checks.append(ReportSloCheck(
-            target="prefill keeps up (utilization < 100%)", value=percent(op.prefill_utilization, "saturated"),
-            statistic="prefill chunks' share of the iterations at the planned rate",
+        checks.append(ReportRow(
+            label="prefill keeps up (utilization < 100%)", value=percent(op.prefill_utilization, "saturated"),
+            note="prefill chunks' share of the iterations at the planned rate",
             passed=is_number(op.prefill_utilization) and op.prefill_utilization < 1))
     else:
-        checks.append(ReportSloCheck(
-            target=f"KV transfer < TTFT target {quantity(slo.ttft_s, 's')}", value=quantity(f.kv_transfer_s, "s"),
-            statistic=f"mean prompt's KV over the {s.fleet.link} link", passed=f.kv_transfer_fits_ttft))
+        checks.append(ReportRow(
+            label=f"KV transfer < TTFT target {quantity(slo.ttft_s, 's')}", value=quantity(f.kv_transfer_s, "s"),
+            note=f"mean prompt's KV over the {s.fleet.link} link", passed=f.kv_transfer_fits_ttft))
     return tuple(checks)
 
 
@@ -324,11 +329,11 @@ def review_report(scenario: Scenario, *, share_url: str | None = None, app_url: 
     p = plan(scenario)
     f, c = p.fleet, p.cost
     alts, note = alternatives(scenario, p)
-    checks = _slo(scenario, p)
-    feasible = p.operating_point.feasible and all(ch.passed for ch in checks)
+    slo, limits = plan_slo_checks(p, scenario), _limits(scenario, p)
+    failed = [_slo_target(c) for c in slo if not c.passed] + [r.label for r in limits if not r.passed]
+    feasible = p.operating_point.feasible and not failed
     why = "no operating point meets the SLO"
-    verdict = ("meets every target" if feasible else
-               f"misses: {p.operating_point.reason or ', '.join(ch.target for ch in checks if not ch.passed)}")
+    verdict = "meets every target" if feasible else f"misses: {p.operating_point.reason or ', '.join(failed)}"
     answer = (
         ReportRow("GPUs", count(f.gpus_total, why), f"{p.gpu} × {f.gpus_per_replica} per replica, {f.mode}"),
         ReportRow("Replicas", _replicas(p)),
@@ -341,7 +346,7 @@ def review_report(scenario: Scenario, *, share_url: str | None = None, app_url: 
     return ReviewReport(
         title=f"Capacity review: {name}", scenario_name=name, generated_at=when.strftime("%Y-%m-%d %H:%M UTC"),
         share_url=link, answer=answer, verdict=verdict, feasible=feasible, scenario=_scenario_rows(scenario, p),
-        slo=checks, fleet=_fleet_rows(p), cost=_cost_rows(scenario, p), alternatives=alts, alternatives_note=note,
+        slo=slo, slo_notes=_slo_notes(p), limits=limits, fleet=_fleet_rows(p), cost=_cost_rows(scenario, p), alternatives=alts, alternatives_note=note,
         derivations=_derivations(scenario, p), assumptions=_assumptions(scenario, p),
         warnings=tuple(readable_text(w) for w in p.warnings), sources=_sources(scenario, p, alts), plan=p,
         scenario_model=scenario)

@@ -91,9 +91,9 @@ def report_html(report: ReviewReport, *, charts: bool = True) -> str:
     r = report
     verdict_cls = "pass" if r.feasible else "fail"
     slo = _table(("Target", "Value checked", "Statistic", "Result"),
-                 ([_e(c.target), _e(c.value), _e(c.statistic),
+                 ([_e(c.label), _e(c.value), _e(c.note),
                    f'<span class="{"pass" if c.passed else "fail"}">{"pass" if c.passed else "fail"}</span>']
-                  for c in r.slo), numeric=(1,))
+                  for c in r.slo_rows), numeric=(1,))
     alts = _table(("Option", "GPU", "Layout", "Mode", "GPUs", "$/Mtok output", "p90 TTFT", "ITL", "SLO"),
                   ([_e(a.option), _e(a.gpu), _e(a.layout), _e(a.mode), _e(a.gpus_total), _e(a.usd_per_mtok_output),
                     _e(a.ttft_p90), _e(a.itl), _e(a.verdict)] for a in r.alternatives),
