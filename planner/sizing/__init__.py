@@ -2,6 +2,18 @@
 fleet sizing and ``plan``.  Imports physics and below.
 """
 
+from planner.sizing.autoscale import (
+    MIN_SIZING_RATE,
+    POLICIES,
+    AutoscaleResult,
+    AutoscaleStep,
+    AutoscaleSummary,
+    Sizer,
+    autoscale,
+    compare_policies,
+    day_profile,
+    scale_up_delay,
+)
 from planner.sizing.fleet import (
     CEIL_TOLERANCE,
     FleetArrays,
@@ -48,6 +60,9 @@ from planner.sizing.replica import (
 )
 
 __all__ = [
+    "AutoscaleResult",
+    "AutoscaleStep",
+    "AutoscaleSummary",
     "CEIL_TOLERANCE",
     "CostResult",
     "DecodeResult",
@@ -58,14 +73,20 @@ __all__ = [
     "LoadPoint",
     "MAX_PREFILL_POOL_GROWTH",
     "MAX_PROMPT_CLASSES",
+    "MIN_SIZING_RATE",
     "MemoryResult",
     "OperatingArrays",
     "OperatingPoint",
+    "POLICIES",
     "Plan",
     "PrefillResult",
     "RooflineResult",
     "RoutingResult",
+    "Sizer",
     "WorkloadStats",
+    "autoscale",
+    "compare_policies",
+    "day_profile",
     "decode_at",
     "derive_context",
     "fleet_arrays",
@@ -79,5 +100,6 @@ __all__ = [
     "replica_load",
     "roofline_section",
     "routing_section",
+    "scale_up_delay",
     "workload_stats",
 ]
