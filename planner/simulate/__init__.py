@@ -10,11 +10,8 @@ from planner.simulate.arrivals import (
     parse_trace_csv,
 )
 from planner.simulate.engine import (
-    CACHED_GRID_TOKENS,
-    CONTEXT_GRID_TOKENS,
     KvBlocks,
     SimRun,
-    StepTimes,
     simulate,
 )
 from planner.simulate.fleetcheck import (
@@ -46,6 +43,11 @@ from planner.simulate.options import (
     Router,
     SimOptions,
     sim_options,
+)
+from planner.simulate.replica import (
+    CACHED_GRID_TOKENS,
+    CONTEXT_GRID_TOKENS,
+    StepTimes,
 )
 from planner.simulate.report import (
     MAX_RATES,
