@@ -136,6 +136,10 @@ class _Sim:
             self.front = [rep("colocated") for _ in range(options.replicas)]
             self.back = []
         self.replicas = self.front + self.back
+        for pool, joins in ((self.front, options.join_s), (self.back, options.decode_join_s)):
+            for rp, j in zip(pool, joins, strict=False):
+                rp.join_s = j
+        self.joining = any(rp.join_s > 0 for rp in self.replicas)
         self.seqs: list[_Seq | None] = [None] * len(requests)
         self.children: dict[int, list[int]] = {}
         for i, q in enumerate(requests):
@@ -171,7 +175,17 @@ class _Sim:
             rep.busy = True
             self.push(t + dt, _ITER, ri)
 
-    def _route(self, pool: list[_Replica], req: Request, policy: str) -> int:
+    def _route(self, pool: list[_Replica], req: Request, policy: str, t: float) -> int:
+        if len(pool) == 1:
+            return 0
+        if self.joining:  # only replicas that have joined (else the first to join)
+            live = [i for i, rp in enumerate(pool) if rp.join_s <= t]
+            idx = live or [min(range(len(pool)), key=lambda i: pool[i].join_s)]
+            if len(idx) < len(pool):
+                return idx[self._choose([pool[i] for i in idx], req, policy)]
+        return self._choose(pool, req, policy)
+
+    def _choose(self, pool: list[_Replica], req: Request, policy: str) -> int:
         if len(pool) == 1:
             return 0
         o = self.options
@@ -220,12 +234,12 @@ class _Sim:
                 s = _Seq(arg, req, t)
                 self.seqs[arg] = s
                 self._count(t, +1)
-                ri = self._route(self.front, req, o.router)
+                ri = self._route(self.front, req, o.router, t)
                 self.front[ri].waiting.append(s)
                 self._kick(ri, t)
             else:
                 s = self.pending_transfer.pop(arg)
-                bi = self._route(self.back, s.req, "least_loaded")
+                bi = self._route(self.back, s.req, "least_loaded", t)
                 self.back[bi].waiting.append(s)
                 self._kick(nf + bi, t)
 

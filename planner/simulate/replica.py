@@ -132,6 +132,7 @@ class _Replica:
         self.kv_series: list[float] = []
         self.busy = False
         self.preemptions = 0
+        self.join_s = 0.0  # when it starts taking requests (a replica added mid-run)
         self._decode: list[_Seq] = []
         self._pieces: list[tuple[_Seq, int]] = []
 

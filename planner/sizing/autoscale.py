@@ -80,6 +80,9 @@ class AutoscaleStep(BaseModel):
     covered_fraction: float  # share of the interval with the needed replicas serving
     meets_slo: bool  # analytic verdict
     slo_attainment: float | None = None  # simulated (None: not simulated)
+    # replicas joining during the interval (s after its start): colocated or prefill pool, decode pool
+    join_offsets_s: tuple[float, ...] = ()
+    decode_join_offsets_s: tuple[float, ...] = ()
 
 
 class AutoscaleSummary(BaseModel):
@@ -225,15 +228,23 @@ def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
     return max(0.0, min(a1, b1) - max(a0, b0))
 
 
-def _pool_steps(units: list[_Unit], needs: list[int], starts: list[float], durs: list[float]) -> tuple[
-        list[int], list[float], list[float]]:
-    """(serving at each interval's start, covered fraction, billed replica-seconds) on day 2."""
-    ready, covered, billed = [], [], []
+@dataclass(frozen=True)
+class _PoolDay:
+    ready: list[int]  # serving at each interval's start
+    covered: list[float]  # share of the interval with the need serving
+    billed: list[float]  # replica-seconds paid
+    joins: list[tuple[float, ...]]  # replicas joining during the interval: seconds after its start
+
+
+def _pool_steps(units: list[_Unit], needs: list[int], starts: list[float], durs: list[float]) -> _PoolDay:
+    """One pool's intervals on day 2 of the controller's run."""
+    ready, covered, billed, joins = [], [], [], []
     for k, (t0, d) in enumerate(zip(starts, durs, strict=True)):
         a, b = t0 + DAY_S, t0 + DAY_S + d
         live = [u for u in units if u.release_s > a and u.order_s < b]
         at_start = sum(1 for u in live if u.ready_s <= a)
         ready.append(at_start)
+        joins.append(tuple(sorted(u.ready_s - a for u in live if a < u.ready_s < b)))
         if at_start >= needs[k]:
             covered.append(1.0)
         else:
@@ -241,7 +252,7 @@ def _pool_steps(units: list[_Unit], needs: list[int], starts: list[float], durs:
             missing = needs[k] - at_start
             covered.append((b - later[missing - 1]) / d if len(later) >= missing else 0.0)
         billed.append(sum(_overlap(u.order_s, u.release_s, a, b) for u in live))
-    return ready, covered, billed
+    return _PoolDay(ready, covered, billed, joins)
 
 
 def _intervals(interval_s: float) -> tuple[list[float], list[float]]:
@@ -266,7 +277,7 @@ def autoscale(scenario: Scenario, policy: str | None = None, *, sizer: Sizer | N
     needs = [peak_need if pol == "static" else sz.need(r) for r in rates]
     pools = ("prefill", "decode") if disagg else ("replicas",)
     warm = 0 if pol == "static" else s.fleet.warm_pool_replicas
-    per_pool: dict[str, tuple[list[int], list[float], list[float]]] = {}
+    per_pool: dict[str, _PoolDay] = {}
     for pool in pools:
         nd = [getattr(x, pool) for x in needs]
         units = _controller(nd, starts, pol, delay, warm, s.fleet.scale_down_delay_s)
@@ -275,10 +286,10 @@ def autoscale(scenario: Scenario, policy: str | None = None, *, sizer: Sizer | N
     per_gpu_hour = sz.r.usd_per_gpu_hour + ((sz.r.gpu.tdp_w * s.cost.pue * s.cost.usd_per_kwh / 1000.0)
                                             if s.cost.usd_per_kwh else 0.0)
     for k, (t0, d) in enumerate(zip(starts, durs, strict=True)):
-        ready = {p: per_pool[p][0][k] for p in pools}
+        ready = {p: per_pool[p].ready[k] for p in pools}
         total = sum(ready.values())
-        billed = sum(per_pool[p][2][k] for p in pools) + warm * len(pools) * d
-        cov = min(per_pool[p][1][k] for p in pools)
+        billed = sum(per_pool[p].billed[k] for p in pools) + warm * len(pools) * d
+        cov = min(per_pool[p].covered[k] for p in pools)
         ev = sz.need(rates[k], floor=min(ready.values()), headroom=False)
         fits = ev.feasible and (ev.prefill <= ready["prefill"] and ev.decode <= ready["decode"] if disagg
                                 else ev.replicas <= total)
@@ -291,7 +302,9 @@ def autoscale(scenario: Scenario, policy: str | None = None, *, sizer: Sizer | N
             itl_p90_s=float(op.fleet_itl_percentile_s[0]) if fits else None,
             kv_occupancy=float(op.fleet_batch_size[0] / op.max_sequences[0]) if fits and op.max_sequences[0] > 0
             else None,
-            covered_fraction=cov, meets_slo=bool(fits and needs[k].feasible)))
+            covered_fraction=cov, meets_slo=bool(fits and needs[k].feasible),
+            join_offsets_s=per_pool[pools[0]].joins[k], decode_join_offsets_s=per_pool[pools[-1]].joins[k] if disagg
+            else ()))
     return _result(sz, pol, steps, peak_need, per_gpu_hour, delay, delay_d, prof)
 
 

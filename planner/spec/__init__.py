@@ -67,9 +67,11 @@ from planner.spec.profile import (
     diurnal_profile,
     parse_profile_csv,
     parse_shape,
+    profile_argmax,
     profile_integral,
     profile_max,
     profile_rate,
+    profile_rates,
 )
 from planner.spec.scenario import (
     MAX_EP,
@@ -188,9 +190,11 @@ __all__ = [
     "param_counts",
     "parse_profile_csv",
     "parse_shape",
+    "profile_argmax",
     "profile_integral",
     "profile_max",
     "profile_rate",
+    "profile_rates",
     "resolve",
     "resolve_gpu",
     "resolve_local_model_file",

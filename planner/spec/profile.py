@@ -19,6 +19,8 @@ import math
 from collections.abc import Sequence
 from typing import Annotated
 
+import numpy as np
+from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import ScenarioError
@@ -35,8 +37,10 @@ __all__ = [
     "parse_profile_csv",
     "parse_shape",
     "profile_integral",
+    "profile_argmax",
     "profile_max",
     "profile_rate",
+    "profile_rates",
 ]
 
 DAY_S = 86_400.0
@@ -99,11 +103,25 @@ def profile_rate(points: Sequence[ProfilePoint], t_s: float) -> float:
     return ys[-1]
 
 
+def profile_rates(points: Sequence[ProfilePoint], times_s: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The rate at each of ``times_s`` (modulo a day), vectorized."""
+    xs, ys = _wrapped(points)
+    return np.asarray(np.interp(np.mod(times_s, DAY_S), xs, ys), dtype=float)
+
+
 def profile_max(points: Sequence[ProfilePoint], start_s: float = 0.0, end_s: float = DAY_S) -> float:
     """The highest rate over [start_s, end_s] (within one day): at an end or a breakpoint."""
     xs, _ = _wrapped(points)
     inside = [x for x in xs if start_s < x < end_s]
     return max(profile_rate(points, t) for t in [start_s, end_s, *inside])
+
+
+def profile_argmax(points: Sequence[ProfilePoint], start_s: float = 0.0, end_s: float = DAY_S) -> float:
+    """The earliest time in [start_s, end_s] (within one day) where the rate is highest."""
+    xs, _ = _wrapped(points)
+    cands = sorted([start_s, end_s, *[x for x in xs if start_s < x < end_s]])
+    rates = [profile_rate(points, t) for t in cands]
+    return cands[rates.index(max(rates))]
 
 
 def profile_integral(points: Sequence[ProfilePoint], start_s: float = 0.0, end_s: float = DAY_S) -> float:
