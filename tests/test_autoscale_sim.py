@@ -76,3 +76,18 @@ def test_bad_join_times_name_the_field() -> None:
 
     with pytest.raises(ScenarioError, match="join_s"):
         sim_options(join_s=(-1.0,))
+
+
+def test_round_robin_fleet_is_its_replicas_run_alone() -> None:
+    """Round robin ignores load, so a k-replica run is k one-replica runs of every k-th request (exactly)."""
+    from planner.simulate import generate_requests
+
+    s, k = Scenario(), 4
+    opts = sim_options(requests=400, rate_req_s=5.0 * k, replicas=k, seed=11, router="round_robin")
+    reqs = generate_requests(s, opts)
+    fleet = simulate(s, opts, reqs)
+    for j in range(k):
+        sub = reqs[j::k]
+        alone = simulate(s, opts.model_copy(update={"replicas": 1, "requests": len(sub)}), sub)
+        assert np.array_equal(alone.first_token_s, fleet.first_token_s[j::k])
+        assert np.array_equal(alone.finish_s, fleet.finish_s[j::k])

@@ -189,8 +189,10 @@ class _Sim:
         if len(pool) == 1:
             return 0
         o = self.options
-        loads = [rp.load(req) for rp in pool]
         self.routed += 1
+        if policy == "round_robin":  # needs no loads (choose_replica: counter % replicas)
+            return (self.routed - 1) % len(pool)
+        loads = [rp.load(req) for rp in pool]
         return choose_replica(policy=policy, loads=loads, prompt_tokens=req.prompt_tokens, counter=self.routed - 1,
                               w_affinity=o.w_affinity, w_queue=o.w_queue, w_kv=o.w_kv,
                               queue_norm_tokens=o.queue_norm_tokens)
