@@ -6,9 +6,12 @@
 * Replicas: those serving at the interval's start, plus the ones joining during it
   (after their scale-up delay), each with an empty prefix cache and no requests
   before it joins; the router spreads requests over the replicas that have joined.
-* Each interval is simulated for ``requests_per_step`` requests (or the whole
-  interval, if shorter) from its earliest highest rate (moved back to fit inside
-  the interval): the analytic verdict sizes the interval at that rate too.  Intervals are independent (each starts with empty
+* Each interval is simulated for ``requests_per_step`` requests, at least two
+  planned end-to-end latencies (or the whole interval, if shorter), from its
+  earliest highest rate (moved back to fit inside the interval): the analytic
+  verdict sizes the interval at that rate too.  Arrivals start one planned
+  end-to-end latency earlier on the same replicas, so the batches are full when
+  the counted requests arrive (the fleet check's steady state).  Intervals are independent (each starts with empty
   queues), so they run in separate processes where cores exist.
 * A fleet over ``MAX_DAY_SIM_REPLICAS`` is simulated as a slice with the same load
   per replica (as the plan's fleet check).
@@ -29,9 +32,8 @@ import numpy as np
 
 from planner.simulate.arrivals import generate_requests
 from planner.simulate.engine import simulate
-from planner.simulate.fleetcheck import PLAN_ATTAINMENT_TARGET
+from planner.simulate.fleetcheck import PLAN_ATTAINMENT_TARGET, STEADY_STATE_E2E_MULTIPLE
 from planner.simulate.options import MAX_SIM_REQUESTS, sim_options
-from planner.simulate.report import summarize
 from planner.sizing.autoscale import AutoscaleResult, AutoscaleStep, Sizer, day_profile
 from planner.spec.context import resolve
 from planner.spec.profile import ProfilePoint, profile_argmax, profile_max, profile_rates
@@ -63,6 +65,7 @@ class StepSim:
     profile: tuple[ProfilePoint, ...]
     start_s: float
     window_s: float
+    warmup_s: float  # arrivals before the window (same replicas), not counted: the batches fill up
     rate_max: float
     thin: float  # slice: the share of arrivals kept
     replicas: int  # colocated, or the prefill pool
@@ -88,11 +91,14 @@ def _jobs(scenario: Scenario, result: AutoscaleResult, *, requests_per_step: int
     prof = day_profile(scenario)
     disagg = scenario.serving.mode == "disaggregated"
     sz = Sizer(resolve(scenario))
-    batch = max(int(sz.need(profile_max(prof)).op.batch_size[0]), 1)
+    op = sz.need(profile_max(prof)).op
+    batch = max(int(op.batch_size[0]), 1)
+    e2e = float(op.ttft_s[0]) + max(sz.stats.mean_output, 1.0) * float(op.itl_s[0])
+    e2e = e2e if math.isfinite(e2e) and e2e > 0 else 0.0
     jobs = []
     for k, st in enumerate(result.steps):
         mean = max(st.mean_requests_per_s, 1e-9)
-        window = min(st.duration_s, requests_per_step / mean)
+        window = min(st.duration_s, max(requests_per_step / mean, (STEADY_STATE_E2E_MULTIPLE - 1) * e2e))
         # the interval's busiest window: from its earliest highest rate (inside the interval)
         offset = min(profile_argmax(prof, st.t_s, st.t_s + st.duration_s) - st.t_s, st.duration_s - window)
         pre = (st.prefill_replicas if disagg else st.replicas) + sum(j <= offset for j in st.join_offsets_s)
@@ -105,6 +111,7 @@ def _jobs(scenario: Scenario, result: AutoscaleResult, *, requests_per_step: int
         d, dj = _slice(dec, djoins, window, scale) if disagg else (0, ())
         thin = min(p / max(pre, 1), d / max(dec, 1)) if disagg else p / max(pre, 1)
         jobs.append(StepSim(index=k, scenario=scenario, profile=prof, start_s=st.t_s + offset, window_s=window,
+                            warmup_s=e2e,
                             rate_max=st.requests_per_s, thin=min(thin, 1.0), replicas=p, decode_replicas=d, joins=pj,
                             decode_joins=dj, max_batch=batch, requests_cap=MAX_SIM_REQUESTS, seed=seed + k,
                             router=router))
@@ -117,26 +124,31 @@ def run_step(job: StepSim) -> tuple[int, float | None, int]:
     lam = job.rate_max * job.thin
     if lam <= 0:
         return job.index, None, 0
-    window = job.window_s
+    window = job.window_s + job.warmup_s
     n_cand = int(rng.poisson(lam * window))
     if n_cand > _CANDIDATES_PER_REQUEST * job.requests_cap:  # a spike over a quiet interval: a shorter window
         window *= _CANDIDATES_PER_REQUEST * job.requests_cap / n_cand
         n_cand = _CANDIDATES_PER_REQUEST * job.requests_cap
-    cand = np.sort(rng.uniform(0.0, window, size=n_cand))
-    keep = rng.random(cand.size) * job.rate_max <= profile_rates(job.profile, job.start_s + cand)
+    cand = np.sort(rng.uniform(0.0, window, size=n_cand))  # from warmup_s before the window's start
+    keep = rng.random(cand.size) * job.rate_max <= profile_rates(job.profile, job.start_s - job.warmup_s + cand)
     times = cand[keep][:job.requests_cap]
     if times.size == 0:
         return job.index, None, 0
     disagg = job.scenario.serving.mode == "disaggregated"
-    pools = ({"prefill_replicas": job.replicas, "decode_replicas": job.decode_replicas, "join_s": job.joins,
-              "decode_join_s": job.decode_joins} if disagg else {"replicas": job.replicas, "join_s": job.joins})
+    joins = tuple(j + job.warmup_s for j in job.joins)
+    pools = ({"prefill_replicas": job.replicas, "decode_replicas": job.decode_replicas, "join_s": joins,
+              "decode_join_s": tuple(j + job.warmup_s for j in job.decode_joins)} if disagg
+             else {"replicas": job.replicas, "join_s": joins})
     opts = sim_options(requests=int(times.size), seed=job.seed, max_batch=job.max_batch, router=job.router, **pools)
     reqs = tuple(replace(q, arrival_s=float(t)) for q, t in zip(generate_requests(job.scenario, opts), times,
                                                                   strict=True))
     run = simulate(job.scenario, opts, reqs)
     slo = job.scenario.slo
-    s = summarize(run, slo_ttft_s=slo.ttft_s, slo_itl_s=slo.itl_s)
-    return job.index, float(s["slo_attainment"]), int(times.size)
+    counted = run.arrival_s >= job.warmup_s
+    if not counted.any():
+        return job.index, None, 0
+    ok = (run.ttft_s <= slo.ttft_s) & (run.tpot_s <= slo.itl_s)
+    return job.index, float(ok[counted].mean()), int(counted.sum())
 
 
 def simulate_day(scenario: Scenario, result: AutoscaleResult, *, requests_per_step: int = DEFAULT_STEP_REQUESTS,
