@@ -274,13 +274,14 @@ def autoscale(scenario: Scenario, policy: str | None = None, *, sizer: Sizer | N
     delay, delay_d = scale_up_delay(sz.r, peak_need.op)
     starts, durs = _intervals(s.fleet.scale_interval_s)
     rates = [min(profile_max(prof, t, t + d), peak) for t, d in zip(starts, durs, strict=True)]
-    needs = [peak_need if pol == "static" else sz.need(r) for r in rates]
+    needs = [sz.need(r) for r in rates]  # each interval's own need
+    held = [peak_need] * len(rates) if pol == "static" else needs  # what the controller provisions for
     pools = ("prefill", "decode") if disagg else ("replicas",)
     warm = 0 if pol == "static" else s.fleet.warm_pool_replicas
     per_pool: dict[str, _PoolDay] = {}
     for pool in pools:
         nd = [getattr(x, pool) for x in needs]
-        units = _controller(nd, starts, pol, delay, warm, s.fleet.scale_down_delay_s)
+        units = _controller([getattr(x, pool) for x in held], starts, pol, delay, warm, s.fleet.scale_down_delay_s)
         per_pool[pool] = _pool_steps(units, nd, starts, durs)
     steps = []
     per_gpu_hour = sz.r.usd_per_gpu_hour + ((sz.r.gpu.tdp_w * s.cost.pue * s.cost.usd_per_kwh / 1000.0)
