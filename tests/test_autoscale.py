@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -196,3 +197,21 @@ def test_csv_round_trip_and_old_scenarios_unchanged() -> None:
     assert again == Scenario()
     assert again.fleet.policy == "static" and again.workload.profile is None
     assert math.isclose(plan(again).fleet.gpus_total, plan(Scenario()).fleet.gpus_total)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pts=st.lists(st.tuples(st.floats(min_value=0, max_value=DAY_S - 1), st.floats(min_value=0, max_value=100)),
+                    min_size=1, max_size=8, unique_by=lambda p: round(p[0])),
+       a=st.floats(min_value=0, max_value=DAY_S), b=st.floats(min_value=0, max_value=DAY_S))
+def test_profile_integral_and_max_agree_with_sampling(pts: list[tuple[float, float]], a: float, b: float) -> None:
+    from planner.spec.profile import ProfilePoint
+
+    pts = sorted((round(t), r) for t, r in pts)
+    prof = tuple(ProfilePoint(t_s=t, requests_per_s=r) for t, r in pts)
+    lo, hi = min(a, b), max(a, b)
+    grid = np.linspace(lo, hi, 2001)
+    sampled = np.array([profile_rate(prof, t) for t in grid])
+    assert profile_max(prof, lo, hi) >= sampled.max() - 1e-9
+    assert profile_integral(prof, lo, hi) == pytest.approx(float(np.trapezoid(sampled, grid)), rel=2e-3, abs=1e-6 * (1 + hi - lo) * 100)
+    # the daily wrap-around is continuous
+    assert profile_rate(prof, 0.0) == pytest.approx(profile_rate(prof, DAY_S - 1e-6), abs=1e-6 * 100)
