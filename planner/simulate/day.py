@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 from collections.abc import Callable, Collection
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -172,9 +171,7 @@ def simulate_day(scenario: Scenario, result: AutoscaleResult, *, requests_per_st
             if progress:
                 progress(done, len(jobs))
     else:
-        # spawn, not fork: the caller may be a threaded server (Streamlit), where a forked child can
-        # inherit a lock some other thread held
-        with ProcessPoolExecutor(max_workers=n_workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(max_workers=n_workers) as pool:
             for fut in as_completed([pool.submit(run_step, job) for job in jobs]):
                 i, a, _ = fut.result()
                 att[i] = a
