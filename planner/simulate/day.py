@@ -171,6 +171,8 @@ def simulate_day(scenario: Scenario, result: AutoscaleResult, *, requests_per_st
             if progress:
                 progress(done, len(jobs))
     else:
+        # the platform's default start method (fork on Linux): spawn would re-run the caller's main
+        # script in every worker (a Streamlit page's app.py)
         with ProcessPoolExecutor(max_workers=n_workers) as pool:
             for fut in as_completed([pool.submit(run_step, job) for job in jobs]):
                 i, a, _ = fut.result()
