@@ -1,8 +1,10 @@
 """Simulator speed: a 10,000-request run on one replica, in simulated requests per wall second.
 
-    .venv/bin/python bench/simulate.py [--requests N] [--rate R]
+    .venv/bin/python bench/simulate.py [--requests N] [--rate R] [--replicas N]
 
-Scenario: the default (llama-3.1-8b, one h100-sxm, 2,000/250-token lognormal lengths).
+Scenario: the default (llama-3.1-8b, h100-sxm, 2,000/250-token lognormal lengths).  With
+``--replicas N`` the rate defaults to N × 5 req/s (the same load per replica).  Runs over
+the simulator's MAX_SIM_REQUESTS bound (a bench is not untrusted input) go straight to SimOptions.
 """
 
 from __future__ import annotations
@@ -15,22 +17,27 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner import Scenario  # noqa: E402
-from planner.simulate import sim_options, simulate, summarize  # noqa: E402
+from planner.simulate import MAX_SIM_REQUESTS, sim_options, simulate, summarize  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=10_000)
-    ap.add_argument("--rate", type=float, default=5.0)
+    ap.add_argument("--rate", type=float, default=None)
+    ap.add_argument("--replicas", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     scenario = Scenario()
-    options = sim_options(requests=args.requests, rate_req_s=args.rate, seed=args.seed)
+    args.rate = args.rate if args.rate is not None else 5.0 * args.replicas
+    options = sim_options(requests=min(args.requests, MAX_SIM_REQUESTS), rate_req_s=args.rate, seed=args.seed,
+                          replicas=args.replicas)
+    if args.requests > MAX_SIM_REQUESTS:
+        options = options.model_copy(update={"requests": args.requests})
     start = time.perf_counter()
     run = simulate(scenario, options)
     wall_s = time.perf_counter() - start
     s = summarize(run, slo_ttft_s=scenario.slo.ttft_s, slo_itl_s=scenario.slo.itl_s)
-    print(f"requests={run.requests} rate={args.rate} req/s iterations={run.iterations} wall={wall_s:.2f} s")
+    print(f"requests={run.requests} replicas={args.replicas} rate={args.rate} req/s iterations={run.iterations} wall={wall_s:.2f} s")
     print(f"simulated requests/s: {run.requests / wall_s:,.0f}")
     print(f"iterations/s: {run.iterations / wall_s:,.0f}")
     print(f"p99 TTFT {s['ttft_s']['p99']:.3f} s, p99 ITL {s['itl_s']['p99'] * 1e3:.1f} ms, "

@@ -27,6 +27,7 @@ def app_pages() -> dict[str, list[StreamlitPage]]:
             st.Page("pages/parallelism.py", title="Parallelism", url_path="parallelism"),
             st.Page("pages/fleet.py", title="Fleet & cost", url_path="fleet"),
             st.Page("pages/tail.py", title="Tail latency", url_path="tail"),
+            st.Page("pages/autoscale.py", title="Autoscaling", url_path="autoscale"),
         ],
         "Decide": [
             st.Page("pages/compare.py", title="Compare", url_path="compare"),

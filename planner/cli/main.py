@@ -29,6 +29,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "planner.cli.sweep",
     "planner.cli.validate",
     "planner.cli.simulate",
+    "planner.cli.autoscale",
     "planner.cli.scenarios",
     "planner.cli.probe",
     "planner.cli.report",

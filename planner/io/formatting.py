@@ -162,7 +162,7 @@ def _unit_of(key: str) -> str:
         return "FLOP/s"
     if last.endswith("_bytes") or last.endswith("bytes_per_token") or last.endswith("bytes_per_sequence") or last.endswith("bytes_per_gpu") or last.endswith("bytes_per_token_per_gpu"):
         return "bytes"
-    if last.endswith("_s") and not last.endswith("tok_s") and not last.endswith("req_s"):
+    if last.endswith("_s") and not last.endswith("tok_s") and not last.endswith("req_s") and not last.endswith("per_s"):
         return "s"
     if last in {"mbu", "mfu"} or last.endswith("_rate") or last.endswith("utilization") or last.endswith("efficiency"):
         return "fraction"

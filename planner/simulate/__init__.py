@@ -9,12 +9,18 @@ from planner.simulate.arrivals import (
     load_trace,
     parse_trace_csv,
 )
+from planner.simulate.day import (
+    DEFAULT_STEP_REQUESTS,
+    MAX_DAY_SIM_REPLICAS,
+    MAX_DAY_WORKERS,
+    StepSim,
+    meets,
+    run_step,
+    simulate_day,
+)
 from planner.simulate.engine import (
-    CACHED_GRID_TOKENS,
-    CONTEXT_GRID_TOKENS,
     KvBlocks,
     SimRun,
-    StepTimes,
     simulate,
 )
 from planner.simulate.fleetcheck import (
@@ -47,6 +53,11 @@ from planner.simulate.options import (
     SimOptions,
     sim_options,
 )
+from planner.simulate.replica import (
+    CACHED_GRID_TOKENS,
+    CONTEXT_GRID_TOKENS,
+    StepTimes,
+)
 from planner.simulate.report import (
     MAX_RATES,
     find_knee,
@@ -69,10 +80,13 @@ __all__ = [
     "DEFAULT_KV_LINK_EFFICIENCY",
     "DEFAULT_KV_TRANSFER_SETUP_S",
     "DEFAULT_LENGTH_SIGMA",
+    "DEFAULT_STEP_REQUESTS",
     "FleetCheck",
     "FleetSim",
     "KNEE_GRID_FRACTIONS",
     "KvBlocks",
+    "MAX_DAY_SIM_REPLICAS",
+    "MAX_DAY_WORKERS",
     "MAX_KV_CAPACITY_TOKENS",
     "MAX_RATES",
     "MAX_RATE_REQ_S",
@@ -88,6 +102,7 @@ __all__ = [
     "STEADY_STATE_E2E_MULTIPLE",
     "SimOptions",
     "SimRun",
+    "StepSim",
     "StepTimes",
     "TAIL_MAX_REPLICAS",
     "TAIL_MAX_REQUESTS",
@@ -103,9 +118,12 @@ __all__ = [
     "latency_stats",
     "length_samples",
     "load_trace",
+    "meets",
     "parse_trace_csv",
     "rate_sweep",
+    "run_step",
     "sim_options",
     "simulate",
+    "simulate_day",
     "summarize",
 ]

@@ -18,12 +18,9 @@ budget / KV bytes per token per GPU.  Requests sharing a ``prefix_key`` reuse ca
 full blocks (prefix sharing).  Deterministic for a given seed.  Speculative
 decoding is not simulated (one token per sequence per iteration).
 """
-
 from __future__ import annotations
 
 import heapq
-import math
-from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,354 +28,17 @@ import numpy as np
 
 from planner.errors import InsufficientMemoryError, ScenarioError
 from planner.physics.link import kv_link_bytes_per_s, kv_transfer_exposed_s
-from planner.physics.step import decode_step, prefill_step
 from planner.physics.techniques import kv_transfer_s
 from planner.simulate.arrivals import Request, generate_requests
 from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions
-from planner.simulate.router import ReplicaLoad, choose_replica
+from planner.simulate.replica import StepTimes, _Replica, _Seq
+from planner.simulate.router import choose_replica
 from planner.sizing.plan import plan_resolved
-from planner.spec.context import Resolved, resolve
+from planner.spec.context import resolve
 from planner.spec.defaults import DEFAULT_MAX_BATCH
 from planner.spec.scenario import Scenario
 
-__all__ = ["CACHED_GRID_TOKENS", "CONTEXT_GRID_TOKENS", "KvBlocks", "SimRun", "StepTimes", "simulate"]
-
-# Decode step times are tabulated per batch size on a context grid of this pitch
-# and interpolated linearly (the step time is piecewise linear in context).
-CONTEXT_GRID_TOKENS = 64
-# Prefill chunk times are tabulated per cached-context bucket of this pitch, over
-# every chunk size up to serving.chunk_tokens (larger prefills are memoized exactly).
-CACHED_GRID_TOKENS = 16
-
-
-class StepTimes:
-    """Cached calls into planner.physics.step for one resolved scenario."""
-
-    def __init__(self, resolved: Resolved, *, max_context_tokens: int, chunk_tokens: int) -> None:
-        self._kw = resolved.step_kwargs()
-        self._chunk = chunk_tokens
-        self._rows: dict[int, tuple[list[float], list[float]]] = {}
-        n = max_context_tokens // CONTEXT_GRID_TOKENS + 3
-        self._grid = np.arange(n, dtype=float) * CONTEXT_GRID_TOKENS
-        self._decode: dict[int, list[float]] = {}
-        self._prefill: dict[tuple[int, int], tuple[float, float]] = {}
-
-    def decode_s(self, batch_size: int, context_tokens: float) -> float:
-        """decode_step(batch, context).step_s, interpolated on the context grid."""
-        row = self._decode.get(batch_size)
-        if row is None:
-            st = decode_step(batch_size=batch_size, context_tokens=self._grid, **self._kw)
-            row = np.asarray(st.step_s, dtype=float).tolist()
-            self._decode[batch_size] = row
-        x = context_tokens / CONTEXT_GRID_TOKENS
-        i = int(x)
-        f = x - i
-        return row[i] + f * (row[i + 1] - row[i]) if f else row[i]
-
-    def prefill_s(self, tokens: int, cached_tokens: float, *, riding: bool = False) -> float:
-        """prefill_step(tokens new after cached_tokens).time_s (cached rounded to the grid);
-        ``riding``: its marginal cost inside a decode iteration (PrefillStep.marginal_s)."""
-        c = int(round(cached_tokens / CACHED_GRID_TOKENS)) * CACHED_GRID_TOKENS
-        if tokens <= self._chunk:
-            rows = self._rows.get(c)
-            if rows is None:
-                n = np.arange(self._chunk + 1, dtype=float)
-                st = prefill_step(tokens=n + c, cached_tokens=c, **self._kw)
-                rows = (np.asarray(st.time_s, dtype=float).tolist(), np.asarray(st.marginal_s, dtype=float).tolist())
-                self._rows[c] = rows
-            return rows[1][tokens] if riding else rows[0][tokens]
-        key = (tokens, c)
-        pair = self._prefill.get(key)
-        if pair is None:
-            st = prefill_step(tokens=tokens + c, cached_tokens=c, **self._kw)
-            pair = (float(st.time_s), float(st.marginal_s))
-            self._prefill[key] = pair
-        return pair[1] if riding else pair[0]
-
-
-@dataclass(slots=True)
-class _Entry:
-    tokens: int
-    blocks: int
-    refs: int
-
-
-class _Seq:
-    __slots__ = ("idx", "req", "arrival_s", "target", "kv", "shared", "entry", "blocks", "generated",
-                 "first_s", "finish_s", "segs", "seg_start", "hit", "preemptions", "active")
-
-    def __init__(self, idx: int, req: Request, arrival_s: float) -> None:
-        self.idx = idx
-        self.req = req
-        self.arrival_s = arrival_s
-        self.target = req.prompt_tokens  # tokens to hold in KV before decoding
-        self.kv = 0  # tokens whose KV this replica holds
-        self.shared = 0  # of which from a cached prefix entry
-        self.entry: _Entry | None = None
-        self.blocks = 0  # private blocks
-        self.generated = 0
-        self.first_s = math.nan
-        self.finish_s = math.nan
-        self.segs: list[tuple[list[float], int, int]] = []  # runs of emissions: (iteration times, first, last)
-        self.seg_start = -1
-        self.hit = -1
-        self.preemptions = 0
-        self.active = False
-
-
-class _Replica:
-    def __init__(self, *, role: str, capacity_blocks: int, block_tokens: int, max_batch: int,
-                 chunk_tokens: int, chunked: bool, steps: StepTimes) -> None:
-        self.role = role
-        self.capacity = capacity_blocks
-        self.free = capacity_blocks
-        self.bt = block_tokens
-        self.max_batch = max_batch
-        self.chunk_tokens = chunk_tokens
-        self.chunked = chunked
-        self.steps = steps
-        self.waiting: deque[_Seq] = deque()
-        self.running: list[_Seq] = []
-        self.entries: OrderedDict[str, _Entry] = OrderedDict()
-        self.times: list[float] = []
-        self.batch_series: list[int] = []
-        self.kv_series: list[float] = []
-        self.busy = False
-        self.preemptions = 0
-        self._decode: list[_Seq] = []
-        self._pieces: list[tuple[_Seq, int]] = []
-
-    # -- KV blocks ---------------------------------------------------------
-    def _evict_one(self) -> bool:
-        for key, e in self.entries.items():
-            if e.refs == 0:
-                del self.entries[key]
-                self.free += e.blocks
-                return True
-        return False
-
-    def _alloc(self, s: _Seq, n: int) -> bool:
-        need = -(-(s.kv + n - s.shared) // self.bt) - s.blocks
-        while self.free < need:
-            if not self._evict_one():
-                return False
-        self.free -= need
-        s.blocks += need
-        return True
-
-    def _release(self, s: _Seq) -> None:
-        self.free += s.blocks
-        s.blocks = 0
-        if s.entry is not None:
-            s.entry.refs -= 1
-            s.entry = None
-        s.shared = 0
-
-    def _preempt(self, s: _Seq) -> None:
-        if s.seg_start >= 0:
-            s.segs.append((self.times, s.seg_start, len(self.times) - 1))
-            s.seg_start = -1
-        self._release(s)
-        s.kv = 0
-        s.target = s.req.prompt_tokens + s.generated  # recompute prompt + tokens generated so far
-        s.preemptions += 1
-        self.preemptions += 1
-        s.active = False
-        self.waiting.appendleft(s)
-
-    def cached_tokens(self, req: Request, target: int) -> int:
-        e = self.entries.get(req.prefix_key) if req.prefix_key is not None else None
-        if e is None:
-            return 0
-        return min(e.tokens, req.prefix_tokens, target - 1) // self.bt * self.bt
-
-    def _attach(self, s: _Seq) -> None:
-        hit = self.cached_tokens(s.req, s.target)
-        if hit > 0 and s.req.prefix_key is not None:
-            e = self.entries[s.req.prefix_key]
-            e.refs += 1
-            self.entries.move_to_end(s.req.prefix_key)
-            s.entry, s.shared, s.kv = e, hit, hit
-
-    def _detach(self, s: _Seq) -> None:
-        if s.entry is not None:
-            s.entry.refs -= 1
-        s.entry, s.shared, s.kv = None, 0, 0
-
-    def _upsert(self, s: _Seq, tokens: int) -> None:
-        """Keep ``s``'s first ``tokens`` (full blocks) as the cached prefix of its key."""
-        key = s.req.prefix_key
-        bt = self.bt
-        tokens = min(tokens, s.kv) // bt * bt
-        if key is None or tokens <= 0:
-            return
-        keep = s.shared // bt if s.entry is not None else 0
-        e = self.entries.get(key)
-        if e is not None:
-            if e.tokens >= tokens or e.refs > (1 if e is s.entry else 0):
-                return
-            self.free += e.blocks - keep
-            del self.entries[key]
-        take = min(tokens // bt - keep, s.blocks)
-        s.blocks -= take
-        ne = _Entry(tokens=(keep + take) * bt, blocks=keep + take, refs=1)
-        s.entry, s.shared = ne, ne.tokens
-        self.entries[key] = ne
-
-    # -- load seen by routers ------------------------------------------------
-    def load(self, req: Request) -> ReplicaLoad:
-        pending = sum(s.target - s.kv for s in self.waiting) + sum(
-            s.target - s.kv for s in self.running if s.kv < s.target)
-        return ReplicaLoad(in_flight=len(self.waiting) + len(self.running), pending_tokens=pending,
-                           kv_utilization=1.0 - self.free / self.capacity,
-                           cached_prefix_tokens=self.cached_tokens(req, req.prompt_tokens))
-
-    # -- one iteration -------------------------------------------------------
-    def plan(self) -> float:
-        """Schedule the next iteration; its duration in seconds (0: nothing to do)."""
-        for _ in range(len(self.running) + 2):
-            dt = self._plan_once()
-            if dt > 0 or not self.running:
-                return dt
-            self._preempt(self.running.pop())  # prefills stuck on blocks: free the newest
-        return 0.0
-
-    def _plan_once(self) -> float:
-        bt, running, waiting = self.bt, self.running, self.waiting
-        # 0. sequences whose KV arrived by transfer
-        while waiting and waiting[0].kv >= waiting[0].target and len(running) < self.max_batch:
-            s = waiting[0]
-            if not self._alloc(s, 0):
-                break
-            waiting.popleft()
-            s.active = True
-            running.append(s)
-        # 1. one token for every decoding sequence
-        decode: list[_Seq] = []
-        grow: list[_Seq] = []  # decoding sequences whose next token opens a new block
-        ctx = 0
-        for s in running:
-            if s.kv >= s.target:
-                decode.append(s)
-                ctx += s.kv
-                if s.kv % bt == 0:
-                    grow.append(s)
-        need = len(grow)
-        if self.free < need:
-            while self.free < need:
-                if self._evict_one():
-                    continue
-                victim = running.pop()
-                if victim.kv >= victim.target:
-                    ctx -= victim.kv
-                    if victim.kv % bt == 0:
-                        need -= 1
-                self._preempt(victim)
-            decode = [s for s in decode if s.active]
-            grow = [s for s in grow if s.active]
-        self.free -= need
-        for s in grow:
-            s.blocks += 1
-        # 2. one chunk of prefill: in-progress prefills, then waiting requests (FCFS)
-        budget = self.chunk_tokens
-        pieces: list[tuple[_Seq, int]] = []
-        ntot = 0
-        cw = 0.0
-        for s in running:
-            if s.kv >= s.target:
-                continue
-            n = s.target - s.kv
-            if self.chunked:
-                n = min(n, budget - ntot)
-            elif pieces and ntot + n > budget:
-                break
-            if n <= 0 or not self._alloc(s, n):
-                break
-            pieces.append((s, n))
-            ntot += n
-            cw += n * s.kv
-        while waiting and len(running) < self.max_batch:
-            s = waiting[0]
-            if s.kv >= s.target or (self.chunked and ntot >= budget):
-                break
-            self._attach(s)
-            n = s.target - s.kv
-            if self.chunked:
-                n = min(n, budget - ntot)
-            elif pieces and ntot + n > budget:
-                self._detach(s)
-                break
-            if not self._alloc(s, n):
-                self._detach(s)
-                break
-            waiting.popleft()
-            s.active = True
-            running.append(s)
-            if s.hit < 0:
-                s.hit = s.shared
-            pieces.append((s, n))
-            ntot += n
-            cw += n * s.kv
-        dt = 0.0
-        if decode:
-            dt += self.steps.decode_s(len(decode), ctx / len(decode) + 1.0)
-        if pieces:
-            dt += self.steps.prefill_s(ntot, cw / ntot, riding=bool(decode))
-        self._decode, self._pieces = decode, pieces
-        return dt
-
-    def apply(self, t: float, sim: _Sim) -> None:
-        """End the planned iteration at time ``t``."""
-        idx = len(self.times)
-        self.times.append(t)
-        done: list[_Seq] = []
-        for s in self._decode:
-            s.kv += 1
-            s.generated += 1
-            if s.seg_start < 0:
-                s.seg_start = idx
-            if s.generated >= s.req.output_tokens:
-                done.append(s)
-        handoff: list[_Seq] = []
-        for s, n in self._pieces:
-            s.kv += n
-            if s.kv < s.target:
-                continue
-            s.generated += 1  # the prefill's last position samples the next token
-            if s.first_s != s.first_s:  # NaN: first token
-                s.first_s = t
-            if s.seg_start < 0:
-                s.seg_start = idx
-            if s.req.prefix_key is not None and s.req.prefix_tokens:
-                self._upsert(s, s.req.prefix_tokens)
-            if s.generated >= s.req.output_tokens:
-                done.append(s)
-            elif self.role == "prefill":
-                handoff.append(s)
-        for s in done:
-            s.segs.append((self.times, s.seg_start, idx))
-            s.seg_start = -1
-            s.finish_s = t
-            if s.req.cache_on_finish:
-                self._upsert(s, s.kv)
-            self._release(s)
-            s.active = False
-        for s in handoff:
-            s.segs.append((self.times, s.seg_start, idx))
-            s.seg_start = -1
-            if s.req.cache_on_finish:
-                self._upsert(s, s.kv)
-            self._release(s)
-            s.active = False
-        if done or handoff:
-            self.running = [s for s in self.running if s.active]
-        self.batch_series.append(len(self._decode))
-        self.kv_series.append(1.0 - self.free / self.capacity)
-        self._decode, self._pieces = [], []
-        for s in done:
-            sim.finished(s, t)
-        for s in handoff:
-            sim.transfer(s, t)
+__all__ = ["KvBlocks", "SimRun", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -476,6 +136,10 @@ class _Sim:
             self.front = [rep("colocated") for _ in range(options.replicas)]
             self.back = []
         self.replicas = self.front + self.back
+        for pool, joins in ((self.front, options.join_s), (self.back, options.decode_join_s)):
+            for rp, j in zip(pool, joins, strict=False):
+                rp.join_s = j
+        self.joining = any(rp.join_s > 0 for rp in self.replicas)
         self.seqs: list[_Seq | None] = [None] * len(requests)
         self.children: dict[int, list[int]] = {}
         for i, q in enumerate(requests):
@@ -511,12 +175,24 @@ class _Sim:
             rep.busy = True
             self.push(t + dt, _ITER, ri)
 
-    def _route(self, pool: list[_Replica], req: Request, policy: str) -> int:
+    def _route(self, pool: list[_Replica], req: Request, policy: str, t: float) -> int:
+        if len(pool) == 1:
+            return 0
+        if self.joining:  # only replicas that have joined (else the first to join)
+            live = [i for i, rp in enumerate(pool) if rp.join_s <= t]
+            idx = live or [min(range(len(pool)), key=lambda i: pool[i].join_s)]
+            if len(idx) < len(pool):
+                return idx[self._choose([pool[i] for i in idx], req, policy)]
+        return self._choose(pool, req, policy)
+
+    def _choose(self, pool: list[_Replica], req: Request, policy: str) -> int:
         if len(pool) == 1:
             return 0
         o = self.options
-        loads = [rp.load(req) for rp in pool]
         self.routed += 1
+        if policy == "round_robin":  # needs no loads (choose_replica: counter % replicas)
+            return (self.routed - 1) % len(pool)
+        loads = [rp.load(req) for rp in pool]
         return choose_replica(policy=policy, loads=loads, prompt_tokens=req.prompt_tokens, counter=self.routed - 1,
                               w_affinity=o.w_affinity, w_queue=o.w_queue, w_kv=o.w_kv,
                               queue_norm_tokens=o.queue_norm_tokens)
@@ -560,12 +236,12 @@ class _Sim:
                 s = _Seq(arg, req, t)
                 self.seqs[arg] = s
                 self._count(t, +1)
-                ri = self._route(self.front, req, o.router)
+                ri = self._route(self.front, req, o.router, t)
                 self.front[ri].waiting.append(s)
                 self._kick(ri, t)
             else:
                 s = self.pending_transfer.pop(arg)
-                bi = self._route(self.back, s.req, "least_loaded")
+                bi = self._route(self.back, s.req, "least_loaded", t)
                 self.back[bi].waiting.append(s)
                 self._kick(nf + bi, t)
 

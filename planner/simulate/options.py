@@ -58,6 +58,7 @@ Router = Literal["round_robin", "least_loaded", "prefix_affinity"]
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+JoinTime = Annotated[float, Field(ge=0, le=MAX_THINK_S, allow_inf_nan=False)]
 
 
 class SimOptions(BaseModel):
@@ -94,6 +95,11 @@ class SimOptions(BaseModel):
     kv_link_efficiency: Annotated[float, Field(gt=0, le=1)] = DEFAULT_KV_LINK_EFFICIENCY
     kv_transfer_setup_s: NonNegFloat | None = DEFAULT_KV_TRANSFER_SETUP_S  # None: fleet.kv_transfer_setup_s
     timeline_points: Annotated[int, Field(ge=2, le=100_000)] = 200
+    # When each replica starts serving (s from the run's start; missing: 0), for a fleet
+    # that scales up mid-run: a joining replica has an empty prefix cache and gets
+    # no requests before it joins.  join_s: colocated replicas or the prefill pool.
+    join_s: Annotated[tuple[JoinTime, ...], Field(max_length=4096)] = ()
+    decode_join_s: Annotated[tuple[JoinTime, ...], Field(max_length=4096)] = ()
 
 
 def sim_options(**kwargs: Any) -> SimOptions:

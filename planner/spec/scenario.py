@@ -16,6 +16,7 @@ from planner.errors import PlannerError, ScenarioError, validation_message
 from planner.io.jsonfile import MAX_JSON_DEPTH, parse_json, read_json
 from planner.spec.catalog import get_gpu, get_model
 from planner.spec.precision import KvDtype, WeightsDtype
+from planner.spec.profile import DAY_S, MAX_PROFILE_POINTS, ProfilePoint, check_profile
 from planner.spec.specs import GpuSpec, ModelSpec
 
 __all__ = [
@@ -26,6 +27,8 @@ __all__ = [
     "MAX_SEQUENCE_TOKENS",
     "MAX_TP",
     "MAX_TRACE_ROWS",
+    "MAX_WARM_POOL_REPLICAS",
+    "MIN_SCALE_INTERVAL_S",
     "MODEL_PATH_MESSAGE",
     "SCHEMA_VERSION",
     "Cost",
@@ -66,6 +69,10 @@ MAX_TRACE_ROWS = 100_000
 MAX_TP = 64
 MAX_PP = 64
 MAX_EP = 256
+# Autoscaling: a control interval of 10 s is below any engine's start time (a
+# day is then 8,640 intervals); a warm pool as large as the largest fleet bound.
+MIN_SCALE_INTERVAL_S = 10.0
+MAX_WARM_POOL_REPLICAS = 10_000
 # A catalog id (gpu, model): the longest catalog id has 14 characters.
 MAX_ID_CHARS = 200
 
@@ -117,6 +124,16 @@ class Workload(BaseModel):
     prompt_sigma: Annotated[float, Field(ge=0, le=MAX_LENGTH_SIGMA, allow_inf_nan=False)] = 0.0
     output_sigma: Annotated[float, Field(ge=0, le=MAX_LENGTH_SIGMA, allow_inf_nan=False)] = 0.0
     trace: Annotated[tuple[tuple[TraceTokens, TraceTokens], ...], Field(max_length=MAX_TRACE_ROWS)] | None = None
+    # A day of traffic (planner.spec.profile): piecewise linear, repeating daily;
+    # None: flat at the peak rate (the autoscaling view then equals the static fleet).
+    profile: Annotated[tuple[ProfilePoint, ...], Field(max_length=MAX_PROFILE_POINTS)] | None = None
+
+    @field_validator("profile", mode="after")
+    @classmethod
+    def _check_profile(cls, value: tuple[ProfilePoint, ...] | None) -> tuple[ProfilePoint, ...] | None:
+        if value is not None:
+            check_profile(value)
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Workload:
@@ -193,6 +210,19 @@ class Fleet(BaseModel):
     link_bytes_per_s: PosFloat | None = None  # None: the GPU's NVLink, or 400 Gb/s RDMA
     kv_transfer_setup_s: NonNegFloat = 0.0
     load_bytes_per_s: PosFloat = 2.0e9  # weight loading per GPU for a cold start
+    # Autoscaling over a day (planner.sizing.autoscale).  static: the peak fleet
+    # around the clock (today's sizing); reactive: each control interval sizes for
+    # the load its signals see and added replicas serve after the scale-up delay;
+    # predictive: provisions from the profile ahead by the delay.
+    policy: Literal["static", "reactive", "predictive"] = "static"
+    scale_interval_s: Annotated[float, Field(ge=MIN_SCALE_INTERVAL_S, le=DAY_S, allow_inf_nan=False)] = 600.0
+    # None: engine_start_s + weight bytes per GPU / load_bytes_per_s (a cold start).
+    scale_up_delay_s: Annotated[float, Field(ge=0, le=DAY_S, allow_inf_nan=False)] | None = None
+    # Process start, CUDA graph capture and warm-up before weights load (assumed;
+    # vLLM and SGLang take tens of seconds).
+    engine_start_s: Annotated[float, Field(ge=0, le=DAY_S, allow_inf_nan=False)] = 30.0
+    warm_pool_replicas: Annotated[int, Field(ge=0, le=MAX_WARM_POOL_REPLICAS)] = 0
+    scale_down_delay_s: Annotated[float, Field(ge=0, le=DAY_S, allow_inf_nan=False)] = 600.0
 
 
 class Cost(BaseModel):

@@ -1,0 +1,158 @@
+"""Autoscaling: a day of traffic, the replicas each policy holds per interval, what elasticity
+saves against the static peak fleet, and (on demand) the simulated SLO attainment."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages._charts import show_chart
+from pages._format import MISSING, derivation_md, md, plain, round3, shown, usd
+from pages._sidebar import page_scenario
+from planner import PlannerError, Scenario, scenario_from_dict
+from planner.simulate.day import DEFAULT_STEP_REQUESTS, simulate_day
+from planner.sizing.autoscale import POLICIES, AutoscaleResult, compare_policies
+from planner.spec.profile import MAX_PROFILE_CSV_BYTES, diurnal_profile, parse_profile_csv
+
+st.title("Autoscaling")
+base = page_scenario()
+
+
+@st.cache_data(max_entries=16, show_spinner="Sizing every interval ...")
+def _policies(scenario_json: str) -> dict[str, AutoscaleResult]:
+    return compare_policies(Scenario.model_validate_json(scenario_json))
+
+
+def _profile() -> list[dict[str, float]] | None:
+    src = st.radio("Traffic over the day", ["Diurnal shape", "CSV upload (t_s,requests_per_s)"], horizontal=True)
+    if src.startswith("CSV"):
+        up = st.file_uploader("Profile CSV", type=["csv"], help=f"at most {MAX_PROFILE_CSV_BYTES:,} bytes")
+        if up is None:
+            st.info("Upload a CSV with columns t_s,requests_per_s to use it; the diurnal shape is used until then.")
+        elif up.size > MAX_PROFILE_CSV_BYTES:
+            st.error(f"profile: the CSV is over the limit of {MAX_PROFILE_CSV_BYTES:,} bytes")
+        else:
+            try:
+                pts = parse_profile_csv(up.read(MAX_PROFILE_CSV_BYTES + 1).decode("utf-8", errors="replace"))
+                return [p.model_dump() for p in pts]
+            except PlannerError as exc:
+                st.error(plain(str(exc)))
+    c = st.columns(3)
+    peak = c[0].number_input("Peak req/s", min_value=0.001, value=float(base.workload.peak_rate), key="as_peak")
+    trough = c[1].number_input("Trough req/s", min_value=0.0, value=float(base.workload.peak_rate) / 10,
+                               key="as_trough")
+    hour = c[2].number_input("Peak hour", min_value=0.0, max_value=23.99, value=14.0, key="as_hour")
+    try:
+        return [p.model_dump() for p in diurnal_profile(peak=peak, trough=trough, peak_hour=hour)]
+    except PlannerError as exc:
+        st.error(plain(str(exc)))
+        return None
+
+
+def _scenario(profile: list[dict[str, float]] | None) -> Scenario | None:
+    f = base.fleet
+    c = st.columns(4)
+    interval = c[0].number_input("Scale interval (s)", min_value=10.0, value=float(f.scale_interval_s), key="as_int")
+    auto = f.scale_up_delay_s is None
+    delay = c[1].number_input("Scale-up delay (s, 0 = derived)", min_value=0.0,
+                              value=0.0 if auto else float(f.scale_up_delay_s or 0.0), key="as_delay",
+                              help="0: engine start + weights per GPU / load bytes/s")
+    warm = c[2].number_input("Warm pool replicas", min_value=0, value=int(f.warm_pool_replicas), key="as_warm")
+    down = c[3].number_input("Scale-down delay (s)", min_value=0.0, value=float(f.scale_down_delay_s), key="as_down")
+    data: dict[str, Any] = base.model_dump(mode="json")
+    data["fleet"].update(scale_interval_s=interval, scale_up_delay_s=delay or None, warm_pool_replicas=int(warm),
+                         scale_down_delay_s=down)
+    if profile is not None:
+        data["workload"]["profile"] = profile
+    try:
+        return scenario_from_dict(data)
+    except PlannerError as exc:
+        st.error(plain(str(exc)))
+        return None
+
+
+scenario = _scenario(_profile())
+if scenario is None:
+    st.stop()
+try:
+    results = _policies(scenario.model_dump_json())
+except PlannerError as exc:
+    st.error(plain(str(exc)))
+    st.stop()
+
+sim_key = "autoscale_sim"
+c1, c2 = st.columns([1, 3])
+per_step = c1.number_input("Requests per interval", min_value=50, max_value=100_000, value=DEFAULT_STEP_REQUESTS,
+                           step=50, key="as_reqs")
+if c2.button("Simulate the day (every policy)"):
+    bar = st.progress(0.0, text="simulating intervals ...")
+    done: dict[str, AutoscaleResult] = {}
+    for i, pol in enumerate(POLICIES):
+        def _tick(d: int, n: int, i: int = i, pol: str = pol) -> None:
+            bar.progress((i + d / n) / len(POLICIES), text=f"{pol}: interval {d} of {n}")
+
+        done[pol] = simulate_day(scenario, results[pol], requests_per_step=int(per_step),
+                                 workers=os.cpu_count(), progress=_tick)
+    bar.empty()
+    st.session_state[sim_key] = (scenario.model_dump_json(), int(per_step), done)
+saved = st.session_state.get(sim_key)
+if saved and saved[0] == scenario.model_dump_json():
+    results = saved[2]
+    st.caption(f"Simulated: {saved[1]:,} requests per interval from its busiest moment, replicas joining after "
+               "their scale-up delay with an empty prefix cache.")
+
+pick = st.radio("Policy on the chart", POLICIES, index=POLICIES.index(scenario.fleet.policy), horizontal=True)
+res = results[pick]
+disagg = scenario.serving.mode == "disaggregated"
+rows = []
+for stp in res.steps:
+    hour = stp.t_s / 3600
+    rows.append({"hour": hour, "series": "requests/s", "value": stp.requests_per_s, "axis": "traffic"})
+    if disagg:
+        rows.append({"hour": hour, "series": "prefill replicas", "value": stp.prefill_replicas, "axis": "replicas"})
+        rows.append({"hour": hour, "series": "decode replicas", "value": stp.decode_replicas, "axis": "replicas"})
+    else:
+        rows.append({"hour": hour, "series": "replicas", "value": stp.replicas, "axis": "replicas"})
+    rows.append({"hour": hour, "series": "replicas needed", "value": stp.needed_replicas, "axis": "replicas"})
+df = pd.DataFrame(rows)
+x = alt.X("hour:Q", title="hour of day", scale=alt.Scale(domain=[0, 24]))
+traffic = alt.Chart(df[df.axis == "traffic"]).mark_area(opacity=0.25, interpolate="step-after").encode(
+    x=x, y=alt.Y("value:Q", title="requests/s"), tooltip=["hour", "value"])
+reps = alt.Chart(df[df.axis == "replicas"]).mark_line(interpolate="step-after").encode(
+    x=x, y=alt.Y("value:Q", title="replicas"), color=alt.Color("series:N", title=None),
+    strokeDash=alt.condition(alt.datum.series == "replicas needed", alt.value([4, 3]), alt.value([1, 0])),
+    tooltip=["hour", "series", "value"])
+show_chart(alt.layer(traffic, reps).resolve_scale(y="independent").properties(
+    title=f"{pick}: traffic and replicas per interval"), f"autoscale-{pick}", height=360)
+
+att = [s.slo_attainment for s in res.steps]
+if any(a is not None for a in att):
+    adf = pd.DataFrame({"hour": [s.t_s / 3600 for s in res.steps], "attainment": att})
+    show_chart(alt.Chart(adf).mark_bar().encode(
+        x=alt.X("hour:Q", title="hour of day"), y=alt.Y("attainment:Q", title="simulated SLO attainment",
+                                                       scale=alt.Scale(domain=[0, 1]))), f"autoscale-att-{pick}",
+        height=240)
+else:
+    st.caption("Analytic verdict per interval: " + ", ".join(
+        f"{s.t_s / 3600:g} h" for s in res.steps if not s.meets_slo) + " miss the SLO" if not all(
+        s.meets_slo for s in res.steps) else "Analytic verdict: every interval meets the SLO.")
+
+st.subheader("The three policies")
+table = {p: {"GPU-hours / day": round3(r.summary.gpu_hours), "$ / day": usd(r.summary.usd_per_day),
+             "$ / Mtok output": usd(r.summary.usd_per_mtok_output),
+             "Savings vs static": f"{r.summary.savings_fraction:.1%}",
+             "Intervals meeting the SLO (analytic)": f"{r.summary.steps_meeting_slo:.0%}",
+             "Simulated attainment (day)": shown(r.summary.slo_attainment, "fraction"),
+             "Worst interval (simulated)": shown(r.summary.worst_step_slo_attainment, "fraction"),
+             "GPUs: fewest / most": f"{r.summary.min_gpus:,.0f} / {r.summary.peak_gpus:,.0f}"}
+         for p, r in results.items()}
+st.table(pd.DataFrame(table).astype(str).fillna(MISSING))
+
+st.subheader("Derivations")
+for dv in res.derivations.values():
+    with st.expander(md(f"{dv.name}: {shown(dv.value, dv.unit if dv.unit in ('s', 'USD') else '')}")):
+        st.markdown(derivation_md(dv))
