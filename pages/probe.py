@@ -5,6 +5,9 @@ counts) and from the sent time; TPOT = (last token âˆ’ first token) / (tokens âˆ
 goodput = requests/s meeting both SLOs, failures counted as violations.
 The API key lives only in this session's memory: never in the URL, the store or exports.
 The probe runs in the background (planner.probe.ProbeJob); the page polls it and can cancel it.
+What it shows is what happened: failures as errors with their reasons, a run where nothing
+succeeded as a failure (saved only when asked), the client's own delay when it is in the
+figures, and nothing of an older run once a new one starts or fails.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from pages._store import store_engine
 from planner import PlannerError
 from planner.probe import (
     ProbeJob,
+    ProbeRun,
     calibrate,
     calibrated_scenario,
+    failure_summary,
+    level_label,
     measured_vs_predicted,
     probe_settings,
     save_run,
@@ -45,6 +51,8 @@ output = c[3].number_input("Output tokens", 1, 100_000, 64, key="pr_output")
 
 job: ProbeJob | None = st.session_state.get("probe_job")
 if st.button("Run probe", type="primary", key="pr_run", disabled=job is not None):
+    for stale in ("probe_run", "probe_cal", "probe_note"):  # an older run's results never sit under a new one
+        st.session_state.pop(stale, None)
     try:
         conc = tuple(int(x) for x in levels.split(",") if x.strip())
         settings = probe_settings(url=url, model=model, concurrency=conc, requests=int(requests),
@@ -70,16 +78,33 @@ def _running() -> None:
         return
     del st.session_state["probe_job"]
     st.session_state.pop("probe_cal", None)
+    st.session_state.pop("probe_run", None)
     try:
         run = job.result()
-        if run.cancelled:
-            st.session_state["probe_note"] = ("warning", f"Run {run.run_id} was cancelled: what it measured "
-                                              "before is shown.")
         st.session_state["probe_run"] = run
         st.session_state["probe_run"] = with_prediction(run, scenario)
     except PlannerError as exc:
         st.session_state["probe_note"] = ("error", str(exc))
     st.rerun()
+
+
+def _outcome(run: ProbeRun) -> None:
+    """The run's verdict first: green only when every request succeeded."""
+    if run.cancelled:
+        st.warning(f"Run {run.run_id} was cancelled: what it measured before is shown.")
+    if run.outcome == "failed":
+        st.error(f"Run {run.run_id}: no request succeeded, so there is nothing to compare or calibrate. "
+                 "It is not saved unless you save it below.")
+    elif run.outcome == "partial":
+        st.warning(f"Run {run.run_id} finished with failures ({run.succeeded} requests succeeded): "
+                   "the figures are from the successful requests only.")
+    elif run.outcome == "ok" and not run.cancelled:
+        st.success(f"Done: run {run.run_id}, {run.succeeded} requests over {len(run.levels)} levels, none failed.")
+    for lv in run.levels:
+        if text := failure_summary(lv):
+            st.error(text)
+        if lv.client is not None and lv.client.warning:
+            st.warning(f"{level_label(lv)}: {lv.client.warning}")
 
 
 if job is not None:
@@ -88,11 +113,28 @@ if note := st.session_state.pop("probe_note", None):
     (st.error if note[0] == "error" else st.warning)(note[1])
 
 run = st.session_state.get("probe_run")
+if run is not None and not run.levels:
+    st.warning(f"Run {run.run_id} measured nothing (cancelled before its first level).")
 if run is not None and run.levels:
+    _outcome(run)
     st.subheader(f"Run {run.run_id}: measured beside predicted")
     st.dataframe(pd.DataFrame(run.csv_rows()), hide_index=True, key="pr_table")
-    if compared := measured_vs_predicted(run):
-        long = pd.DataFrame(compared).melt(["load", "metric"], var_name="source")
+    clients = [{"level": level_label(lv), "event loop": lv.client.event_loop, "workers": lv.client.workers,
+                "loop lag p50 (ms)": (lv.client.loop_lag_p50_s or 0) * 1e3,
+                "loop lag p99 (ms)": (lv.client.loop_lag_p99_s or 0) * 1e3,
+                "CPU (% of a core)": (lv.client.cpu_share or 0) * 100,
+                "held concurrency": lv.client.held_concurrency, "asked": lv.client.requested_concurrency}
+               for lv in run.levels if lv.client is not None]
+    if clients:
+        st.caption("The probe's own client: event-loop lag (a 5 ms timer's delay), CPU share, and the concurrency "
+                   "it held (time-weighted requests in flight, ramp-up and tail included)")
+        st.dataframe(pd.DataFrame(clients), hide_index=True, key="pr_client",
+                     column_config={c: st.column_config.NumberColumn(format="%.1f") for c in
+                                    ("loop lag p50 (ms)", "loop lag p99 (ms)", "CPU (% of a core)",
+                                     "held concurrency")})
+    compared = [r for r in measured_vs_predicted(run) if r["measured"] is not None]
+    if compared:
+        long = pd.DataFrame(compared).melt(["load", "metric"], var_name="source").dropna(subset=["value"])
         show_chart(alt.Chart(long).mark_line(point=True).encode(
             x=alt.X("load:Q", title="concurrency"), y=alt.Y("value:Q", title=None), color="source:N",
             tooltip=["load", "metric", "source", "value"]).properties(width=220, height=180).facet(
@@ -106,9 +148,10 @@ if run is not None and run.levels:
     st.json(run.metrics, expanded=False)
     st.download_button("Probe CSV", run.csv_text(), file_name=f"probe-{run.run_id}.csv", key="pr_csv")
     c = st.columns(2)
-    if c[0].button("Save run to the store", key="pr_save") and (engine := store_engine()) is not None:
+    save_label = "Save this failed run anyway" if run.outcome == "failed" else "Save run to the store"
+    if c[0].button(save_label, key="pr_save") and (engine := store_engine()) is not None:
         st.success(f"Saved as probe run {save_run(engine=engine, run=run)}")
-    if c[1].button("Calibrate this scenario", key="pr_cal"):
+    if c[1].button("Calibrate this scenario", key="pr_cal", disabled=run.outcome == "failed"):
         try:
             cal = calibrate(run, scenario)
             st.session_state["probe_cal"] = (cal, calibrated_scenario(scenario, cal))
