@@ -213,3 +213,18 @@ def test_failures_and_client_delay_are_shown_not_hidden(mixed) -> None:
     at.session_state["probe_run"] = run.model_copy(update={"levels": (warned,)})
     at.run()
     assert any(w.value.startswith("concurrency 1: TTFT and TPOT include client delay") for w in at.warning)
+
+
+def test_two_client_processes_from_the_page(pacer) -> None:
+    """The page's server runs its scripts as ``__main__`` (AppTest too): worker processes
+    start all the same, and their parts come back merged as one level."""
+    at = new_app_test()
+    at.run()
+    at.switch_page("pages/probe.py").run()
+    at.number_input(key="pr_workers").set_value(2)
+    _start(at, pacer.url, "4", 8, 4)
+    _wait_for_run(at)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (lv,) = at.session_state["probe_run"].levels
+    assert lv.client.workers == 2 and lv.requests == 8 and lv.failures == 0 and lv.output_tokens_total == 8 * 4
+    assert any("Done" in s.value for s in at.success)
