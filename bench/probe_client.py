@@ -20,6 +20,9 @@ For each stream count and worker count it prints, over the measured requests:
   p50/p99 (a periodic timer's delay), as the level reports them (``client``);
   on a probe without self-reporting the bench measures the lag itself with a
   timer of its own beside the run;
+- first, the SSE reader's CPU per event, fed the same stream from memory (no
+  server, no sockets): the client's own per-chunk cost, which the machine's
+  load hardly changes;
 - ``CPUrun``: CPU over the whole run call (warm-up, summary and worker
   start-up included), measured by the bench the same way on any probe;
 - the concurrency held (time-weighted in-flight requests) against the asked;
@@ -203,6 +206,72 @@ def one_level(url: str, streams: int, workers: int) -> dict[str, Any]:
     return out
 
 
+class _Pieces:
+    """A stand-in for aiohttp's StreamReader over given reads (``readany`` and ``iter_any``)."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+        self.i = 0
+
+    async def readany(self) -> bytes:
+        if self.i == len(self.pieces):
+            return b""
+        self.i += 1
+        return self.pieces[self.i - 1]
+
+    async def iter_any(self) -> Any:
+        for p in self.pieces:
+            yield p
+
+
+def _paced_stream_reads() -> list[bytes]:
+    """The pacing server's chat stream as the client reads it when paced: one read per event."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pacing_server", ROOT / "tests" / "servers" / "pacing_server.py")
+    assert spec is not None and spec.loader is not None
+    pacer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pacer)
+    reads = [pacer._chunk({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})]
+    i = 0
+    sizes = pacer._chunk_sizes(tuple(int(x) for x in CHUNK_TOKENS.split(",")), TOKENS)
+    for n, k in enumerate(sizes):
+        reads.append(pacer._chunk(pacer._token(True, i, "length" if n == len(sizes) - 1 else None, k)))
+        i += k
+    reads.append(pacer._chunk({"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": TOKENS}}))
+    reads.append(b"data: [DONE]\n\n")
+    return reads
+
+
+def parse_us_per_event(streams: int = 3000) -> float:
+    """CPU microseconds per SSE event of the probe's stream reader (split, time, parse),
+    over ``streams`` paced streams fed from memory: the client's per-chunk cost without a server."""
+    from planner.probe import RequestRecord
+
+    reads = _paced_stream_reads()
+    try:
+        from planner.probe.sse import max_stream_events, read_events
+
+        async def one(rec: Any) -> None:
+            await read_events(_Pieces(reads), rec, [], max_stream_events(TOKENS))
+    except ImportError:  # a probe from before the SSE module: client._read_events(content, rec, max_events)
+        from planner.probe.client import _read_events, max_stream_events  # type: ignore[attr-defined,no-redef]
+
+        async def one(rec: Any) -> None:
+            await _read_events(_Pieces(reads), rec, max_stream_events(TOKENS))
+
+    async def run() -> float:
+        c0 = time.process_time()
+        for k in range(streams):
+            rec = RequestRecord(index=k, warmup=False, scheduled_ns=0)
+            await one(rec)
+            assert rec.chunk_tokens.count(1) == len(reads) - 3
+        return time.process_time() - c0
+
+    cpu = asyncio.run(run())
+    return cpu / (streams * (len(reads) - 1)) * 1e6
+
+
 def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
@@ -228,7 +297,11 @@ def main() -> int:
     ap.add_argument("--streams", default="1,64,256,1024")
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--realtime", action="store_true", help="run the server and the client under SCHED_FIFO")
+    ap.add_argument("--parse-only", action="store_true", help="only the SSE reader's CPU per event, from memory")
     args = ap.parse_args()
+    print(f"SSE reader: {parse_us_per_event():.2f} µs of CPU per event (split, time, parse; from memory)")
+    if args.parse_only:
+        return 0
     streams = [int(x) for x in args.streams.split(",")]
     workers = [int(x) for x in args.workers.split(",")]
     if "workers" not in ProbeSettings.model_fields:
