@@ -31,7 +31,10 @@ For each stream count and worker count it prints, over the measured requests:
   request), ``send``, from the client's sent time to the server's receive time (the kernel and the
   server's own queue: a saturated server shows here), and ``read``, from the
   server's write of the first token to the client's reading of it (the kernel
-  and the client's loop), p50/p99.
+  and the client's loop), p50/p99;
+- ``+cli``: per request, ``pre`` + ``read``: the part of the added TTFT that is
+  the client's (``send`` is the kernel and the server's own accept queue, which
+  a pacing server that cannot keep up on a loaded machine fills), p50/p99.
 
 The client is pinned to the cores the server is not on.  With one worker on a
 2-core machine that is core 0; two workers there share both cores with the
@@ -178,6 +181,9 @@ def one_level(url: str, streams: int, workers: int) -> dict[str, Any]:
             if not r.warmup and r.index in log and r.sent_ns]
     read = [(r.first_token_ns - log[r.index]["token_ns"][0]) / 1e9 for r in caught.records
             if not r.warmup and r.index in log and r.first_token_ns is not None]
+    # the client's own share of the added TTFT: before the send, and from the first token's write to its read
+    cli = [(r.sent_ns - r.scheduled_ns + r.first_token_ns - log[r.index]["token_ns"][0]) / 1e9 for r in caught.records
+           if not r.warmup and r.index in log and r.first_token_ns is not None and r.sent_ns]
     add_ttft, add_tpot = [], []
     for smp in lv.samples:
         if smp.index not in truth or smp.ttft_s is None or smp.tpot_s is None:
@@ -194,6 +200,7 @@ def one_level(url: str, streams: int, workers: int) -> dict[str, Any]:
         "added_ttft_p99": float(np.percentile(add_ttft, 99)) if add_ttft else float("nan"),
         "added_tpot_p50": float(np.median(add_tpot)) if add_tpot else float("nan"),
         "run_cpu": run_cpu,
+        "cli_p50": _pct(cli, 50), "cli_p99": _pct(cli, 99),
         "pre_p50": _pct(pre, 50), "send_p50": _pct(send, 50), "read_p50": _pct(read, 50), "read_p99": _pct(read, 99),
     }
     if client is not None:
@@ -280,7 +287,7 @@ def _row(r: dict[str, Any], cpus: str) -> str:
     return (f"{r['streams']:>7d} {r['workers']:>7d} {cpus:>5} {r['requests']:>6d} {r['failures']:>4d} "
             f"{r['server_ttft_p50'] * 1e3:>8.1f} {r['ttft_p50'] * 1e3:>8.1f} "
             f"{r['added_ttft_p50'] * 1e3:>+8.1f} {r['added_ttft_p99'] * 1e3:>+8.1f} "
-            f"{r['added_tpot_p50'] * 100:>+7.2f}% {r['cpu']:>6.0%} {r['run_cpu']:>6.0%} "
+            f"{r['added_tpot_p50'] * 100:>+7.2f}% {r['cli_p50'] * 1e3:>+6.1f} {r['cli_p99'] * 1e3:>+6.1f} {r['cpu']:>6.0%} {r['run_cpu']:>6.0%} "
             f"{r['lag_p50'] * 1e3:>6.2f} {r['lag_p99'] * 1e3:>7.2f} {r['held']:>7.1f} "
             f"{r['pre_p50'] * 1e3:>6.1f} {r['send_p50'] * 1e3:>7.1f} {r['read_p50'] * 1e3:>7.1f} {r['read_p99'] * 1e3:>7.1f}  {r['warning'][:60]}")
 
@@ -288,7 +295,7 @@ def _row(r: dict[str, Any], cpus: str) -> str:
 HEADER = (f"{'streams':>7} {'workers':>7} {'cpus':>5} {'reqs':>6} {'fail':>4} {'srvTTFT':>8} {'TTFT50':>8} "
           f"{'+TTFT50':>8} {'+TTFT99':>8} {'+TPOT50':>8} {'CPU':>6} {'CPUrun':>6} {'lag50':>6} {'lag99':>7} {'held':>7} "
           f"{'pre50':>6} {'send50':>7} {'read50':>7} {'read99':>7}  warning\n"
-          f"{'':>7} {'':>7} {'':>5} {'':>6} {'':>4} {'ms':>8} {'ms':>8} {'ms':>8} {'ms':>8} {'':>8} "
+          f"{'':>7} {'':>7} {'':>5} {'':>6} {'':>4} {'ms':>8} {'ms':>8} {'ms':>8} {'ms':>8} {'':>8} {'ms':>6} {'ms':>6} "
           f"{'core':>6} {'core':>6} {'ms':>6} {'ms':>7} {'':>7} {'ms':>6} {'ms':>7} {'ms':>7} {'ms':>7}")
 
 

@@ -123,10 +123,13 @@ if run is not None and run.levels:
     _outcome(run)
     st.subheader(f"Run {run.run_id}: measured beside predicted")
     st.dataframe(pd.DataFrame(run.csv_rows()), hide_index=True, key="pr_table")
+    def _scaled(x: float | None, k: float) -> float | None:  # None (no reading) stays empty, never 0
+        return None if x is None else x * k
+
     clients = [{"level": level_label(lv), "event loop": lv.client.event_loop, "workers": lv.client.workers,
-                "loop lag p50 (ms)": (lv.client.loop_lag_p50_s or 0) * 1e3,
-                "loop lag p99 (ms)": (lv.client.loop_lag_p99_s or 0) * 1e3,
-                "CPU (% of a core)": (lv.client.cpu_share or 0) * 100,
+                "loop lag p50 (ms)": _scaled(lv.client.loop_lag_p50_s, 1e3),
+                "loop lag p99 (ms)": _scaled(lv.client.loop_lag_p99_s, 1e3),
+                "CPU (% of a core)": _scaled(lv.client.cpu_share, 100),
                 "held concurrency": lv.client.held_concurrency, "asked": lv.client.requested_concurrency}
                for lv in run.levels if lv.client is not None]
     if clients:

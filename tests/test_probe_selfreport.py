@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from servers.procs import start_script
 
@@ -175,6 +175,7 @@ def test_standard_loop_when_uvloop_is_absent(pacer, monkeypatch):
     assert lv.client.event_loop == "asyncio" and lv.failures == 0 and lv.requests == 4
 
 
+@settings(deadline=None)  # pure, but a loaded machine can stall any one example
 @given(conc=st.integers(1, 80), parts=st.integers(1, 9), requests=st.integers(1, 500),
        warmup=st.one_of(st.none(), st.integers(0, 100)))
 def test_split_level_partitions_streams_requests_and_indices(conc, parts, requests, warmup):
