@@ -26,9 +26,9 @@ MAX_CONCURRENCY = 1024
 MAX_REQUESTS = 100_000
 MAX_DURATION_S = 3600.0
 MAX_URL_CHARS = 2048  # the de-facto limit of browsers and proxies
-# Processes sending the load (--workers): one held 256 streams within a millisecond
-# of the server's clock at about 40% of a core here, and was near a whole core at
-# 1,024 (bench/probe_client.py --realtime); 64 covers a large host's cores, each
+# Processes sending the load (--workers): one process used about 20% of a core at
+# 256 and 1,024 streams against the pacing server (bench/probe_client.py), so more
+# are for when a level warns of client delay; 64 covers a large host's cores, each
 # process costing its own interpreter (about 100 MB).
 MAX_WORKERS = 64
 
