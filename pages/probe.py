@@ -5,6 +5,9 @@ counts) and from the sent time; TPOT = (last token âˆ’ first token) / (tokens âˆ
 goodput = requests/s meeting both SLOs, failures counted as violations.
 The API key lives only in this session's memory: never in the URL, the store or exports.
 The probe runs in the background (planner.probe.ProbeJob); the page polls it and can cancel it.
+What it shows is what happened: failures as errors with their reasons, a run where nothing
+succeeded as a failure (saved only when asked), the client's own delay when it is in the
+figures, and nothing of an older run once a new one starts or fails.
 """
 
 from __future__ import annotations
@@ -18,9 +21,13 @@ from pages._sidebar import page_scenario, request_load
 from pages._store import store_engine
 from planner import PlannerError
 from planner.probe import (
+    MAX_WORKERS,
     ProbeJob,
+    ProbeRun,
     calibrate,
     calibrated_scenario,
+    failure_summary,
+    level_label,
     measured_vs_predicted,
     probe_settings,
     save_run,
@@ -37,18 +44,23 @@ c = st.columns([3, 2, 2])
 url = c[0].text_input("Endpoint URL", "http://127.0.0.1:8000", key="pr_url")
 model = c[1].text_input("Model name sent", "default", key="pr_model")
 api_key = c[2].text_input("API key (kept in memory only)", type="password", key="pr_key")
-c = st.columns(4)
+c = st.columns(5)
 levels = c[0].text_input("Concurrency levels", "1,2,4,8", key="pr_levels")
 requests = c[1].number_input("Requests per level", 1, 10_000, 16, key="pr_requests")
 prompt = c[2].number_input("Prompt tokens", 1, 1_000_000, 128, key="pr_prompt")
 output = c[3].number_input("Output tokens", 1, 100_000, 64, key="pr_output")
+workers = c[4].number_input("Client processes", 1, MAX_WORKERS, 1, key="pr_workers",
+                            help="Processes sending the load, each its share of the streams (merged as one run): "
+                                 "more than one when a level warns that the client's own delay is in its figures.")
 
 job: ProbeJob | None = st.session_state.get("probe_job")
 if st.button("Run probe", type="primary", key="pr_run", disabled=job is not None):
+    for stale in ("probe_run", "probe_cal", "probe_note"):  # an older run's results never sit under a new one
+        st.session_state.pop(stale, None)
     try:
         conc = tuple(int(x) for x in levels.split(",") if x.strip())
         settings = probe_settings(url=url, model=model, concurrency=conc, requests=int(requests),
-                                  prompt_tokens=int(prompt), output_tokens=int(output),
+                                  prompt_tokens=int(prompt), output_tokens=int(output), workers=int(workers),
                                   slo_ttft_s=scenario.slo.ttft_s, slo_tpot_s=scenario.slo.itl_s)
         st.session_state["probe_job"] = job = ProbeJob.start(settings, api_key=api_key or None)
     except ValueError:
@@ -70,16 +82,33 @@ def _running() -> None:
         return
     del st.session_state["probe_job"]
     st.session_state.pop("probe_cal", None)
+    st.session_state.pop("probe_run", None)
     try:
         run = job.result()
-        if run.cancelled:
-            st.session_state["probe_note"] = ("warning", f"Run {run.run_id} was cancelled: what it measured "
-                                              "before is shown.")
         st.session_state["probe_run"] = run
         st.session_state["probe_run"] = with_prediction(run, scenario)
     except PlannerError as exc:
         st.session_state["probe_note"] = ("error", str(exc))
     st.rerun()
+
+
+def _outcome(run: ProbeRun) -> None:
+    """The run's verdict first: green only when every request succeeded."""
+    if run.cancelled:
+        st.warning(f"Run {run.run_id} was cancelled: what it measured before is shown.")
+    if run.outcome == "failed":
+        st.error(f"Run {run.run_id}: no request succeeded, so there is nothing to compare or calibrate. "
+                 "It is not saved unless you save it below.")
+    elif run.outcome == "partial":
+        st.warning(f"Run {run.run_id} finished with failures ({run.succeeded} requests succeeded): "
+                   "the figures are from the successful requests only.")
+    elif run.outcome == "ok" and not run.cancelled:
+        st.success(f"Done: run {run.run_id}, {run.succeeded} requests over {len(run.levels)} levels, none failed.")
+    for lv in run.levels:
+        if text := failure_summary(lv):
+            st.error(text)
+        if lv.client is not None and lv.client.warning:
+            st.warning(f"{level_label(lv)}: {lv.client.warning}")
 
 
 if job is not None:
@@ -88,11 +117,31 @@ if note := st.session_state.pop("probe_note", None):
     (st.error if note[0] == "error" else st.warning)(note[1])
 
 run = st.session_state.get("probe_run")
+if run is not None and not run.levels:
+    st.warning(f"Run {run.run_id} measured nothing (cancelled before its first level).")
 if run is not None and run.levels:
+    _outcome(run)
     st.subheader(f"Run {run.run_id}: measured beside predicted")
     st.dataframe(pd.DataFrame(run.csv_rows()), hide_index=True, key="pr_table")
-    if compared := measured_vs_predicted(run):
-        long = pd.DataFrame(compared).melt(["load", "metric"], var_name="source")
+    def _scaled(x: float | None, k: float) -> float | None:  # None (no reading) stays empty, never 0
+        return None if x is None else x * k
+
+    clients = [{"level": level_label(lv), "event loop": lv.client.event_loop, "workers": lv.client.workers,
+                "loop lag p50 (ms)": _scaled(lv.client.loop_lag_p50_s, 1e3),
+                "loop lag p99 (ms)": _scaled(lv.client.loop_lag_p99_s, 1e3),
+                "CPU (% of a core)": _scaled(lv.client.cpu_share, 100),
+                "held concurrency": lv.client.held_concurrency, "asked": lv.client.requested_concurrency}
+               for lv in run.levels if lv.client is not None]
+    if clients:
+        st.caption("The probe's own client: event-loop lag (a 5 ms timer's delay), CPU share, and the concurrency "
+                   "it held (time-weighted requests in flight, ramp-up and tail included)")
+        st.dataframe(pd.DataFrame(clients), hide_index=True, key="pr_client",
+                     column_config={c: st.column_config.NumberColumn(format="%.1f") for c in
+                                    ("loop lag p50 (ms)", "loop lag p99 (ms)", "CPU (% of a core)",
+                                     "held concurrency")})
+    compared = [r for r in measured_vs_predicted(run) if r["measured"] is not None]
+    if compared:
+        long = pd.DataFrame(compared).melt(["load", "metric"], var_name="source").dropna(subset=["value"])
         show_chart(alt.Chart(long).mark_line(point=True).encode(
             x=alt.X("load:Q", title="concurrency"), y=alt.Y("value:Q", title=None), color="source:N",
             tooltip=["load", "metric", "source", "value"]).properties(width=220, height=180).facet(
@@ -106,9 +155,10 @@ if run is not None and run.levels:
     st.json(run.metrics, expanded=False)
     st.download_button("Probe CSV", run.csv_text(), file_name=f"probe-{run.run_id}.csv", key="pr_csv")
     c = st.columns(2)
-    if c[0].button("Save run to the store", key="pr_save") and (engine := store_engine()) is not None:
+    save_label = "Save this failed run anyway" if run.outcome == "failed" else "Save run to the store"
+    if c[0].button(save_label, key="pr_save") and (engine := store_engine()) is not None:
         st.success(f"Saved as probe run {save_run(engine=engine, run=run)}")
-    if c[1].button("Calibrate this scenario", key="pr_cal"):
+    if c[1].button("Calibrate this scenario", key="pr_cal", disabled=run.outcome == "failed"):
         try:
             cal = calibrate(run, scenario)
             st.session_state["probe_cal"] = (cal, calibrated_scenario(scenario, cal))

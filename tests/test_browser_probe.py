@@ -62,3 +62,24 @@ def test_probe_cancel_button_stops_a_hanging_probe(server: str, browser: Browser
     expect(cancel).to_have_count(0)
     assert page.locator("[data-testid='stException']").count() == 0
     page.context.close()
+
+
+def _free_port() -> int:
+    """A loopback port nothing listens on (bound, then closed): connections to it are refused."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_dead_endpoint_is_an_error_with_its_reasons_not_done(server: str, browser: Browser) -> None:  # noqa: F811
+    page = _probe_page(browser, server, f"http://127.0.0.1:{_free_port()}", "1,2", "2")
+    expect(page.get_by_text(re.compile(r"no request succeeded"))).to_be_visible(timeout=60_000)
+    for level in (1, 2):
+        expect(page.get_by_text(re.compile(rf"^concurrency {level}: 2 of 2 requests failed: connection × 2"))
+               ).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^Done: run"))).to_have_count(0)
+    expect(page.get_by_role("button", name="Save this failed run anyway")).to_be_visible()
+    assert page.locator("[data-testid='stException']").count() == 0
+    page.context.close()

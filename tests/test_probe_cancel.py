@@ -62,3 +62,21 @@ def test_cancel_before_start_measures_nothing(hanging):
     run = run_probe_sync(_settings(hanging.url + "/hang-after-first"), cancel_event=stop)
     assert run.cancelled and run.levels == ()
     assert hits(hanging.url) == 0
+
+
+def test_cancel_reaches_worker_processes(hanging):
+    """With --workers 2 the cancel flag reaches the worker processes: the request
+    hanging in one of them is recorded as cancelled and the run returns."""
+    stop = threading.Event()
+    box: dict = {}
+    s = probe_settings(url=hanging.url + "/hang-after-first", model="m", concurrency=(1, 2), requests=50,
+                       output_tokens=5, request_timeout_s=600, read_timeout_s=600, metrics_url="", workers=2)
+    t = threading.Thread(target=lambda: box.update(run=run_probe_sync(s, cancel_event=stop)))
+    t.start()
+    assert wait_until_received(None, hanging.url, HANG, 2)  # the warm-up came back, the first measured one hangs
+    stop.set()
+    t.join(120)
+    assert not t.is_alive()
+    run = box["run"]
+    assert run.cancelled and [lv.concurrency for lv in run.levels] == [1]
+    assert run.levels[0].failure_reasons == {"cancelled": 1} and run.levels[0].client.workers == 1

@@ -152,7 +152,7 @@ def test_calibration_on_the_real_engine_is_consistent(sweep, tiny_model):
     assert cal.rms_log_error == pytest.approx(fit_rms, rel=1e-6)
     # Least squares from the nominal scenario's own factors never ends worse than it started.
     nominal = with_prediction(sweep, scenario).predicted
-    logs = [math.log(nominal[i]["predicted"][k] / m)
+    logs = [math.log(getattr(nominal[i].predicted, k) / m)
             for i, lv in zip(FIT_LEVELS, fit_levels, strict=True)
             for k, m in (("tpot_s", lv.itl_s.p50), ("ttft_s", lv.ttft_s.p50))]
     assert cal.rms_log_error <= math.sqrt(sum(x * x for x in logs) / len(logs)) + 1e-9

@@ -2,12 +2,15 @@
 
     python -m planner probe --url URL --model NAME [--api-key-env VAR]
         [--concurrency 1,4,16 | --rate R --arrival poisson|gamma --burstiness B]
-        [--requests N] [--duration-s S] [--prompt-tokens N] [--output-tokens N]
+        [--requests N] [--duration-s S] [--prompt-tokens N] [--output-tokens N] [--workers N]
         [SCENARIO.json] [--set KEY=VALUE ...] [--calibrate] --format json|csv|table
 
 The scenario (file or ``--set gpu=... --set model=...``) describes what the
 endpoint runs; with one, every level gets ``predicted`` and ``mbu``/``mfu``,
 and ``--calibrate`` adds the fitted efficiencies and the calibrated scenario.
+Each level reports the client's own event-loop lag, CPU share and the
+concurrency it held (``client``); a level whose figures include the client's
+delay is also named on stderr, with the reason.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ _TABLE_COLS = (
     "concurrency", "rate_req_s", "requests", "failures", "ttft_s.p50", "ttft_s.p99", "tpot_s.p50", "tpot_s.p99",
     "itl_s.p99", "e2e_s.p50", "output_tok_s", "req_s", "goodput_req_s", "token_count_source",
     "predicted.ttft_s", "predicted.tpot_s", "predicted.output_tok_s", "mbu", "mfu",
+    "client.loop_lag_p99_s", "client.cpu_share", "client.held_concurrency",
 )
 
 
@@ -84,6 +88,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         "metrics_url": "" if args.no_metrics else args.metrics_url,
         "stop_when_kv_full": args.kv_capacity,
         "ramp_up_s": args.ramp_up_s,
+        "workers": args.workers,
     }
     if args.rate is not None:
         kwargs.update(rate_req_s=args.rate, arrival=args.arrival, burstiness=args.burstiness)
@@ -94,6 +99,10 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     settings = probe_settings(**kwargs)
     api_key = api_key_from(api_key_env=args.api_key_env)
     run = run_probe_sync(settings, api_key=api_key)
+    for lv in run.levels:
+        if lv.client is not None and lv.client.warning:
+            at = f"concurrency {lv.concurrency}" if lv.concurrency is not None else f"rate {lv.rate_req_s} req/s"
+            print(f"warning: {at}: {lv.client.warning}", file=sys.stderr)
     if scenario is not None:
         run = with_prediction(run, scenario)
         if run.pattern == "concurrency":
@@ -141,6 +150,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--output-tokens", type=int, default=64)
     p.add_argument("--ramp-up-s", type=float, default=0.0,
                    help="closed loop: stagger the streams' first requests over this many seconds")
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes sending the load, each its share of the streams (results merged as from one)")
     p.add_argument("--warmup", type=int, default=None, help="warm-up requests per level (default: one per stream)")
     p.add_argument("--timeout-s", type=float, default=120.0,
                    help="limit on each request (and on each /metrics scrape, at most 5 s)")

@@ -35,6 +35,7 @@ from planner.errors import ProbeError
 from planner.physics.roofline import peak_flops_per_s
 from planner.physics.step import decode_step
 from planner.physics.techniques import mbu, mfu
+from planner.probe.prediction import LevelPrediction, PredictedLevel
 from planner.probe.summary import LevelSummary, ProbeRun
 from planner.sizing.load import replica_load
 from planner.sizing.replica import memory_section
@@ -44,7 +45,6 @@ from planner.spec.scenario import Scenario, scenario_from_dict
 __all__ = [
     "Calibration",
     "CalibrationResidual",
-    "LevelPrediction",
     "calibrate",
     "calibrated_scenario",
     "KV_FULL_USAGE",
@@ -66,19 +66,6 @@ OPEN_LOOP_MAX_BATCH = 4096
 CALIBRATION_START_BANDWIDTH = (0.1, 0.3, 0.8)
 CALIBRATION_START_COMPUTE = (0.1, 0.3, 0.8)
 CALIBRATION_START_OVERHEAD_S = (0.0, 5e-3)
-
-
-class LevelPrediction(BaseModel):
-    """What the planner predicts for one load level."""
-
-    model_config = _FROZEN
-    batch_size: float
-    prompt_tokens: float
-    ttft_s: float
-    tpot_s: float
-    e2e_s: float
-    output_tok_s: float
-    saturated: bool = False
 
 
 def predict_level(
@@ -131,12 +118,12 @@ def _measured_mbu_mfu(r: Resolved, run: ProbeRun, lv: LevelSummary) -> tuple[flo
 def with_prediction(run: ProbeRun, scenario: Scenario) -> ProbeRun:
     """The run with ``predicted`` (and measured MBU/MFU) per level for ``scenario``."""
     r = resolve(scenario)
-    out: list[dict[str, Any]] = []
+    out: list[PredictedLevel] = []
     for lv in run.levels:
         pred = predict_level(r, prompt_tokens=_level_prompt(run, lv), output_tokens=_level_output(run, lv),
                              concurrency=lv.concurrency, rate_req_s=lv.rate_req_s)
         m_bu, m_fu = _measured_mbu_mfu(r, run, lv)
-        out.append({"predicted": pred.model_dump(mode="json"), "mbu": m_bu, "mfu": m_fu})
+        out.append(PredictedLevel(predicted=pred, mbu=m_bu, mfu=m_fu))
     return run.model_copy(update={"predicted": tuple(out)})
 
 
@@ -296,7 +283,8 @@ _COMPARED = (("ttft_s", "ttft_s"), ("tpot_s", "tpot_s"), ("output_tok_s", "outpu
 
 def measured_vs_predicted(run: ProbeRun) -> list[dict[str, Any]]:
     """Long-form rows for charts: one per level × metric with measured (p50 for
-    latencies, the level's rate for tok/s) and predicted values."""
+    latencies, the level's rate for tok/s; None for a level where no request
+    succeeded, which measured nothing, not 0 tok/s) and predicted values."""
     if run.predicted is None:
         return []
     rows: list[dict[str, Any]] = []
@@ -304,6 +292,8 @@ def measured_vs_predicted(run: ProbeRun) -> list[dict[str, Any]]:
         load = lv.concurrency if lv.concurrency is not None else lv.rate_req_s
         for metric, key in _COMPARED:
             measured = lv.output_tok_s if metric == "output_tok_s" else getattr(lv, metric).p50
+            if lv.requests == lv.failures:
+                measured = None
             rows.append({"load": load, "metric": metric, "measured": measured,
-                         "predicted": pred["predicted"][key]})
+                         "predicted": getattr(pred.predicted, key)})
     return rows

@@ -16,31 +16,29 @@ an error body by :data:`MAX_ERROR_BODY_BYTES`, one SSE line or event by
 :data:`MAX_SSE_LINE_BYTES`, a stream by :data:`MAX_STREAM_BYTES` and by
 :func:`max_stream_events` events.  The API key is redacted, by value, from
 every error detail.
+
+The SSE stream is split at the read and parsed in bulk (:mod:`planner.probe.sse`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
 
+from planner.probe.record import RequestRecord
 from planner.probe.redact import clip, secrets_of_headers
+from planner.probe.sse import MalformedSse, SseTooLarge, max_stream_events, parse_pending, read_events
 
 __all__ = [
     "ERROR_DETAIL_CHARS",
     "MAX_ERROR_BODY_BYTES",
-    "MAX_SSE_LINE_BYTES",
-    "MAX_STREAM_BYTES",
     "Endpoint",
-    "RequestRecord",
     "endpoint_path",
     "make_client",
-    "max_stream_events",
     "read_capped",
     "stream_request",
 ]
@@ -54,76 +52,10 @@ STALE_RETRIES = 2
 MAX_ERROR_BODY_BYTES = 4096
 # Error detail kept per failed request, characters.
 ERROR_DETAIL_CHARS = 200
-# One SSE line (or one event's data lines together): a streamed chunk is one token's
-# JSON, a few hundred bytes from vLLM, SGLang or llama.cpp (a few KB with logprobs,
-# which the probe never asks for); 64 KiB leaves two orders of magnitude.
-MAX_SSE_LINE_BYTES = 64 * 1024
-# One whole stream: the largest output the settings allow (100,000 tokens) at a few
-# hundred bytes per chunk is about 40 MB.
-MAX_STREAM_BYTES = 64 * 1024 * 1024
-# Data events per stream: one per token at most on the engines above, plus the
-# role, finish and usage chunks; twice the asked tokens plus this slack is the cap.
-STREAM_EVENTS_PER_TOKEN = 2
-STREAM_EVENTS_SLACK = 16
-
-
-def max_stream_events(max_tokens: int) -> int:
-    """The most data events a stream asked for ``max_tokens`` tokens may carry."""
-    return STREAM_EVENTS_PER_TOKEN * max(int(max_tokens), 1) + STREAM_EVENTS_SLACK
 
 
 def endpoint_path(endpoint: Endpoint) -> str:
     return "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"
-
-
-@dataclass
-class RequestRecord:
-    """Raw observations of one request (nanoseconds on ``perf_counter_ns``)."""
-
-    index: int
-    warmup: bool
-    scheduled_ns: int
-    sent_ns: int = 0  # request written to the socket (set before the call, refined by the trace hooks)
-    done_ns: int = 0
-    chunk_ns: list[int] = field(default_factory=list)  # every SSE data chunk
-    chunk_tokens: list[int] = field(default_factory=list)  # tokens per chunk (text-bearing: 1)
-    first_token_ns: int | None = None
-    last_token_ns: int | None = None
-    usage: dict[str, Any] | None = None
-    finish_reason: str | None = None
-    status: int | None = None
-    reused_connection: bool = False
-    retries: int = 0  # resends after a pooled keep-alive connection turned out closed
-    error: str | None = None
-    error_detail: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    @property
-    def token_chunks(self) -> int:
-        return sum(self.chunk_tokens)
-
-    @property
-    def output_tokens(self) -> int:
-        """Server's usage.completion_tokens when given, else token-bearing chunks."""
-        if self.usage and isinstance(self.usage.get("completion_tokens"), int):
-            return int(self.usage["completion_tokens"])
-        return self.token_chunks
-
-    @property
-    def prompt_tokens(self) -> int | None:
-        if self.usage and isinstance(self.usage.get("prompt_tokens"), int):
-            return int(self.usage["prompt_tokens"])
-        return None
-
-    @property
-    def token_count_source(self) -> str:
-        return "usage" if self.usage and isinstance(self.usage.get("completion_tokens"), int) else "chunks"
-
-    def token_times_ns(self) -> list[int]:
-        return [t for t, n in zip(self.chunk_ns, self.chunk_tokens, strict=True) if n > 0]
 
 
 async def _on_sent(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -> None:
@@ -165,40 +97,11 @@ def make_client(*, max_connections: int, connect_timeout_s: float, read_timeout_
         timeout=aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=read_timeout_s),
         trust_env=False,
         auto_decompress=False,
+        # no cookies: an endpoint cannot set state that later requests carry, and
+        # no jar is filtered per request and updated per response
+        cookie_jar=aiohttp.DummyCookieJar(),
         trace_configs=[_trace()],
     )
-
-
-def _chunk_text(data: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(text, finish_reason) of a completions or chat chunk."""
-    choices = data.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return None, None
-    ch = choices[0]
-    text = ch.get("text")
-    if text is None and isinstance(ch.get("delta"), dict):
-        text = ch["delta"].get("content")
-    return (text if isinstance(text, str) else None), ch.get("finish_reason")
-
-
-class _MalformedSse(Exception):
-    """``what`` and the server's text it is about (quoted, redacted and cut when recorded)."""
-
-    def __init__(self, what: str, quoted: bytes | str = b"", limit: int = 60) -> None:
-        super().__init__(what)
-        self.what, self.quoted, self.limit = what, quoted, limit
-
-    def detail(self, secrets: list[str]) -> str:
-        if not self.quoted:
-            return self.what
-        text = self.quoted.decode("utf-8", "replace") if isinstance(self.quoted, bytes) else self.quoted
-        return f"{self.what}: {clip(text, self.limit, secrets)!r}"
-
-
-class _TooLarge(Exception):
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
 
 
 async def read_capped(content: aiohttp.StreamReader, limit: int) -> bytes:
@@ -210,34 +113,6 @@ async def read_capped(content: aiohttp.StreamReader, limit: int) -> bytes:
             break
         out += chunk
     return bytes(out)
-
-
-def _ingest(rec: RequestRecord, payload: bytes, now_ns: int) -> bool:
-    """Handle one ``data:`` payload; True at ``[DONE]``."""
-    body = payload.strip()
-    if body == b"[DONE]":
-        return True
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
-        raise _MalformedSse("not JSON", body) from None
-    if not isinstance(data, dict):
-        raise _MalformedSse("chunk is not a JSON object")
-    if isinstance(data.get("error"), dict | str):
-        raise _MalformedSse("error event", str(data["error"]), limit=120)
-    text, finish = _chunk_text(data)
-    tokens = 1 if text else 0
-    rec.chunk_ns.append(now_ns)
-    rec.chunk_tokens.append(tokens)
-    if tokens:
-        if rec.first_token_ns is None:
-            rec.first_token_ns = now_ns
-        rec.last_token_ns = now_ns
-    if finish:
-        rec.finish_reason = str(finish)
-    if isinstance(data.get("usage"), dict):
-        rec.usage = {k: v for k, v in data["usage"].items() if isinstance(v, int | float)}
-    return False
 
 
 async def stream_request(
@@ -272,47 +147,15 @@ async def stream_request(
         rec.error, rec.error_detail, rec.done_ns = None, "", 0
 
 
-async def _read_events(content: aiohttp.StreamReader, rec: RequestRecord, max_events: int) -> bool:
-    """Parse the SSE stream into ``rec`` line by line within the caps; True once ``[DONE]`` came."""
-    buf = bytearray()  # an unfinished line (a bytearray: a trickled long line is not copied quadratically)
-    data: list[bytes] = []  # the current event's data payloads
-    data_bytes = 0
-    total = 0
-    done = False
-    async for raw in content.iter_any():
-        now = time.perf_counter_ns()
-        total += len(raw)
-        if total > MAX_STREAM_BYTES:
-            raise _TooLarge("stream_too_large", f"stream over {MAX_STREAM_BYTES} bytes")
-        if b"\n" not in raw:
-            buf += raw
-            if len(buf) > MAX_SSE_LINE_BYTES:
-                raise _TooLarge("sse_line_too_long", f"SSE line over {MAX_SSE_LINE_BYTES} bytes without a newline")
-            continue
-        lines = (bytes(buf) + raw if buf else raw).split(b"\n")
-        buf = bytearray(lines.pop())
-        for line in lines:
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line:  # a blank line ends the event
-                for payload in data:
-                    done = _ingest(rec, payload, now) or done
-                data, data_bytes = [], 0
-                if len(rec.chunk_ns) > max_events:
-                    raise _TooLarge("stream_too_large", f"more than {max_events} events for "
-                                    f"{(max_events - STREAM_EVENTS_SLACK) // STREAM_EVENTS_PER_TOKEN} tokens")
-            elif line.startswith(b"data:"):
-                data.append(line[5:])
-                data_bytes += len(line)
-                if data_bytes > MAX_SSE_LINE_BYTES:
-                    raise _TooLarge("sse_line_too_long", f"SSE event over {MAX_SSE_LINE_BYTES} bytes")
-            elif not line.startswith((b":", b"event:", b"id:", b"retry:")):
-                raise _MalformedSse("not an SSE line", line)
-        if len(buf) > MAX_SSE_LINE_BYTES:
-            raise _TooLarge("sse_line_too_long", f"SSE line over {MAX_SSE_LINE_BYTES} bytes without a newline")
-    if buf.strip() or data:
-        raise _MalformedSse("unterminated event", bytes(buf) or data[0])
-    return done
+def _parse_rest(rec: RequestRecord, pending: list[bytes], secrets: list[str]) -> bool:
+    """After a failure: parse what arrived before it; True (and ``rec`` records it)
+    when a malformed event was among it."""
+    try:
+        parse_pending(rec, pending)
+    except MalformedSse as exc:
+        rec.error, rec.error_detail = "malformed_sse", exc.detail(secrets)
+        return True
+    return False
 
 
 async def _attempt(
@@ -327,6 +170,7 @@ async def _attempt(
     secrets: list[str],
 ) -> RequestRecord:
     done = False
+    pending: list[bytes] = []
     try:
         async with asyncio.timeout_at(deadline):
             rec.sent_ns = time.perf_counter_ns()
@@ -342,24 +186,29 @@ async def _attempt(
                                     + body_text
                     rec.error_detail = body_text.strip() or f"HTTP {resp.status} {resp.reason or ''}".strip()
                     return rec
-                done = await _read_events(resp.content, rec, max_events)
+                done = await read_events(resp.content, rec, pending, max_events)
         if not done and rec.finish_reason is None:
             rec.error = "stream_cut"
             rec.error_detail = "stream ended without [DONE] or finish_reason"
-    except _TooLarge as exc:
-        rec.error, rec.error_detail = exc.reason, str(exc)
-    except _MalformedSse as exc:
+    except SseTooLarge as exc:
+        if not _parse_rest(rec, pending, secrets):
+            rec.error, rec.error_detail = exc.reason, str(exc)
+    except MalformedSse as exc:
         rec.error, rec.error_detail = "malformed_sse", exc.detail(secrets)
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        rec.error, rec.error_detail = "timeout", type(exc).__name__
+        if not _parse_rest(rec, pending, secrets):
+            rec.error, rec.error_detail = "timeout", type(exc).__name__
     except (aiohttp.ClientError, OSError) as exc:
-        rec.error = "stream_cut" if rec.chunk_ns else "connection"
-        rec.error_detail = f"{type(exc).__name__}: {exc}"
+        if not _parse_rest(rec, pending, secrets):
+            rec.error = "stream_cut" if rec.chunk_ns else "connection"
+            rec.error_detail = f"{type(exc).__name__}: {exc}"
     except asyncio.CancelledError:
+        _parse_rest(rec, pending, secrets)
         rec.error, rec.error_detail = "cancelled", "run cancelled"
         rec.done_ns = time.perf_counter_ns()
         raise
     except Exception as exc:  # noqa: BLE001 - whatever an endpoint provokes is this request's failure, not a success
+        _parse_rest(rec, pending, secrets)
         rec.error, rec.error_detail = "unexpected", f"{type(exc).__name__}: {exc}"
     finally:
         rec.done_ns = rec.done_ns or time.perf_counter_ns()

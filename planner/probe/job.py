@@ -51,8 +51,9 @@ class ProbeJob:
 
     def _main(self) -> None:
         try:
+            # a page's server process is shared: its garbage collector is left alone
             self._run = run_probe_sync(self.settings, api_key=self._api_key, cancel_event=self._cancel,
-                                       progress=self._on_progress)
+                                       progress=self._on_progress, manage_gc=False)
         except PlannerError as exc:
             self._error = exc
         except Exception as exc:  # noqa: BLE001 - reported as one line, never a traceback on the page

@@ -1,22 +1,20 @@
-"""Load patterns and the run that drives them.
-
-- Closed loop (a concurrency sweep 1, 2, 4 … N): N workers each send the next
-  request as soon as their previous one finishes; ``ramp_up_s`` staggers their
-  first requests evenly (0: all start together and stay in step).
-- Open loop at a rate: constant gaps, Poisson (exponential gaps) or gamma gaps
-  with shape ``burstiness`` (1 = Poisson, < 1 burstier, as vLLM's benchmark).
-  Scheduled times are fixed in advance, so client-side queueing (the pool is
-  capped at ``max_concurrency``) shows up in TTFT.
+"""A probe run: every level of the settings, measured and summarised.
 
 Each level is bounded by ``requests`` and ``duration_s`` (no new request after
 the deadline), preceded by warm-up requests that are excluded, and can be
 cancelled through an ``asyncio.Event`` or, from another thread (a page), a
-``threading.Event``.  Prompts are made unique per request (an index up front)
-unless ``shared_prefix`` is asked for.
+``threading.Event``.  The load patterns are :mod:`planner.probe.level`.
 
 Hosts are resolved and checked once before any connection and the run connects
 only to the checked addresses (:mod:`planner.probe.safety`); ``/metrics`` scrapes
 are bounded in time and bytes (:mod:`planner.probe.scrape`).
+
+With ``workers`` > 1 (:mod:`planner.probe.workers`) each worker process holds
+its share of the streams (or of the open-loop schedule, from one common start
+time) and the parent merges their raw records, so every figure is computed from
+all the samples together exactly as from one process.  Each part watches its
+own event loop and CPU (:mod:`planner.probe.loop`); the level reports them
+(``client``).
 """
 
 from __future__ import annotations
@@ -24,186 +22,51 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import hashlib
 import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
-
-import aiohttp
-import numpy as np
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from planner.errors import ProbeError
-from planner.probe.client import ERROR_DETAIL_CHARS, RequestRecord, make_client, stream_request
+from planner.probe.client import make_client
+from planner.probe.level import LevelPlan, LocalLoad, Progress, split_level, watch_flag
+from planner.probe.loop import ClientStats, run_on_fastest_loop
 from planner.probe.metrics import EngineSnapshot, engine_delta
-from planner.probe.redact import check_api_key, clip
+from planner.probe.record import RequestRecord
+from planner.probe.redact import check_api_key
 from planner.probe.safety import PinnedResolver, pin_urls
 from planner.probe.scrape import Scraper
 from planner.probe.settings import ProbeSettings
 from planner.probe.summary import LevelSummary, ProbeRun, summarize_level
 
 __all__ = [
-    "CANCEL_POLL_S",
-    "arrival_offsets_s",
+    "WORKER_START_MARGIN_NS",
     "base_url_for_record",
-    "make_prompt",
     "new_run_id",
-    "request_body",
     "run_probe",
     "run_probe_sync",
 ]
 
 log = logging.getLogger(__name__)
 
-# How often a run looks at a threading.Event cancel flag set by another thread.
-CANCEL_POLL_S = 0.1
-
-_WORDS = (
-    "the quick brown fox jumps over a lazy dog while seven tall ships sail past an old harbor "
-    "under grey clouds and bright stars as small birds sing near green fields of wheat corn rice"
-).split()
-
-Progress = Callable[[str, int, int], None]
-
+# With workers, the measured part starts this far after the parent's "go": the
+# message reaches every worker process (a pipe write and a wake-up, well under a
+# millisecond idle, tens of ms on a loaded machine) before the common start.
+WORKER_START_MARGIN_NS = 50_000_000
 
 def new_run_id() -> str:
     return "probe-" + dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
-def make_prompt(*, index: int, prompt_tokens: int, nonce: str, shared_prefix: bool = False) -> str:
-    """About ``prompt_tokens`` tokens of common words (≈ one token each in BPE
-    vocabularies; the server's usage reports the real count).  Unique per
-    request through a leading nonce and index, unless ``shared_prefix``."""
-    n = max(prompt_tokens - 3, 1)
-    words = " ".join(_WORDS[(index * 7 + k) % len(_WORDS)] if not shared_prefix else _WORDS[k % len(_WORDS)]
-                     for k in range(n))
-    # a per-request digest first, so even the first token differs from the last request's
-    head = hashlib.sha256(f"{nonce}-{index}".encode()).hexdigest()[:8]
-    return f"{words} {head}-{index}" if shared_prefix else f"{head}-{index} {words}"
+class _Load(Protocol):
+    async def warm(self, plans: Sequence[LevelPlan]) -> None: ...
 
+    async def measure(self, t0_ns: int, progress: Progress | None = None,
+                      label: str = "") -> tuple[list[RequestRecord], list[ClientStats]]: ...
 
-def request_body(settings: ProbeSettings, prompt: str) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": settings.model,
-        "max_tokens": settings.output_tokens,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "temperature": 0,
-    }
-    if settings.ignore_eos:
-        body["ignore_eos"] = True
-    if settings.endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
-    else:
-        body["prompt"] = prompt
-    return body
-
-
-def arrival_offsets_s(*, rate_req_s: float, n: int, arrival: str, burstiness: float = 1.0, seed: int = 0) -> np.ndarray:
-    """Scheduled send times (s from level start) of ``n`` open-loop requests."""
-    rng = np.random.default_rng(seed)
-    if arrival == "constant":
-        gaps = np.full(n, 1.0 / rate_req_s)
-    elif arrival == "poisson":
-        gaps = rng.exponential(1.0 / rate_req_s, size=n)
-    else:  # gamma: mean 1/rate, shape = burstiness
-        gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate_req_s * burstiness), size=n)
-    offsets = np.cumsum(gaps)
-    return np.asarray(offsets - offsets[0], dtype=float)
-
-
-class _Level:
-    """State shared by one level's requests."""
-
-    def __init__(self, settings: ProbeSettings, client: aiohttp.ClientSession, headers: dict[str, str],
-                 nonce: str, cancel: asyncio.Event) -> None:
-        self.s, self.client, self.headers, self.nonce, self.cancel = settings, client, headers, nonce, cancel
-        self.records: list[RequestRecord] = []
-        self.next_index = 0
-
-    async def one(self, *, warmup: bool, scheduled_ns: int | None = None) -> RequestRecord:
-        idx = self.next_index
-        self.next_index += 1
-        rec = RequestRecord(index=idx, warmup=warmup, scheduled_ns=scheduled_ns or time.perf_counter_ns())
-        self.records.append(rec)
-        prompt = make_prompt(index=idx, prompt_tokens=self.s.prompt_tokens, nonce=self.nonce,
-                             shared_prefix=self.s.shared_prefix)
-        try:
-            return await stream_request(self.client, url=self.s.request_url, body=request_body(self.s, prompt),
-                                        headers=self.headers, rec=rec, request_timeout_s=self.s.request_timeout_s)
-        except Exception as exc:  # noqa: BLE001 - never counted as a success
-            rec.error = "unexpected"
-            rec.error_detail = clip(f"{type(exc).__name__}: {exc}", ERROR_DETAIL_CHARS, self.headers.values())
-            rec.done_ns = rec.done_ns or time.perf_counter_ns()
-            return rec
-
-
-async def _gather_cancellable(tasks: list[asyncio.Task[Any]], cancel: asyncio.Event) -> None:
-    if not tasks:
-        return
-    watcher = asyncio.create_task(cancel.wait())
-    pending = set(tasks)
-    while pending:
-        done, pending = await asyncio.wait(pending | {watcher}, return_when=asyncio.FIRST_COMPLETED)
-        pending.discard(watcher)
-        if watcher in done:
-            for t in pending:
-                t.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            break
-    watcher.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watcher
-
-
-async def _closed_loop(lv: _Level, concurrency: int, progress: Progress | None, label: str) -> None:
-    s = lv.s
-    deadline = time.perf_counter() + s.duration_s
-    issued = 0
-
-    async def worker(k: int) -> None:
-        nonlocal issued
-        if s.ramp_up_s > 0 and k:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(lv.cancel.wait(), timeout=k * s.ramp_up_s / concurrency)
-        while issued < s.requests and time.perf_counter() < deadline and not lv.cancel.is_set():
-            issued += 1
-            await lv.one(warmup=False)
-            if progress:
-                progress(label, sum(1 for r in lv.records if not r.warmup and r.done_ns), s.requests)
-
-    await _gather_cancellable([asyncio.create_task(worker(k)) for k in range(concurrency)], lv.cancel)
-
-
-async def _open_loop(lv: _Level, progress: Progress | None, label: str) -> None:
-    s = lv.s
-    offsets = arrival_offsets_s(rate_req_s=s.rate_req_s or 1.0, n=s.requests, arrival=s.arrival,
-                                burstiness=s.burstiness, seed=s.seed)
-    t0 = time.perf_counter_ns()
-    deadline = t0 + int(s.duration_s * 1e9)
-    tasks: list[asyncio.Task[Any]] = []
-    for off in offsets:
-        at = t0 + int(off * 1e9)
-        if at > deadline or lv.cancel.is_set():
-            break
-        delay = (at - time.perf_counter_ns()) / 1e9
-        if delay > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(lv.cancel.wait(), timeout=delay)
-            if lv.cancel.is_set():
-                break
-        tasks.append(asyncio.create_task(lv.one(warmup=False, scheduled_ns=at)))
-        if progress:
-            progress(label, len(tasks), s.requests)
-    await _gather_cancellable(tasks, lv.cancel)
-
-
-async def _watch_thread_event(event: threading.Event, cancel: asyncio.Event) -> None:
-    while not event.is_set():
-        await asyncio.sleep(CANCEL_POLL_S)
-    cancel.set()
+    async def aclose(self) -> None: ...
 
 
 async def _checked_resolver(settings: ProbeSettings, murl: str | None) -> PinnedResolver:
@@ -248,6 +111,7 @@ async def run_probe(
     cancel_event: threading.Event | None = None,
     progress: Progress | None = None,
     run_id: str | None = None,
+    manage_gc: bool = True,
 ) -> ProbeRun:
     """Measure every level of ``settings``.  The URL (and metrics URL) hosts are
     resolved once and checked against the allow-list before any connection, and
@@ -256,61 +120,64 @@ async def run_probe(
 
     ``cancel`` (same event loop) or ``cancel_event`` (any thread) stops the run:
     requests in flight are recorded as ``cancelled`` and the levels so far are
-    returned (``cancelled: true``)."""
+    returned (``cancelled: true``).
+
+    ``manage_gc`` keeps the garbage collector out of each measured part (see
+    ``_gc_before_level``); pass False where the process is shared with other
+    work (a page's server), whose collector the run then leaves alone."""
     api_key = check_api_key(api_key or None)
     murl = settings.resolved_metrics_url
     resolver = await _checked_resolver(settings, murl)
     cancel = cancel or asyncio.Event()
     if cancel_event is not None and cancel_event.is_set():
         cancel.set()
-    watcher = asyncio.create_task(_watch_thread_event(cancel_event, cancel)) if cancel_event is not None else None
+    watcher = asyncio.create_task(watch_flag(cancel_event, cancel)) if cancel_event is not None else None
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     run_id = run_id or new_run_id()
     nonce = secrets.token_hex(4)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter_ns()
-    pool = max(settings.levels or (1,)) if settings.rate_req_s is None else settings.max_concurrency
     levels: list[LevelSummary] = []
     all_snaps: list[EngineSnapshot] = []
+    plan: list[tuple[int | None, float | None]] = (
+        [(c, None) for c in settings.levels] if settings.rate_req_s is None else [(None, settings.rate_req_s)])
     try:
-        async with make_client(max_connections=pool, connect_timeout_s=settings.connect_timeout_s,
-                               read_timeout_s=settings.read_timeout_s, resolver=resolver) as client, \
-                make_client(max_connections=2, connect_timeout_s=settings.connect_timeout_s,
-                            read_timeout_s=settings.read_timeout_s, resolver=resolver) as mclient:
+        async with contextlib.AsyncExitStack() as stack:
+            mclient = await stack.enter_async_context(make_client(
+                max_connections=2, connect_timeout_s=settings.connect_timeout_s,
+                read_timeout_s=settings.read_timeout_s, resolver=resolver))
             scrape = Scraper(mclient, murl, t0, settings.request_timeout_s)
-            plan: list[tuple[int | None, float | None]] = (
-                [(c, None) for c in settings.levels] if settings.rate_req_s is None
-                else [(None, settings.rate_req_s)]
-            )
+            load: _Load
+            if settings.workers > 1:
+                from planner.probe.workers import WorkerPool
+
+                load = await WorkerPool.start(settings, headers=headers, resolver=resolver, cancel=cancel)
+            else:
+                pool = max(settings.levels or (1,)) if settings.rate_req_s is None else settings.max_concurrency
+                client = await stack.enter_async_context(make_client(
+                    max_connections=pool, connect_timeout_s=settings.connect_timeout_s,
+                    read_timeout_s=settings.read_timeout_s, resolver=resolver))
+                load = LocalLoad(settings, client, headers, cancel, manage_gc=manage_gc)
+            stack.push_async_callback(load.aclose)
             for conc, rate in plan:
                 if cancel.is_set():
                     break
-                lv = _Level(settings, client, headers, f"{nonce}{len(levels)}", cancel)
                 label = f"concurrency {conc}" if conc is not None else f"rate {rate} req/s"
                 if progress:
                     progress(f"{label}: warm-up", 0, settings.requests)
                 snaps: list[EngineSnapshot] = []
                 stop = asyncio.Event()
-                if conc is not None:
-                    # warm-up runs inside the level; the engine delta starts after it
-                    warm = settings.warmup_requests if settings.warmup_requests is not None else conc
-                    await _gather_cancellable([asyncio.create_task(lv.one(warmup=True)) for _ in range(warm)],
-                                              cancel)
-                else:
-                    warm = settings.warmup_requests if settings.warmup_requests is not None else 1
-                    for _ in range(warm):
-                        if cancel.is_set():
-                            break
-                        await _gather_cancellable([asyncio.create_task(lv.one(warmup=True))], cancel)
+                # warm-up runs inside the level; the engine delta starts after it
+                await load.warm(split_level(settings, concurrency=conc, nonce=f"{nonce}{len(levels)}",
+                                            parts=settings.workers))
                 if (snap := await scrape.once()) is not None:
                     snaps.append(snap)
                 scraper = asyncio.create_task(scrape.during(settings.metrics_interval_s, snaps, stop))
                 if progress:
                     progress(label, 0, settings.requests)
-                if conc is not None:
-                    await _closed_loop(lv, conc, progress, label)
-                else:
-                    await _open_loop(lv, progress, label)
+                # with workers, one start time a little ahead, so every process begins together
+                start_ns = time.perf_counter_ns() + (WORKER_START_MARGIN_NS if settings.workers > 1 else 0)
+                records, client_stats = await load.measure(start_ns, progress, label)
                 stop.set()
                 scraper.cancel()  # a scrape in flight is dropped, not waited for
                 with contextlib.suppress(asyncio.CancelledError):
@@ -318,13 +185,14 @@ async def run_probe(
                 if (snap := await scrape.once()) is not None:
                     snaps.append(snap)
                 all_snaps.extend(snaps)
-                if cancel.is_set() and not any(not r.warmup for r in lv.records):
+                if cancel.is_set() and not any(not r.warmup for r in records):
                     break  # cancelled before this level measured anything
                 levels.append(summarize_level(
-                    lv.records, concurrency=conc, rate_req_s=rate,
+                    records, concurrency=conc, rate_req_s=rate,
                     arrival="closed" if conc is not None else settings.arrival,
                     slo_ttft_s=settings.slo_ttft_s, slo_tpot_s=settings.slo_tpot_s,
                     engine=engine_delta(snaps) if snaps else None, keep_samples=settings.keep_samples,
+                    client=client_stats,
                 ))
                 eng = levels[-1].engine
                 if settings.stop_when_kv_full and ((eng.preemptions or 0) > 0 or (eng.kv_usage_max or 0) >= 0.95):
@@ -361,6 +229,7 @@ def base_url_for_record(url: str) -> str:
 
 
 def run_probe_sync(settings: ProbeSettings, **kwargs: Any) -> ProbeRun:
-    """``asyncio.run(run_probe(...))`` for the CLI, scripts and background threads
-    (pass ``cancel_event=threading.Event()`` to stop it from another thread)."""
-    return asyncio.run(run_probe(settings, **kwargs))
+    """``run_probe(...)`` on the fastest event loop available (uvloop, else
+    asyncio), for the CLI, scripts and background threads (pass
+    ``cancel_event=threading.Event()`` to stop it from another thread)."""
+    return run_on_fastest_loop(run_probe(settings, **kwargs))

@@ -15,6 +15,7 @@ __all__ = [
     "MAX_DURATION_S",
     "MAX_REQUESTS",
     "MAX_URL_CHARS",
+    "MAX_WORKERS",
     "ProbeSettings",
     "base_url",
     "probe_settings",
@@ -25,6 +26,11 @@ MAX_CONCURRENCY = 1024
 MAX_REQUESTS = 100_000
 MAX_DURATION_S = 3600.0
 MAX_URL_CHARS = 2048  # the de-facto limit of browsers and proxies
+# Processes sending the load (--workers): one process used about 20% of a core at
+# 256 and 1,024 streams against the pacing server (bench/probe_client.py), so more
+# are for when a level warns of client delay; 64 covers a large host's cores, each
+# process costing its own interpreter (about 100 MB).
+MAX_WORKERS = 64
 
 _SUFFIXES = ("/v1/chat/completions", "/v1/completions", "/v1")
 
@@ -54,6 +60,7 @@ class ProbeSettings(BaseModel):
     requests: Annotated[int, Field(ge=1, le=MAX_REQUESTS)] = 32
     duration_s: Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)] = 120.0
     ramp_up_s: Annotated[float, Field(ge=0, le=MAX_DURATION_S)] = 0.0  # closed loop: stagger the streams' starts
+    workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] = 1  # processes sending the load, each its share
     warmup_requests: Annotated[int, Field(ge=0, le=MAX_CONCURRENCY)] | None = None  # None: one per stream
     prompt_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = 128
     output_tokens: Annotated[int, Field(ge=1, le=100_000)] = 64

@@ -13,6 +13,13 @@ Definitions (tools disagree, so they are spelled out):
   and TPOT ≤ slo.itl_s); failures count as violations.
 - Latencies use successful, non-warm-up requests; throughput is over the
   level's wall time (first scheduled to last finished).
+- ``client`` (:class:`ClientReport`): the client's own figures over the level:
+  event-loop lag p50/p99, CPU share (CPU seconds of the processes sending the
+  load per wall second: 1.0 is one core), the concurrency held (the requests'
+  in-flight time, scheduled to finished, over the level's wall time: the
+  time-weighted mean of requests in flight, ramp-up and tail included) against
+  the requested, and a warning when the client's delay is in the figures
+  (thresholds in :mod:`planner.probe.loop`).
 """
 
 from __future__ import annotations
@@ -25,10 +32,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from planner.io.export import csv_text, flatten
-from planner.probe.client import RequestRecord
+from planner.probe.loop import CPU_SHARE_WARN, LOOP_LAG_P99_WARN_S, ClientStats
 from planner.probe.metrics import EngineDelta
+from planner.probe.prediction import PredictedLevel
+from planner.probe.record import RequestRecord
 
-__all__ = ["LevelSummary", "ProbeRun", "RequestSample", "Stats", "stats", "summarize_level"]
+__all__ = ["CANCELLED", "ClientReport", "LevelSummary", "ProbeRun", "RequestSample", "Stats", "client_report", "failure_summary",
+           "level_label", "stats", "summarize_level"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -73,6 +83,58 @@ class RequestSample(BaseModel):
     error_detail: str = ""
 
 
+class ClientReport(BaseModel):
+    """What the probe's client measured of itself during one level."""
+
+    model_config = _FROZEN
+    event_loop: str  # "uvloop" or "asyncio"
+    workers: int = 1  # processes that sent the load
+    loop_lag_p50_s: float | None = None
+    loop_lag_p99_s: float | None = None
+    loop_lag_samples: int = 0
+    cpu_share: float | None = None  # summed over the workers: at most `workers`
+    cpu_share_max_worker: float | None = None
+    held_concurrency: float = 0.0
+    requested_concurrency: int | None = None  # None for an open-loop rate
+    warning: str | None = None
+
+
+def client_report(parts: Sequence[ClientStats], records: Sequence[RequestRecord], *,
+                  requested_concurrency: int | None) -> ClientReport:
+    """Merge the processes' own figures for one level (lag percentiles from every
+    reading together, CPU seconds summed over the level's wall time) and the
+    concurrency the records held."""
+    recs = [r for r in records if not r.warmup]
+    t0 = min((r.scheduled_ns for r in recs), default=0)
+    t1 = max((r.done_ns for r in recs), default=t0)
+    held = sum(max(r.done_ns - r.scheduled_ns, 0) for r in recs) / (t1 - t0) if t1 > t0 else 0.0
+    lags = [x for p in parts for x in p.lags_s]
+    p50 = p99 = None
+    if lags:
+        p50, p99 = (float(v) for v in np.percentile(np.asarray(lags, dtype=float), [50, 99]))
+    cpu = cpu_max = None
+    if parts:
+        start, end = min(p.start_ns for p in parts), max(p.end_ns for p in parts)
+        cpu = sum(p.cpu_s for p in parts) / (max(end - start, 1) / 1e9)
+        cpu_max = max(p.cpu_share for p in parts)
+    reasons = []
+    if p99 is not None and p99 > LOOP_LAG_P99_WARN_S:
+        reasons.append(f"event-loop lag p99 {p99 * 1e3:.1f} ms (over {LOOP_LAG_P99_WARN_S * 1e3:.0f} ms)")
+    if cpu_max is not None and cpu_max > CPU_SHARE_WARN:
+        reasons.append(f"a client process used {cpu_max:.0%} of a core (over {CPU_SHARE_WARN:.0%})")
+    warning = None
+    if reasons:
+        warning = ("TTFT and TPOT include client delay: " + "; ".join(reasons)
+                   + ". Use more --workers, fewer streams or a less loaded machine.")
+    names = sorted({p.event_loop for p in parts})
+    return ClientReport(
+        event_loop="+".join(names) if names else "none", workers=max(len(parts), 1),
+        loop_lag_p50_s=p50, loop_lag_p99_s=p99, loop_lag_samples=len(lags), cpu_share=cpu,
+        cpu_share_max_worker=cpu_max, held_concurrency=held, requested_concurrency=requested_concurrency,
+        warning=warning,
+    )
+
+
 class LevelSummary(BaseModel):
     """One load level: a closed-loop concurrency or an open-loop rate."""
 
@@ -96,6 +158,7 @@ class LevelSummary(BaseModel):
     goodput_req_s: float
     token_count_source: str | None = None
     engine: EngineDelta = EngineDelta()
+    client: ClientReport | None = None  # None in runs stored before issue 17
     samples: tuple[RequestSample, ...] = ()
 
 
@@ -129,6 +192,7 @@ def summarize_level(
     slo_tpot_s: float,
     engine: EngineDelta | None = None,
     keep_samples: bool = True,
+    client: Sequence[ClientStats] | None = None,
 ) -> LevelSummary:
     """Summarize the measured (non-warm-up) records of one level."""
     recs = [r for r in records if not r.warmup]
@@ -167,8 +231,32 @@ def summarize_level(
         goodput_req_s=meets / duration,
         token_count_source=None if not sources else (sources.pop() if len(sources) == 1 else "mixed"),
         engine=engine or EngineDelta(),
+        client=None if client is None else client_report(client, recs, requested_concurrency=concurrency),
         samples=tuple(samples) if keep_samples else (),
     )
+
+
+def level_label(lv: LevelSummary) -> str:
+    """``concurrency 8`` or ``rate 2.5 req/s``."""
+    return f"concurrency {lv.concurrency}" if lv.concurrency is not None else f"rate {lv.rate_req_s:g} req/s"
+
+
+CANCELLED = "cancelled"  # the reason of a request stopped by the user's cancel: not the endpoint's failure
+
+
+def failure_summary(lv: LevelSummary) -> str | None:
+    """One line on a level's failures, with their reasons and the first one's
+    detail (already redacted and cut), or None when none failed.  Requests the
+    user cancelled are not failures of the endpoint and are left out."""
+    reasons = {k: n for k, n in lv.failure_reasons.items() if k != CANCELLED}
+    failed = sum(reasons.values())
+    if not failed:
+        return None
+    listed = ", ".join(f"{reason} × {n}" for reason, n in sorted(reasons.items(), key=lambda x: -x[1]))
+    first = next((smp for smp in lv.samples if smp.error and smp.error != CANCELLED), None)
+    detail = f"; first: {first.error} ({first.error_detail})" if first is not None and first.error_detail else ""
+    asked = lv.requests - lv.failure_reasons.get(CANCELLED, 0)
+    return f"{level_label(lv)}: {failed} of {asked} requests failed: {listed}{detail}"
 
 
 _LEVEL_CSV_SKIP = ("samples", "failure_reasons")
@@ -192,8 +280,23 @@ class ProbeRun(BaseModel):
     levels: tuple[LevelSummary, ...]
     settings: dict[str, Any] = {}  # the ProbeSettings (they never hold the API key)
     metrics: dict[str, Any] = {}
-    predicted: tuple[dict[str, Any], ...] | None = None
+    predicted: tuple[PredictedLevel, ...] | None = None  # with a scenario: per level, in order
     calibration: dict[str, Any] | None = None
+
+    @property
+    def succeeded(self) -> int:
+        """Measured requests that succeeded, over every level."""
+        return sum(lv.requests - lv.failures for lv in self.levels)
+
+    @property
+    def outcome(self) -> str:
+        """``ok`` (every measured request succeeded), ``partial`` (some failed),
+        ``failed`` (none succeeded) or ``empty`` (nothing was measured); requests
+        the user cancelled count for none of these."""
+        asked = sum(lv.requests - lv.failure_reasons.get(CANCELLED, 0) for lv in self.levels)
+        if not asked:
+            return "empty"
+        return "failed" if not self.succeeded else "ok" if self.succeeded == asked else "partial"
 
     def to_json_dict(self, *, samples: bool = False) -> dict[str, Any]:
         """JSON-ready dict; per-request samples only when asked (they are large)."""
@@ -203,9 +306,7 @@ class ProbeRun(BaseModel):
                 lv.pop("samples", None)
         if self.predicted is not None:
             for lv, pred in zip(data["levels"], self.predicted, strict=True):
-                lv["predicted"] = pred.get("predicted")
-                lv["mbu"] = pred.get("mbu")
-                lv["mfu"] = pred.get("mfu")
+                lv.update(pred.model_dump(mode="json"))
         return data
 
     def csv_rows(self) -> list[dict[str, Any]]:
@@ -218,7 +319,7 @@ class ProbeRun(BaseModel):
             for reason, n in sorted(lv.failure_reasons.items()):
                 row[f"failures.{reason}"] = n
             if self.predicted is not None:
-                row.update(flatten(self.predicted[i]))
+                row.update(flatten(self.predicted[i].model_dump(mode="json")))
             rows.append(row)
         return rows
 

@@ -17,25 +17,15 @@ import asyncio
 import json
 import socket
 import struct
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the servers package, when run as a script
+
+from servers.sse_frames import SSE_HEAD, chunked, event, ok_stream, tok  # noqa: E402
 
 OK_TOKENS = 5
 CUT_AFTER = 3
-
-
-def _chunked(data: bytes) -> bytes:
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
-
-
-def _event(obj: dict) -> bytes:
-    return b"data: " + json.dumps(obj).encode() + b"\n\n"
-
-
-def _tok(i: int, finish: str | None = None) -> dict:
-    return {"choices": [{"index": 0, "text": f"w{i} ", "finish_reason": finish}]}
-
-
-SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-            b"Connection: close\r\n\r\n")
 
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, faults: list[str],
@@ -63,19 +53,16 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, fau
         elif fault == "cut":
             writer.write(SSE_HEAD)
             for i in range(CUT_AFTER):
-                writer.write(_chunked(_event(_tok(i))))
+                writer.write(chunked(event(tok(i))))
                 await writer.drain()
                 await asyncio.sleep(0.005)
             writer.transport.abort()
             return
         elif fault == "garbage":
-            writer.write(SSE_HEAD + _chunked(_event(_tok(0))) + _chunked(b"data: {this is not json\n\n")
-                         + _chunked(b"") )
+            writer.write(SSE_HEAD + chunked(event(tok(0))) + chunked(b"data: {this is not json\n\n")
+                         + chunked(b"") )
         else:  # ok
-            events = b"".join(_event(_tok(i, "length" if i == OK_TOKENS - 1 else None)) for i in range(OK_TOKENS))
-            events += _event({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": OK_TOKENS}})
-            events += b"data: [DONE]\n\n"
-            writer.write(SSE_HEAD + _chunked(events) + _chunked(b""))
+            writer.write(ok_stream(OK_TOKENS))
         await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass

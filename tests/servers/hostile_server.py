@@ -29,7 +29,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the servers package, when run as a script
+
+from servers.sse_frames import SSE_HEAD, chunked, event, ok_stream, tok  # noqa: E402
 
 TOKENS = 5
 BLOCK = 64 * 1024
@@ -39,20 +45,9 @@ MAX_SECONDS = 120.0
 MIXED = ["ok", "huge-error", "ok", "endless-stream", "ok", "long-line", "ok", "nested-json", "ok", "echo-auth-sse"]
 
 
-def _event(obj: object) -> bytes:
-    return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-def _tok(i: int, finish: str | None = None) -> dict:
-    return {"choices": [{"index": 0, "text": f"w{i} ", "finish_reason": finish}]}
 
-
-def _chunked(data: bytes) -> bytes:
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
-
-
-SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-            b"Connection: close\r\n\r\n")
 METRICS_LINE = 'vllm:num_requests_running{model_name="hostile"} 1\n'
 OK_METRICS = ("# HELP vllm:num_requests_running Running.\n# TYPE vllm:num_requests_running gauge\n"
               + METRICS_LINE).encode()
@@ -63,17 +58,10 @@ def _response(status: str, body: bytes, ctype: str = "application/json", extra: 
             f"Connection: close\r\n\r\n").encode() + body
 
 
-def _ok_stream() -> bytes:
-    events = b"".join(_event(_tok(i, "length" if i == TOKENS - 1 else None)) for i in range(TOKENS))
-    events += _event({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": TOKENS}})
-    events += b"data: [DONE]\n\n"
-    return SSE_HEAD + _chunked(events) + _chunked(b"")
-
-
-async def _pour(writer: asyncio.StreamWriter, block: bytes, total: int, *, chunked: bool = False) -> None:
+async def _pour(writer: asyncio.StreamWriter, block: bytes, total: int, *, as_chunks: bool = False) -> None:
     """Write ``block`` until ``total`` bytes or MAX_SECONDS, as fast as the client reads."""
     sent, t0 = 0, time.monotonic()
-    piece = _chunked(block) if chunked else block
+    piece = chunked(block) if as_chunks else block
     while sent < total and time.monotonic() - t0 < MAX_SECONDS:
         writer.write(piece)
         await writer.drain()
@@ -136,29 +124,29 @@ class Hostile:
             await _pour(writer, b"x" * BLOCK, HUGE_ERROR_BYTES)
         elif mode == "endless-stream":
             writer.write(SSE_HEAD)
-            await _pour(writer, b"".join(_event(_tok(i)) for i in range(100)), 10**12, chunked=True)
+            await _pour(writer, b"".join(event(tok(i)) for i in range(100)), 10**12, as_chunks=True)
         elif mode == "endless-comments":
             writer.write(SSE_HEAD)
-            await _pour(writer, b": keep-alive\n\n" * 1000, 10**12, chunked=True)
+            await _pour(writer, b": keep-alive\n\n" * 1000, 10**12, as_chunks=True)
         elif mode == "long-line":
-            writer.write(SSE_HEAD + _chunked(b"data: "))
-            await _pour(writer, b"a" * BLOCK, 10**12, chunked=True)
+            writer.write(SSE_HEAD + chunked(b"data: "))
+            await _pour(writer, b"a" * BLOCK, 10**12, as_chunks=True)
         elif mode == "nested-json":
-            writer.write(SSE_HEAD + _chunked(_event(_tok(0)) + b"data: " + b"[" * 50_000 + b"\n\n") + _chunked(b""))
+            writer.write(SSE_HEAD + chunked(event(tok(0)) + b"data: " + b"[" * 50_000 + b"\n\n") + chunked(b""))
         elif mode in ("echo-auth", "echo-auth-cut"):
             pad = "p" * (200 - 44 - len(auth) // 2) if mode == "echo-auth-cut" else ""
             body = json.dumps({"error": {"message": f"{pad}invalid credentials: {auth}",
                                          "received_headers": headers}}).encode()
             writer.write(_response("401 Unauthorized", body))
         elif mode == "echo-auth-sse":
-            writer.write(SSE_HEAD + _chunked(_event(_tok(0)) + _event({"error": f"session expired for {auth}"}))
-                         + _chunked(b""))
+            writer.write(SSE_HEAD + chunked(event(tok(0)) + event({"error": f"session expired for {auth}"}))
+                         + chunked(b""))
         elif mode == "redirect":
             writer.write(_response("302 Found", b"", extra=f"Location: {self.redirect_to}/v1/completions\r\n"))
         elif mode == "hang-after-first" and self.hits.get("/hang-after-first/v1/completions", 0) > 1:
             await asyncio.sleep(MAX_SECONDS)
         else:
-            writer.write(_ok_stream())
+            writer.write(ok_stream(TOKENS))
         await writer.drain()
 
 

@@ -2,15 +2,21 @@
 a known pace, so the probe's clock can be checked against the truth.
 
     python tests/servers/pacing_server.py --port 0 --ttft-s 0.05 --tpot-s 0.01 [--api-key KEY]
+        [--chunk-tokens 1,2,3] [--uvloop]
 
 Prints ``PORT <n>`` once listening.  The first token is written ``ttft_s`` after
 the request arrives and token i at ``ttft_s + i × tpot_s`` (an absolute
 schedule, so sleep jitter does not accumulate); ``--tpot-s 0`` writes the whole
-stream at once (for the client's ingest rate).  Chat streams start with an
-empty role-only chunk.  ``GET /log`` returns each request's server-side
-clock readings (``time.perf_counter_ns``, CLOCK_MONOTONIC, shared by every
-process on the machine): receive time and each token's write time, the truth
-the probe's figures are checked against.  ``/metrics`` is vLLM-style, from the server's own state.
+stream at once (for the client's ingest rate).  ``--chunk-tokens 1,2,3`` sends
+the tokens in uneven chunks (1 token, then 2, then 3, then 1 …; a chunk is
+written when its last token is due, every token in it logged at that write).
+Chat streams start with an empty role-only chunk.  ``GET /log`` returns each
+request's server-side clock readings (``time.perf_counter_ns``, CLOCK_MONOTONIC,
+shared by every process on the machine): receive time and each token's write
+time, the truth the probe's figures are checked against.  ``/metrics`` is
+vLLM-style, from the server's own state.  ``--uvloop`` serves on uvloop (where
+installed) so one core keeps up with a thousand streams; its timers have 1 ms
+resolution, which the clock log records.
 """
 
 from __future__ import annotations
@@ -32,12 +38,20 @@ def _chunk(obj: dict) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
-def _token(chat: bool, i: int, finish: str | None = None) -> dict:
-    text = f"t{i % 10} "
+def _token(chat: bool, i: int, finish: str | None = None, k: int = 1) -> dict:
+    text = "".join(f"t{j % 10} " for j in range(i, i + k))
     if chat:
         return {"object": "chat.completion.chunk",
                 "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
     return {"object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": finish}]}
+
+
+def _chunk_sizes(pattern: tuple[int, ...], n: int) -> list[int]:
+    """Tokens per chunk for an ``n``-token stream: ``pattern`` repeated, the last chunk cut to fit."""
+    out: list[int] = []
+    while sum(out) < n:
+        out.append(min(pattern[len(out) % len(pattern)], n - sum(out)))
+    return out
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
@@ -69,16 +83,20 @@ async def completions(request: web.Request) -> web.StreamResponse:
             await resp.write(blob)
         else:
             loop = asyncio.get_running_loop()
-            for i in range(n):
-                delay = t_recv + cfg.ttft_s + i * cfg.tpot_s - loop.time()
+            i = 0
+            for k in _chunk_sizes(cfg.chunk_tokens, n):
+                last = i + k - 1  # the chunk goes out when its last token is due
+                delay = t_recv + cfg.ttft_s + last * cfg.tpot_s - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                tok = _token(chat, i, "length" if i == n - 1 else None)
-                if i == n - 1 and include_usage and not chat:
+                tok = _token(chat, i, "length" if last == n - 1 else None, k)
+                if last == n - 1 and include_usage and not chat:
                     tok["usage"] = usage
-                token_ns.append(time.perf_counter_ns())
+                now = time.perf_counter_ns()
+                token_ns.extend([now] * k)
                 await resp.write(_chunk(tok))
-                STATE["generation_tokens"] += 1
+                STATE["generation_tokens"] += k
+                i += k
         if chat and include_usage:
             await resp.write(_chunk({"choices": [], "usage": usage}))
         if cfg.tpot_s == 0:
@@ -122,7 +140,10 @@ async def main() -> None:
     ap.add_argument("--tpot-s", type=float, default=0.01)
     ap.add_argument("--api-key", default=None)
     ap.add_argument("--kv-slots", type=int, default=256)
+    ap.add_argument("--chunk-tokens", default="1", help="tokens per chunk, cycled: e.g. 1,2,3")
+    ap.add_argument("--uvloop", action="store_true", help="serve on uvloop where it is installed")
     cfg = ap.parse_args()
+    cfg.chunk_tokens = tuple(max(int(x), 1) for x in cfg.chunk_tokens.split(",") if x.strip()) or (1,)
     KV_SLOTS[0] = cfg.kv_slots
     app = web.Application()
     app["cfg"] = cfg
@@ -140,8 +161,20 @@ async def main() -> None:
     await asyncio.Event().wait()
 
 
+def _loop_factory() -> object:
+    if "--uvloop" in sys.argv:
+        try:
+            import uvloop
+
+            return uvloop.new_event_loop
+        except ImportError:
+            pass
+    return asyncio.new_event_loop
+
+
 if __name__ == "__main__":
     try:
-        asyncio.run(main())
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:  # type: ignore[arg-type]
+            runner.run(main())
     except KeyboardInterrupt:
         pass
