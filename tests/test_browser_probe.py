@@ -8,10 +8,11 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from browser_support import settled as _settled
 from playwright.sync_api import Browser, Page, expect
 from servers.hits import wait_until_received
 from servers.procs import start_script
-from test_browser import _goto, _settled, browser, server  # noqa: F401 - fixtures shared with test_browser
+from test_browser import _goto, browser, server  # noqa: F401 - fixtures shared with test_browser
 
 HANG = "/hang-after-first/v1/completions"
 
