@@ -28,7 +28,7 @@ from planner import load_catalog, plan
 from planner.cli import main
 from planner.errors import PlannerError, ScenarioError
 from planner.physics.lengths import parse_trace_csv as parse_length_trace
-from planner.simulate import parse_trace_csv as parse_sim_trace
+from planner.simulate import parse_request_trace_csv as parse_sim_trace
 from planner.simulate import sim_options
 from planner.spec.scenario import MAX_LENGTH_SIGMA, scenario_from_dict
 from planner.spec.share import scenario_from_token, share_token

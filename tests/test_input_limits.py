@@ -25,7 +25,7 @@ from planner.io.export import REASON_COLUMN, csv_text, finite_row
 from planner.io.formatting import NOT_A_NUMBER, format_value, human
 from planner.io.jsonfile import MAX_JSON_FILE_BYTES
 from planner.physics.lengths import parse_trace_csv as parse_length_trace
-from planner.simulate import Request, parse_trace_csv, rate_sweep, sim_options, simulate
+from planner.simulate import Request, parse_request_trace_csv, rate_sweep, sim_options, simulate
 from planner.simulate.options import MAX_KV_CAPACITY_TOKENS, MAX_SIM_BATCH, MAX_SIM_REQUESTS
 from planner.simulate.report import MAX_RATES
 from planner.spec.derivation import fmt_num
@@ -122,7 +122,7 @@ def test_simulate_refuses_too_many_given_requests() -> None:
 def test_trace_row_caps() -> None:
     sim = "arrival_s,prompt_tokens,output_tokens\n" + "0,10,1\n" * (MAX_SIM_REQUESTS + 1)
     with pytest.raises(ScenarioError, match=f"more than {MAX_SIM_REQUESTS:,} rows"):
-        parse_trace_csv(sim)
+        parse_request_trace_csv(sim)
     lengths = "prompt_tokens,output_tokens\n" + "10,1\n" * (MAX_TRACE_ROWS + 1)
     with pytest.raises(ScenarioError, match=f"more than {MAX_TRACE_ROWS:,} rows"):
         parse_length_trace(lengths)

@@ -9,20 +9,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from planner import Scenario, ScenarioError
 from planner.cli import main
+from planner.physics import draw_lengths, parse_trace_csv
 from planner.simulate import (
     arrival_times,
     find_knee,
     generate_requests,
     latency_stats,
     load_trace,
-    parse_trace_csv,
+    parse_request_trace_csv,
     sim_options,
     simulate,
 )
-from planner.simulate.arrivals import length_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY_KEYS = {"requests", "duration_s", "throughput_req_s", "mean_in_flight", "ttft_s", "itl_s", "e2e_s",
@@ -40,11 +42,11 @@ def test_poisson_and_gamma_rates_and_burstiness() -> None:
 
 def test_lognormal_lengths_keep_the_mean() -> None:
     rng = np.random.default_rng(1)
-    x = length_samples(mean_tokens=2000, count=200_000, distribution="lognormal", sigma=0.8, rng=rng)
+    x = draw_lengths(mean_tokens=2000, count=200_000, distribution="lognormal", sigma=0.8, rng=rng)
     assert x.mean() == pytest.approx(2000, rel=0.02)
     assert np.median(x) < 2000  # long right tail
     assert x.min() >= 1
-    assert set(length_samples(mean_tokens=7, count=5, distribution="fixed", sigma=1.0, rng=rng)) == {7}
+    assert set(draw_lengths(mean_tokens=7, count=5, distribution="fixed", sigma=1.0, rng=rng)) == {7}
 
 
 def test_multi_turn_prompts_carry_the_conversation() -> None:
@@ -71,6 +73,22 @@ def test_trace_round_trip(tmp_path: Path) -> None:
     assert list(run.arrival_s) == [0.0, 0.5, 0.5]
 
 
+@given(st.one_of(st.integers(-3, 200_000).map(str), st.floats(allow_nan=True, allow_infinity=True).map(str),
+                 st.text(alphabet="0123456789.-+eE x_", max_size=10)))
+def test_both_trace_formats_read_a_token_count_alike(raw: str) -> None:
+    """One reader for token counts: a length trace and a timed request trace accept the same
+    field with the same value, or both refuse it."""
+    try:
+        pairs: int | str = parse_trace_csv(f"prompt_tokens,output_tokens\n{raw},5\n")[0][0]
+    except ScenarioError:
+        pairs = "refused"
+    try:
+        timed: int | str = parse_request_trace_csv(f"arrival_s,prompt_tokens,output_tokens\n0,{raw},5\n")[0].prompt_tokens
+    except ScenarioError:
+        timed = "refused"
+    assert pairs == timed
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
@@ -86,7 +104,7 @@ def test_trace_round_trip(tmp_path: Path) -> None:
 )
 def test_bad_traces_are_rejected(text: str, needle: str) -> None:
     with pytest.raises(ScenarioError, match=needle):
-        parse_trace_csv(text)
+        parse_request_trace_csv(text)
 
 
 @pytest.mark.parametrize(

@@ -28,9 +28,12 @@ __all__ = [
     "MAX_TRACE_CSV_BYTES",
     "LengthSamples",
     "csv_rows",
+    "draw_lengths",
     "length_samples",
+    "lognormal_mu",
     "lognormal_quantiles",
     "parse_trace_csv",
+    "token_count",
     "weighted_quantile",
 ]
 
@@ -62,12 +65,17 @@ class LengthSamples:
         return self.mean(self.output)
 
 
+def lognormal_mu(*, mean: float, sigma: float) -> float:
+    """The underlying normal's μ = ln(mean) − σ²/2 of a lognormal whose mean is ``mean``."""
+    return math.log(mean) - sigma * sigma / 2.0
+
+
 def lognormal_quantiles(*, mean: float, sigma: float, points: int = QUANTILE_POINTS) -> Arr:
     """Equal-probability quantiles of a lognormal with the given mean and σ,
     rescaled so their average is exactly ``mean``."""
     if sigma <= 0:
         return np.array([float(mean)])
-    mu = math.log(mean) - sigma * sigma / 2.0
+    mu = lognormal_mu(mean=mean, sigma=sigma)
     nd = NormalDist()
     q = np.array([math.exp(mu + sigma * nd.inv_cdf((i + 0.5) / points)) for i in range(points)])
     return np.asarray(q * (mean / q.mean()), dtype=float)
@@ -103,6 +111,37 @@ def length_samples(
     return LengthSamples(prompt=np.maximum(pp.ravel(), 1.0), output=np.maximum(oo.ravel(), 1.0), weight=w)
 
 
+def draw_lengths(*, mean_tokens: float, count: int, distribution: str, sigma: float,
+                 rng: np.random.Generator, max_tokens: int | None = None) -> NDArray[np.int64]:
+    """``count`` random integer lengths ≥ 1 with the given mean (the simulator's draws; the
+    planner's moments use :func:`length_samples`): fixed, or lognormal(μ, σ) with the same μ."""
+    if distribution == "fixed" or sigma == 0:
+        out = np.full(count, float(mean_tokens))
+    else:
+        out = rng.lognormal(mean=lognormal_mu(mean=mean_tokens, sigma=sigma), sigma=sigma, size=count)
+    out = np.maximum(np.rint(out), 1.0)
+    if max_tokens is not None:
+        out = np.minimum(out, max_tokens)
+    return np.asarray(out, dtype=np.int64)
+
+
+def token_count(raw: str, *, label: str) -> int:
+    """One token-count field of a trace row: an integer from 1 to MAX_SEQUENCE_TOKENS, written
+    as a number (``2000`` or ``2000.0``); ``label`` names the field and its row in the message.
+    Both trace formats (length pairs here, timed requests in the simulator) read counts with it."""
+    text = raw.strip()
+    try:
+        value = float(text) if len(text) <= _MAX_FIELD_CHARS else math.nan
+    except ValueError:
+        value = math.nan
+    if value != value:
+        raise ScenarioError(f"{label} is not a number ({text[:_MAX_FIELD_CHARS]!r})")
+    if not (1 <= value <= MAX_SEQUENCE_TOKENS and value.is_integer()):
+        raise ScenarioError(f"{label} must be an integer from 1 to {MAX_SEQUENCE_TOKENS:,}, "
+                            f"got {text[:_MAX_FIELD_CHARS]!r}")
+    return int(value)
+
+
 def csv_rows(text: str, what: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
     """(line number, row) of CSV text whose header has ``columns``; a missing
     column or a malformed file (a field over the csv module's 128 KB limit, a
@@ -136,19 +175,8 @@ def parse_trace_csv(source: str | Path | io.TextIOBase, *, max_rows: int = MAX_T
     for i, row in csv_rows(text, "trace CSV", ("prompt_tokens", "output_tokens")):
         if len(rows) >= max_rows:
             raise ScenarioError(f"trace CSV: more than {max_rows:,} rows; the limit is {max_rows:,}")
-        pair = []
-        for col in ("prompt_tokens", "output_tokens"):
-            raw = (row.get(col) or "").strip()
-            try:
-                value = float(raw) if len(raw) <= _MAX_FIELD_CHARS else math.nan
-            except ValueError:
-                value = math.nan
-            if value != value:
-                raise ScenarioError(f"trace CSV row {i}: {col} is not a number ({raw[:_MAX_FIELD_CHARS]!r})")
-            if not (1 <= value <= MAX_SEQUENCE_TOKENS and value.is_integer()):
-                raise ScenarioError(f"trace CSV row {i}: {col} must be an integer from 1 to "
-                                    f"{MAX_SEQUENCE_TOKENS:,}, got {raw[:_MAX_FIELD_CHARS]!r}")
-            pair.append(int(value))
+        pair = [token_count(row.get(col) or "", label=f"trace CSV row {i}: {col}")
+                for col in ("prompt_tokens", "output_tokens")]
         rows.append((pair[0], pair[1]))
     if not rows:
         raise ScenarioError("trace CSV: no rows")

@@ -5,9 +5,8 @@ from planner.simulate.arrivals import (
     Request,
     arrival_times,
     generate_requests,
-    length_samples,
     load_trace,
-    parse_trace_csv,
+    parse_request_trace_csv,
 )
 from planner.simulate.day import (
     DEFAULT_STEP_REQUESTS,
@@ -116,10 +115,9 @@ __all__ = [
     "generate_requests",
     "knee_rates",
     "latency_stats",
-    "length_samples",
     "load_trace",
     "meets",
-    "parse_trace_csv",
+    "parse_request_trace_csv",
     "rate_sweep",
     "run_step",
     "sim_options",

@@ -19,18 +19,17 @@ import numpy as np
 
 from planner.errors import ScenarioError
 from planner.io.jsonfile import read_text_file
-from planner.physics.lengths import csv_rows
+from planner.physics.lengths import csv_rows, draw_lengths, token_count
 from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions
-from planner.spec.scenario import MAX_SEQUENCE_TOKENS, Scenario
+from planner.spec.scenario import Scenario
 
 __all__ = [
     "MAX_TRACE_FILE_BYTES",
     "Request",
     "arrival_times",
     "generate_requests",
-    "length_samples",
     "load_trace",
-    "parse_trace_csv",
+    "parse_request_trace_csv",
 ]
 
 SYSTEM_PREFIX_KEY = "system"
@@ -71,19 +70,6 @@ def arrival_times(*, rate_req_s: float, count: int, process: str, burstiness: fl
     return np.cumsum(gaps)
 
 
-def length_samples(*, mean_tokens: float, count: int, distribution: str, sigma: float,
-                   rng: np.random.Generator, max_tokens: int | None = None) -> np.ndarray:
-    """Integer lengths ≥ 1 with the given mean: fixed, or lognormal(ln mean − σ²/2, σ)."""
-    if distribution == "fixed" or sigma == 0:
-        out = np.full(count, float(mean_tokens))
-    else:
-        out = rng.lognormal(mean=math.log(mean_tokens) - sigma * sigma / 2.0, sigma=sigma, size=count)
-    out = np.maximum(np.rint(out), 1.0)
-    if max_tokens is not None:
-        out = np.minimum(out, max_tokens)
-    return np.asarray(out, dtype=np.int64)
-
-
 def generate_requests(scenario: Scenario, options: SimOptions) -> tuple[Request, ...]:
     """The request stream a scenario's workload and the options describe (seeded)."""
     rng = np.random.default_rng(options.seed)
@@ -95,15 +81,15 @@ def generate_requests(scenario: Scenario, options: SimOptions) -> tuple[Request,
         prompts, outputs = rows[:, 0], rows[:, 1]
     elif options.lengths == "scenario":
         dist = "lognormal" if w.distribution == "lognormal" else "fixed"
-        prompts = length_samples(mean_tokens=w.prompt_tokens, count=n, distribution=dist, sigma=w.prompt_sigma,
-                                 rng=rng)
-        outputs = length_samples(mean_tokens=w.output_tokens, count=n, distribution=dist, sigma=w.output_sigma,
-                                 rng=rng)
+        prompts = draw_lengths(mean_tokens=w.prompt_tokens, count=n, distribution=dist, sigma=w.prompt_sigma,
+                               rng=rng)
+        outputs = draw_lengths(mean_tokens=w.output_tokens, count=n, distribution=dist, sigma=w.output_sigma,
+                               rng=rng)
     else:
-        prompts = length_samples(mean_tokens=w.prompt_tokens, count=n, distribution=options.lengths,
-                                 sigma=options.length_sigma, rng=rng)
-        outputs = length_samples(mean_tokens=w.output_tokens, count=n, distribution=options.lengths,
-                                 sigma=options.length_sigma, rng=rng)
+        prompts = draw_lengths(mean_tokens=w.prompt_tokens, count=n, distribution=options.lengths,
+                               sigma=options.length_sigma, rng=rng)
+        outputs = draw_lengths(mean_tokens=w.output_tokens, count=n, distribution=options.lengths,
+                               sigma=options.length_sigma, rng=rng)
     turns = options.multi_turn
     if turns <= 1:
         times = arrival_times(rate_req_s=rate, count=n, process=options.arrival, burstiness=options.burstiness,
@@ -146,7 +132,7 @@ def generate_requests(scenario: Scenario, options: SimOptions) -> tuple[Request,
 _TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
 
-def parse_trace_csv(text: str) -> tuple[Request, ...]:
+def parse_request_trace_csv(text: str) -> tuple[Request, ...]:
     """Requests from CSV text with columns arrival_s, prompt_tokens, output_tokens
     (optional prefix_key, prefix_tokens). Arrivals must be sorted; lengths ≥ 1 and
     at most MAX_SEQUENCE_TOKENS; at most MAX_SIM_REQUESTS rows."""
@@ -175,10 +161,8 @@ def parse_trace_csv(text: str) -> tuple[Request, ...]:
             raise ScenarioError(f"trace.arrival_s: arrivals must be sorted; line {row_no} ({t}) is before "
                                 f"the previous one ({last})")
         last = t
-        p, o = int(num("prompt_tokens", int)), int(num("output_tokens", int))
-        for col, v in (("prompt_tokens", p), ("output_tokens", o)):
-            if not 1 <= v <= MAX_SEQUENCE_TOKENS:
-                raise ScenarioError(f"trace.{col}: must be from 1 to {MAX_SEQUENCE_TOKENS:,} at line {row_no}")
+        p, o = (token_count(row.get(col) or "", label=f"trace.{col} at line {row_no}")
+                for col in ("prompt_tokens", "output_tokens"))
         key = (row.get("prefix_key") or "").strip() or None
         if key is not None and len(key) > MAX_TRACE_FIELD_CHARS:
             raise ScenarioError(f"trace.prefix_key: longer than {MAX_TRACE_FIELD_CHARS} characters at line {row_no}")
@@ -193,4 +177,4 @@ def parse_trace_csv(text: str) -> tuple[Request, ...]:
 
 def load_trace(path: str | Path) -> tuple[Request, ...]:
     """Read and validate a trace CSV file."""
-    return parse_trace_csv(read_text_file(path, max_bytes=MAX_TRACE_FILE_BYTES, what="trace"))
+    return parse_request_trace_csv(read_text_file(path, max_bytes=MAX_TRACE_FILE_BYTES, what="trace"))
