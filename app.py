@@ -15,7 +15,9 @@ SHOW_ERROR_DETAILS = "none"
 NAVIGATION_READY = "_navigation_ready"
 st.set_option("client.showErrorDetails", SHOW_ERROR_DETAILS)
 
-page = st.navigation(app_pages())
+# Every page link stays in view: Streamlit folds a sidebar nav of more than 10 pages
+# behind "View more" unless it is expanded.
+page = st.navigation(app_pages(), expanded=True)
 if not st.session_state.get(NAVIGATION_READY):
     # Once per session, before any widget exists: a fresh server's first run may have
     # started in Streamlit's pages/-folder mode (its sidebar links then drop the URL's
