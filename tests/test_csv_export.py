@@ -22,7 +22,7 @@ INPUT_COLUMNS = [
     "scenario.workload.prompt_tokens", "scenario.workload.output_tokens", "scenario.workload.requests_per_s",
     "scenario.workload.peak_requests_per_s", "scenario.workload.prefix_tokens", "scenario.workload.prefix_hit_rate",
     "scenario.workload.distribution", "scenario.workload.prompt_sigma", "scenario.workload.output_sigma",
-    "scenario.workload.trace", "scenario.slo.ttft_s",
+    "scenario.workload.trace", "scenario.workload.profile", "scenario.slo.ttft_s",
     "scenario.slo.itl_s", "scenario.slo.itl_percentile", "scenario.serving.mode", "scenario.serving.batch_size", "scenario.serving.context_tokens",
     "scenario.serving.chunk_tokens", "scenario.serving.block_tokens", "scenario.serving.reserved_bytes",
     "scenario.serving.memory_utilization", "scenario.speculative.draft_tokens", "scenario.speculative.acceptance",
@@ -31,7 +31,9 @@ INPUT_COLUMNS = [
     "scenario.efficiency.collective_latency_s",
     "scenario.efficiency.calibrated_from", "scenario.fleet.target_utilization", "scenario.fleet.min_replicas",
     "scenario.fleet.link", "scenario.fleet.link_bytes_per_s", "scenario.fleet.kv_transfer_setup_s",
-    "scenario.fleet.load_bytes_per_s", "scenario.cost.usd_per_gpu_hour", "scenario.cost.usd_per_kwh",
+    "scenario.fleet.load_bytes_per_s", "scenario.fleet.policy", "scenario.fleet.scale_interval_s",
+    "scenario.fleet.scale_up_delay_s", "scenario.fleet.engine_start_s", "scenario.fleet.warm_pool_replicas",
+    "scenario.fleet.scale_down_delay_s", "scenario.cost.usd_per_gpu_hour", "scenario.cost.usd_per_kwh",
     "scenario.cost.pue",
 ]
 # Headline outputs, each named with its SI unit (or a unitless ratio/count name).
