@@ -120,7 +120,9 @@ st.dataframe(pd.DataFrame({label: {stat: round3(v[stat] * 1e3) for stat in ("mea
 if plan.operating_point.feasible:
     st.caption(f"Targets: TTFT {shown(scenario.slo.ttft_s, 's')} (the plan checks its p90: "
                f"{shown(plan.operating_point.ttft_p90_s, 's')} analytic), ITL {shown(scenario.slo.itl_s, 's')} "
-               f"(the plan checks the mean: {shown(plan.operating_point.itl_s, 's')} analytic).")
+               f"(the plan checks its p{plan.operating_point.itl_percentile * 100:g} with chunk stalls: "
+               f"{shown(plan.operating_point.itl_percentile_s, 's')} analytic; its mean is "
+               f"{shown(plan.operating_point.itl_s, 's')}).")
 else:
     st.caption(f"Targets: TTFT {shown(scenario.slo.ttft_s, 's')}, ITL {shown(scenario.slo.itl_s, 's')}; the plan has "
                f"no analytic value to set beside them ({MISSING}: no operating point meets the SLO).")

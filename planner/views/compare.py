@@ -149,8 +149,8 @@ def compare_columns(options: Sequence[tuple[str, Scenario]]) -> list[CompareColu
     out = []
     for c in cols:
         if not c.meets_slo:
-            reason = c.plan.operating_point.reason or "misses the SLO"
-            verdict = f"misses the SLO ({reason})"
+            reason = c.plan.operating_point.reason
+            verdict = f"misses the SLO ({reason})" if reason and reason != "misses the SLO" else "misses the SLO"
         elif c is best or best is None:
             verdict = "cheapest that meets the SLO"
         else:
