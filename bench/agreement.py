@@ -96,8 +96,8 @@ def agreement(name: str, data: dict[str, Any], *, requests: int, seed: int = 0) 
     s = summarize(run, slo_ttft_s=sc.slo.ttft_s, slo_itl_s=sc.slo.itl_s)
     fleet = (f"{int(fl.prefill_replicas)}P+{int(fl.decode_replicas)}D" if disagg else f"{int(fl.replicas)}") + \
         f" × {fl.gpus_per_replica} GPU, B≤{op.batch_size}"
-    return AgreementRow(name, True, fleet, op.ttft_p90_s, s["ttft_s"]["p90"], op.fleet_itl_percentile_s,
-                        s["itl_s"]["p90"], s["slo_attainment"], TTFT_PERCENTILE)
+    return AgreementRow(name, True, fleet, op.ttft_p90_s, s.ttft_s.p90, op.fleet_itl_percentile_s,
+                        s.itl_s.p90, s.slo_attainment, TTFT_PERCENTILE)
 
 
 def main() -> None:

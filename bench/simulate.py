@@ -40,8 +40,8 @@ def main() -> None:
     print(f"requests={run.requests} replicas={args.replicas} rate={args.rate} req/s iterations={run.iterations} wall={wall_s:.2f} s")
     print(f"simulated requests/s: {run.requests / wall_s:,.0f}")
     print(f"iterations/s: {run.iterations / wall_s:,.0f}")
-    print(f"p99 TTFT {s['ttft_s']['p99']:.3f} s, p99 ITL {s['itl_s']['p99'] * 1e3:.1f} ms, "
-          f"goodput {s['goodput_req_s']:.2f} req/s")
+    print(f"p99 TTFT {s.ttft_s.p99:.3f} s, p99 ITL {s.itl_s.p99 * 1e3:.1f} ms, "
+          f"goodput {s.goodput_req_s:.2f} req/s")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,6 @@ enough to reach steady state."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -16,7 +14,10 @@ from pages._sidebar import page_plan, page_scenario
 from planner import PlannerError, Scenario
 from planner.simulate import (
     PLAN_ATTAINMENT_TARGET,
+    RateSweep,
+    ReplicaTimeline,
     SimOptions,
+    SimReport,
     describe_knee,
     fleet_sim,
     knee_rates,
@@ -41,18 +42,18 @@ def _sim_json(scenario: Scenario) -> str:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _run(scenario_json: str, options_json: str) -> dict[str, Any]:
+def _run(scenario_json: str, options_json: str) -> SimReport:
     s, o = Scenario.model_validate_json(scenario_json), SimOptions.model_validate_json(options_json)
     return summarize(simulate(s, o), slo_ttft_s=s.slo.ttft_s, slo_itl_s=s.slo.itl_s, timeline=True)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _rates(scenario_json: str, options_json: str, rates: tuple[float, ...]) -> dict[str, Any]:
+def _rates(scenario_json: str, options_json: str, rates: tuple[float, ...]) -> RateSweep:
     return rate_sweep(Scenario.model_validate_json(scenario_json), SimOptions.model_validate_json(options_json), rates)
 
 
-def _name(timeline: dict[str, Any], i: int) -> str:
-    return f"{timeline['role']} {i}" if timeline["role"] != "colocated" else f"replica {i}"
+def _name(timeline: ReplicaTimeline, i: int) -> str:
+    return f"{timeline.role} {i}" if timeline.role != "colocated" else f"replica {i}"
 
 
 st.title("Tail latency")
@@ -98,22 +99,22 @@ with st.spinner("Simulating"):
         st.error(str(exc))
         st.stop()
 target = PLAN_ATTAINMENT_TARGET
-ok = one["slo_attainment"] + 1e-12 >= target
+ok = one.slo_attainment + 1e-12 >= target
 m = st.columns(4)
-m[0].metric("Requests meeting both targets", f"{one['slo_attainment']:.1%}",
+m[0].metric("Requests meeting both targets", f"{one.slo_attainment:.1%}",
             help=f"TTFT ≤ {shown(scenario.slo.ttft_s, 's')} and the request's mean ITL ≤ "
                  f"{shown(scenario.slo.itl_s, 's')}; the plan promises {target:.0%} (it sizes TTFT at its p90)")
 m[1].metric(f"Plan's {target:.0%}", "met" if ok else "missed",
             help=f"the plan promises that at least {target:.0%} of requests meet both targets")
-m[2].metric("Goodput", shown(one["goodput_req_s"], "req/s"), help="requests/s meeting both targets")
-m[3].metric("Preemptions", f"{one['preemptions']:,}", help="sequences evicted from the KV cache and recomputed")
+m[2].metric("Goodput", shown(one.goodput_req_s, "req/s"), help="requests/s meeting both targets")
+m[3].metric("Preemptions", f"{one.preemptions:,}", help="sequences evicted from the KV cache and recomputed")
 if not ok:
-    st.warning(f"Only {one['slo_attainment']:.1%} of simulated requests meet both targets, below the {target:.0%} "
+    st.warning(f"Only {one.slo_attainment:.1%} of simulated requests meet both targets, below the {target:.0%} "
                "the plan promises for this fleet.")
 st.subheader(f"Percentiles at {shown(opts.rate_req_s or scenario.workload.requests_per_s, 'req/s')}, in ms")
-rows = {"TTFT · queueing included": one["ttft_s"], "ITL · every token gap": one["itl_s"],
-        "ITL · each request's mean (TPOT)": one["tpot_s"], "End-to-end · queueing included": one["e2e_s"]}
-st.dataframe(pd.DataFrame({label: {stat: round3(v[stat] * 1e3) for stat in ("mean", "p50", "p90", "p99")}
+rows = {"TTFT · queueing included": one.ttft_s, "ITL · every token gap": one.itl_s,
+        "ITL · each request's mean (TPOT)": one.tpot_s, "End-to-end · queueing included": one.e2e_s}
+st.dataframe(pd.DataFrame({label: {stat: round3(value * 1e3) for stat, value in v.model_dump().items()}
                            for label, v in rows.items()}).T, key="tl_pct",
              column_config={stat: st.column_config.NumberColumn(format="localized")
                             for stat in ("mean", "p50", "p90", "p99")})
@@ -136,13 +137,13 @@ if st.session_state.get("tl_knee_for") == (sj, opts.model_dump_json()):
              else (scenario.workload.requests_per_s,))
     with st.spinner("Sweeping the offered rate"):
         sw = _rates(sj, opts.model_dump_json(), rates)
-    st.markdown("**Knee:** " + describe_knee(rates=rates, knee=sw["knee_rate_req_s"], target=target))
-    curve = pd.DataFrame([{"offered (req/s)": lv["offered_rate_req_s"], "goodput (req/s)": lv["goodput_req_s"],
-                           "meeting both targets (%)": round(lv["slo_attainment"] * 100, 1)} for lv in sw["levels"]])
+    st.markdown("**Knee:** " + describe_knee(rates=rates, knee=sw.knee_rate_req_s, target=target))
+    curve = pd.DataFrame([{"offered (req/s)": lv.offered_rate_req_s, "goodput (req/s)": lv.goodput_req_s,
+                           "meeting both targets (%)": round(lv.slo_attainment * 100, 1)} for lv in sw.levels])
     chart = alt.Chart(curve).mark_line(point=True).encode(
         x=alt.X("offered (req/s):Q"), y=alt.Y("goodput (req/s):Q"), tooltip=list(curve.columns))
-    if sw["knee_rate_req_s"] is not None:
-        chart = chart + alt.Chart(pd.DataFrame({"knee": [sw["knee_rate_req_s"]]})).mark_rule(
+    if sw.knee_rate_req_s is not None:
+        chart = chart + alt.Chart(pd.DataFrame({"knee": [sw.knee_rate_req_s]})).mark_rule(
             color="#d62728", strokeDash=[4, 4]).encode(x=alt.X("knee:Q", title="offered (req/s)"))
     show_chart(chart.properties(height=260, title="Goodput vs offered rate (knee dashed)"), "tail-goodput")
 else:
@@ -150,10 +151,10 @@ else:
 
 st.subheader("KV cache and batch over time")
 # Disaggregated: the decode pool holds the KV cache and the batches (a prefill replica's stay near 0).
-timelines = [r for r in one["timeline"] if r["role"] != "prefill"]
+timelines = [r for r in one.timeline or () if r.role != "prefill"]
 shown_tl = timelines[:TIMELINE_REPLICAS]
-tl = pd.concat([pd.DataFrame({"t (s)": r["t_s"], "batch (sequences)": r["batch_size"],
-                              "KV used (%)": [x * 100 for x in r["kv_utilization"]],
+tl = pd.concat([pd.DataFrame({"t (s)": r.t_s, "batch (sequences)": r.batch_size,
+                              "KV used (%)": [x * 100 for x in r.kv_utilization],
                               "replica": _name(r, i), "order": i})
                 for i, r in enumerate(shown_tl)])
 if disagg:
@@ -178,10 +179,10 @@ if st.session_state.get("tl_routers_for") == (sj, opts.model_dump_json()):
                                     ("prefill_replicas" if disagg else "replicas"): reps})
         r = _run(sj, o.model_dump_json())
         rows_r.append({"router": ROUTER_NAMES[router],
-                       "TTFT p50 · queueing included (ms)": round3(r["ttft_s"]["p50"] * 1e3),
-                       "TTFT p99 · queueing included (ms)": round3(r["ttft_s"]["p99"] * 1e3),
-                       "prefix hit rate (%)": round(r["prefix_hit_rate"] * 100, 1),
-                       "meeting both targets (%)": round(r["slo_attainment"] * 100, 1)})
+                       "TTFT p50 · queueing included (ms)": round3(r.ttft_s.p50 * 1e3),
+                       "TTFT p99 · queueing included (ms)": round3(r.ttft_s.p99 * 1e3),
+                       "prefix hit rate (%)": round(r.prefix_hit_rate * 100, 1),
+                       "meeting both targets (%)": round(r.slo_attainment * 100, 1)})
     st.caption(f"{ROUTER_REQUESTS} requests, {reps} {'colocated ' if not disagg else 'prefill '}replicas; a short run "
                "that ranks the routers.")
     st.dataframe(pd.DataFrame(rows_r), hide_index=True, key="tl_routers")

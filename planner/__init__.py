@@ -62,7 +62,7 @@ from planner.physics.techniques import (
     speculative_tokens_per_pass,
     static_batch_utilization,
 )
-from planner.simulate import SimOptions, SimRun, rate_sweep
+from planner.simulate import RateSweep, SimOptions, SimReport, SimRun, rate_sweep
 from planner.sizing.plan import Plan, plan
 from planner.spec.catalog import Catalog, get_gpu, get_model, load_catalog
 from planner.spec.context import Resolved, resolve
@@ -187,10 +187,12 @@ __all__ = [
     "PlannerError",
     "PrefillStep",
     "ProbeError",
+    "RateSweep",
     "Resolved",
     "Scenario",
     "ScenarioError",
     "SimOptions",
+    "SimReport",
     "SimRun",
     "apply_overrides",
     "attainable_flops_per_s",

@@ -108,7 +108,7 @@ def test_rate_sweep_caps_and_deduplicates_rates(monkeypatch: pytest.MonkeyPatch)
         rate_sweep(Scenario(), sim_options(requests=20), [float(r) for r in range(1, MAX_RATES + 2)])
     assert runs == []
     result = rate_sweep(Scenario(), sim_options(requests=20), [2.0, 1.0, 2.0, 1.0])
-    assert runs == [1.0, 2.0] and len(result["levels"]) == 2
+    assert runs == [1.0, 2.0] and len(result.levels) == 2
 
 
 def test_simulate_refuses_too_many_given_requests() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -106,8 +108,8 @@ def test_kv_budget_below_the_working_set_preempts_and_loses_goodput() -> None:
     assert b.preemptions > 0
     sa = summarize(a, slo_ttft_s=1.0, slo_itl_s=0.05)
     sb = summarize(b, slo_ttft_s=1.0, slo_itl_s=0.05)
-    assert sb["goodput_req_s"] < 0.5 * sa["goodput_req_s"]
-    assert sb["peak_kv_utilization"] == pytest.approx(1.0, abs=0.02)
+    assert sb.goodput_req_s < 0.5 * sa.goodput_req_s
+    assert sb.peak_kv_utilization == pytest.approx(1.0, abs=0.02)
 
 
 def test_prefix_affinity_beats_round_robin_on_multi_turn_chat() -> None:
@@ -115,10 +117,10 @@ def test_prefix_affinity_beats_round_robin_on_multi_turn_chat() -> None:
     base = dict(requests=600, rate_req_s=12.0, replicas=4, multi_turn=6, seed=2)
     rr = summarize(simulate(sc, sim_options(router="round_robin", **base)), slo_ttft_s=1.0, slo_itl_s=0.05)
     pa = summarize(simulate(sc, sim_options(router="prefix_affinity", **base)), slo_ttft_s=1.0, slo_itl_s=0.05)
-    assert pa["prefix_hit_rate"] > rr["prefix_hit_rate"] + 0.2
-    assert pa["ttft_s"]["p90"] < rr["ttft_s"]["p90"]
+    assert pa.prefix_hit_rate > rr.prefix_hit_rate + 0.2
+    assert pa.ttft_s.p90 < rr.ttft_s.p90
     # Round-robin over 4 replicas lands a turn on its session's replica about 1 time in 4.
-    assert rr["prefix_hit_rate"] < 0.45
+    assert rr.prefix_hit_rate < 0.45
 
 
 def test_router_choices() -> None:
@@ -144,7 +146,7 @@ def test_shared_system_prompt_hits_the_prefix_cache() -> None:
     run = simulate(sc, opts)
     s = summarize(run, slo_ttft_s=1.0, slo_itl_s=0.05)
     # Every request after the first reuses the 1,024-token prefix of its 2,000-token prompt.
-    assert s["prefix_hit_rate"] == pytest.approx(1024 / 2000 * 199 / 200, rel=1e-9)
+    assert s.prefix_hit_rate == pytest.approx(1024 / 2000 * 199 / 200, rel=1e-9)
     k = kw(sc)
     cached = float(prefill_step(tokens=2000, cached_tokens=1024, **k).time_s)
     assert float(np.median(run.ttft_s)) == pytest.approx(cached, rel=1e-6)
@@ -191,8 +193,10 @@ def test_same_seed_same_results_other_seed_differs() -> None:
     a = summarize(simulate(sc, opts), slo_ttft_s=1.0, slo_itl_s=0.05, timeline=True)
     b = summarize(simulate(sc, opts), slo_ttft_s=1.0, slo_itl_s=0.05, timeline=True)
     c = summarize(simulate(sc, opts.model_copy(update={"seed": 12})), slo_ttft_s=1.0, slo_itl_s=0.05)
-    assert a == b
-    assert a["e2e_s"] != c["e2e_s"]
+    assert a == b and a.timeline is not None and c.timeline is None
+    assert a.e2e_s != c.e2e_s
+    # The Tail page caches reports with st.cache_data, which pickles them.
+    assert pickle.loads(pickle.dumps(a)) == a
 
 
 def test_goodput_falls_past_the_knee() -> None:
@@ -200,17 +204,19 @@ def test_goodput_falls_past_the_knee() -> None:
 
     sc = Scenario()
     result = rate_sweep(sc, sim_options(requests=300, seed=1), [2.0, 5.0, 12.0])
-    levels = result["levels"]
-    assert [lv["offered_rate_req_s"] for lv in levels] == [2.0, 5.0, 12.0]
-    assert levels[0]["slo_attainment"] >= 0.99
-    assert levels[-1]["slo_attainment"] < 0.5  # 12 req/s of 2,000-token prompts saturates one H100
-    assert result["knee_rate_req_s"] in (2.0, 5.0)
+    levels = result.levels
+    assert [lv.offered_rate_req_s for lv in levels] == [2.0, 5.0, 12.0]
+    assert levels[0].slo_attainment >= 0.99
+    assert levels[-1].slo_attainment < 0.5  # 12 req/s of 2,000-token prompts saturates one H100
+    assert result.knee_rate_req_s in (2.0, 5.0)
     for lv in levels:
-        assert lv["goodput_req_s"] <= lv["offered_rate_req_s"] * 1.25  # Poisson sample of 300 arrivals
+        assert lv.offered_rate_req_s is not None
+        assert lv.goodput_req_s <= lv.offered_rate_req_s * 1.25  # Poisson sample of 300 arrivals
     # Below the knee nearly every request meets the SLO: goodput ≈ the offered rate
     # (not the completions over a run that includes its final drain).
-    assert levels[0]["goodput_req_s"] == pytest.approx(2.0, rel=0.15)
-    assert levels[-1]["goodput_req_s"] < levels[-1]["offered_rate_req_s"] / 2
+    assert levels[0].goodput_req_s == pytest.approx(2.0, rel=0.15)
+    assert levels[-1].goodput_req_s < 12.0 / 2
+    assert pickle.loads(pickle.dumps(result)) == result
 
 
 @pytest.mark.parametrize("router", ["round_robin", "prefix_affinity"])

@@ -137,7 +137,7 @@ def test_knee_and_stats() -> None:
     assert find_knee(rates=[3, 1, 2], attainments=[0.5, 1.0, 1.0], target=0.99) == 2
     assert find_knee(rates=[1, 2], attainments=[0.9, 0.5], target=0.99) is None
     st = latency_stats(np.arange(1, 101, dtype=float))
-    assert st == {"mean": 50.5, "p50": 50.5, "p90": pytest.approx(90.1), "p99": pytest.approx(99.01)}
+    assert st.model_dump() == {"mean": 50.5, "p50": 50.5, "p90": pytest.approx(90.1), "p99": pytest.approx(99.01)}
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

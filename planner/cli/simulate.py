@@ -80,27 +80,28 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.rates is not None:
         if args.trace:
             raise ScenarioError("--rates: cannot be combined with --trace (the trace fixes the arrival times)")
-        result = rate_sweep(scenario, options, parse_rates(args.rates))
+        sweep = rate_sweep(scenario, options, parse_rates(args.rates))
+        result = sweep.to_json_dict()
         rows = [flatten(lv) for lv in result["levels"]]
         if args.format == "json":
             emit("json", result)
         else:
             emit(args.format, result, rows)
             if args.format == "table":
-                print(f"knee_rate_req_s  {result['knee_rate_req_s']}")
+                print(f"knee_rate_req_s  {sweep.knee_rate_req_s}")
         return 0
     if args.compare_routers:
-        result = {}
+        by_router: dict[str, dict[str, Any]] = {}
         for policy in ("round_robin", "least_loaded", "prefix_affinity"):
             run = simulate(scenario, options.model_copy(update={"router": policy}))
-            result[policy] = summarize(run, slo_ttft_s=slo.ttft_s, slo_itl_s=slo.itl_s)
-        emit(args.format, result, [{"router": k, **flatten(v)} for k, v in result.items()])
+            by_router[policy] = summarize(run, slo_ttft_s=slo.ttft_s, slo_itl_s=slo.itl_s).to_json_dict()
+        emit(args.format, by_router, [{"router": k, **flatten(v)} for k, v in by_router.items()])
         return 0
     requests = load_trace(args.trace) if args.trace else None
     run = simulate(scenario, options, requests)
     rate = None if requests is not None else (options.rate_req_s or scenario.workload.requests_per_s)
     summary = summarize(run, slo_ttft_s=slo.ttft_s, slo_itl_s=slo.itl_s, offered_rate_req_s=rate,
-                        timeline=args.timeline and args.format == "json")
+                        timeline=args.timeline and args.format == "json").to_json_dict()
     emit(args.format, summary, [flatten(summary)])
     return 0
 

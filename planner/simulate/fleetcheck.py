@@ -160,8 +160,7 @@ def fleet_check(plan: Plan, scenario: Scenario, *, seed: int = 0) -> FleetCheck 
     if fs is None:
         return None
     s = summarize(simulate(scenario, fs.options), slo_ttft_s=scenario.slo.ttft_s, slo_itl_s=scenario.slo.itl_s)
-    return FleetCheck(sim=fs, attainment=float(s["slo_attainment"]), ttft_p90_s=float(s["ttft_s"]["p90"]),
-                      itl_mean_s=float(s["itl_s"]["mean"]))
+    return FleetCheck(sim=fs, attainment=s.slo_attainment, ttft_p90_s=s.ttft_s.p90, itl_mean_s=s.itl_s.mean)
 
 
 # The knee sweep: offered rates as fractions of the simulated slice's analytic capacity

@@ -11,9 +11,15 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from planner.io.formatting import NOT_A_NUMBER
-from planner.physics.step import prefill_step
 from planner.sizing.fleet import FleetArrays, fleet_arrays
-from planner.sizing.operating import OperatingArrays, WorkloadStats, operating_arrays, workload_stats
+from planner.sizing.operating import (
+    MeanPrefill,
+    OperatingArrays,
+    WorkloadStats,
+    mean_prefill,
+    operating_arrays,
+    workload_stats,
+)
 from planner.spec.context import Resolved
 from planner.spec.derivation import Derivation, fmt_num
 
@@ -213,14 +219,14 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
     return FleetSections(operating_point=opp, fleet=flr, cost=cost, stats=stats, arrays=op)
 
 
-def routing_section(r: Resolved) -> RoutingResult:
+def routing_section(r: Resolved, mean: MeanPrefill | None = None) -> RoutingResult:
     """Seeds' KV-aware routing comparison: TTFT and prefill capacity when 90% vs
-    30% of turns land on the worker that already holds the conversation."""
+    30% of turns land on the worker that already holds the conversation (``mean``:
+    the prefills as ``sizing.operating.mean_prefill`` computed them for the Plan)."""
     w = r.scenario.workload
     prefix = w.prefix_tokens
-    kw = r.step_kwargs()
-    cold = float(prefill_step(tokens=w.prompt_tokens, **kw).time_s)
-    warm = float(prefill_step(tokens=w.prompt_tokens, cached_tokens=prefix, **kw).time_s)
+    mp = mean if mean is not None else mean_prefill(r)
+    cold, warm = float(mp.miss.time_s), float(mp.warm.time_s)
 
     def mix(h: float) -> tuple[float, float]:
         t = h * warm + (1 - h) * cold

@@ -44,7 +44,15 @@ from planner.physics.memory import (
     weight_bytes_per_gpu,
 )
 from planner.physics.queueing import TTFT_PERCENTILE, ServiceTimes
-from planner.physics.step import DecodeCycle, DecodeStep, decode_cycle, prefill_chunks
+from planner.physics.step import (
+    DecodeCycle,
+    DecodeStep,
+    PrefillChunks,
+    PrefillStep,
+    decode_cycle,
+    prefill_chunks,
+    prefill_step,
+)
 from planner.sizing.modes import CEIL_TOLERANCE, MAX_PREFILL_POOL_GROWTH, colocated_load, disaggregated_load
 from planner.sizing.workload import MAX_PROMPT_CLASSES, WorkloadStats, workload_stats
 from planner.spec.context import Resolved
@@ -55,10 +63,13 @@ __all__ = [
     "KV_TAIL_Z",
     "MAX_PREFILL_POOL_GROWTH",
     "MAX_PROMPT_CLASSES",
+    "MeanPrefill",
     "OperatingArrays",
     "ReplicaMemory",
     "WorkloadStats",
+    "chunk_times_at",
     "cycle_at",
+    "mean_prefill",
     "operating_arrays",
     "replica_memory",
     "workload_stats",
@@ -102,6 +113,56 @@ class OperatingArrays:
     gpus_per_replica: Arr
     batch_grid: Arr  # the decode batches tried, shape (B,)
     decode: DecodeCycle  # the decode cycle at each candidate × batch (C, B): the Plan's decode section reads it
+    class_prompt: Arr  # the prompt classes the prefill chunks were computed for (WorkloadStats), shape (S,)
+    class_cached: Arr
+    prefill: PrefillChunks  # every class's chunk times per candidate (C, S, K): the Plan's prefill section reads them
+
+
+def chunk_times_at(op: OperatingArrays, candidate: int, *, prompt_tokens: float, cached_tokens: float
+                   ) -> list[float] | None:
+    """The chunk times (riding in decode iterations) of a prompt class ``operating_arrays``
+    already computed, as floats (None: no class has that prompt and cached length)."""
+    new = np.maximum(op.class_prompt - op.class_cached, 1.0)
+    hits = np.flatnonzero((op.class_prompt == prompt_tokens) & (op.class_cached == cached_tokens)
+                          & (new == prompt_tokens - cached_tokens))
+    if hits.size == 0:
+        return None
+    k = int(hits[0])
+    pc = op.prefill
+    marginal = np.broadcast_to(pc.marginal_s, (op.batch_size.shape[0],) + pc.mask.shape)[candidate, k]
+    return [float(x) for x, m in zip(marginal, pc.mask[k], strict=True) if m]
+
+
+@dataclass(frozen=True)
+class MeanPrefill:
+    """The mean prompt prefilled alone, computed once (one array call) for the Plan's
+    prefill and routing sections: a miss (nothing cached), a hit (the prefix cached, at
+    most prompt − 1 tokens) and warm (the routing comparison: the whole prefix cached)."""
+
+    hit_cached_tokens: float
+    miss: PrefillStep
+    hit: PrefillStep
+    warm: PrefillStep
+
+
+def mean_prefill(r: Resolved) -> MeanPrefill:
+    """Miss, hit and warm prefills of ``workload.prompt_tokens`` on the scenario's layout."""
+    w = r.scenario.workload
+    hit_cached = float(min(w.prefix_tokens, w.prompt_tokens - 1))
+    st = prefill_step(tokens=w.prompt_tokens, cached_tokens=np.array([0.0, hit_cached, float(w.prefix_tokens)]),
+                      **r.step_kwargs())
+    shape = np.shape(st.time_s)
+
+    def at(i: int) -> PrefillStep:
+        def f(a: ArrayLike) -> float:
+            return float(np.broadcast_to(np.asarray(a, float), shape)[i])
+
+        return PrefillStep(time_s=f(st.time_s), compute_s=f(st.compute_s), memory_s=f(st.memory_s),
+                           comm_s=f(st.comm_s), overhead_s=f(st.overhead_s), flops=f(st.flops),
+                           attention_flops=f(st.attention_flops), bytes_per_gpu=f(st.bytes_per_gpu),
+                           compute_bound=bool(np.broadcast_to(st.compute_bound, shape)[i]), marginal_s=f(st.marginal_s))
+
+    return MeanPrefill(hit_cached_tokens=hit_cached, miss=at(0), hit=at(1), warm=at(2))
 
 
 def cycle_at(cyc: DecodeCycle, candidate: int, column: int) -> DecodeCycle:
@@ -165,8 +226,8 @@ def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike) 
 
 
 def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr, b: Arr, riding: bool
-                   ) -> tuple[DecodeCycle, ServiceTimes]:
-    """(decode step, the service times of the load model) per candidate × batch.
+                   ) -> tuple[DecodeCycle, ServiceTimes, PrefillChunks]:
+    """(decode cycle, the service times of the load model, every class's prefill chunks) per candidate × batch.
 
     Decode cycle at B (speculative: verify pass + k·draft_cost·step), τ tokens per
     pass; prefill: every class's chunks (hits start after the cached prefix).
@@ -191,7 +252,7 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
                       weights=w, prefill_work_s=work, prefill_iterations=np.broadcast_to(pc.counts, work.shape),
                       chunk_share=np.broadcast_to(new / chunk, work.shape), stall_s=stalls,
                       stall_weights=stall_w / stall_w.sum())
-    return cyc, sv
+    return cyc, sv, pc
 
 
 def _reasons(r: Resolved, *, budget: Arr, kv_ok: NDArray[np.bool_], itl_ok: NDArray[np.bool_],
@@ -231,7 +292,7 @@ def operating_arrays(
     mem = replica_memory(r, tp=tp_c, pp=pp_c, ep=ep_c)
     wg, budget = mem.weight_bytes_per_gpu, mem.kv_budget_bytes
     kv_ok, max_seq = _kv_capacity(budget, mem.kv_bytes_per_token_per_gpu, ep_c, st, b)
-    cyc, sv = _service_times(r, st, tp=tp_c, pp=pp_c, ep=ep_c, b=b, riding=mode == "colocated")
+    cyc, sv, pc = _service_times(r, st, tp=tp_c, pp=pp_c, ep=ep_c, b=b, riding=mode == "colocated")
     if mode == "colocated":
         ld = colocated_load(r, sv, grid=grid)
     else:
@@ -284,4 +345,7 @@ def operating_arrays(
         gpus_per_replica=(tp_c * pp_c * ep_c)[:, 0],
         batch_grid=grid,
         decode=cyc,
+        class_prompt=st.class_prompt,
+        class_cached=st.class_cached,
+        prefill=pc,
     )

@@ -16,7 +16,7 @@ from planner.sizing.fleet_plan import (
     plan_fleet,
     routing_section,
 )
-from planner.sizing.operating import cycle_at
+from planner.sizing.operating import cycle_at, mean_prefill
 from planner.sizing.replica import (
     DecodeResult,
     MemoryResult,
@@ -128,7 +128,8 @@ def plan_resolved(r: Resolved) -> Plan:
     column = int(np.searchsorted(grid, batch))
     cycle = cycle_at(fs.arrays.decode, 0, column) if column < grid.size and grid[column] == batch else None
     dec = decode_section(r, d, batch_size=batch, live_context=live_ctx, cycle=cycle)
-    pre = prefill_section(r, d, decode_step_s=dec.step_s)
+    mp = mean_prefill(r)  # the mean prompt alone, for the prefill and routing sections (computed once)
+    pre = prefill_section(r, d, decode_step_s=dec.step_s, mean=mp, arrays=fs.arrays)
     ttft = op.ttft_s if op.feasible else pre.time_s
     d["ttft_s"] = Derivation(
         name="ttft_s", formula="operating-point TTFT (queueing + prefill)" if op.feasible else "prefill time (no queueing)",
@@ -147,7 +148,7 @@ def plan_resolved(r: Resolved) -> Plan:
         operating_point=op,
         fleet=fleet,
         cost=cost,
-        routing=routing_section(r),
+        routing=routing_section(r, mp),
         warnings=tuple(_warnings(r, mem, batch) + ([] if op.feasible else [f"no operating point meets the SLO: {op.reason}"])),
         origins=dict(r.origins),
         derivations=d,

@@ -30,13 +30,13 @@ from planner.physics.roofline import (
     prefill_intensity,
     ridge_flop_per_byte,
 )
-from planner.physics.step import DecodeCycle, PrefillStep, decode_cycle, prefill_chunks, prefill_step
+from planner.physics.step import DecodeCycle, PrefillStep, decode_cycle, prefill_chunks
 from planner.physics.techniques import (
     chunked_prefill,
     mbu,
     mfu,
 )
-from planner.sizing.operating import replica_memory
+from planner.sizing.operating import MeanPrefill, OperatingArrays, chunk_times_at, mean_prefill, replica_memory
 from planner.sizing.results import DecodeResult, MemoryResult, PrefillResult, RooflineResult
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
@@ -264,24 +264,31 @@ def _prefill_working(r: Resolved, pf: PrefillStep, t: float) -> str:
             f"{r.model.layers}")
 
 
-def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float) -> PrefillResult:
+def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float, mean: MeanPrefill | None = None,
+                    arrays: OperatingArrays | None = None) -> PrefillResult:
     """The mean prompt's prefill, run alone and chunked beside the decode batch,
-    averaged over prefix-cache hits (prefix_tokens cached) and misses."""
+    averaged over prefix-cache hits (prefix_tokens cached) and misses.  ``mean``: the
+    prefills alone as ``sizing.operating.mean_prefill`` computed them; ``arrays``: the
+    scenario's one-candidate operating arrays, whose chunk times are read where a prompt
+    class is the mean prompt (fixed lengths) instead of computed again."""
     s, gpu = r.scenario, r.gpu
     w = s.workload
     h = w.prefix_hit_rate if w.prefix_tokens > 0 else 0.0
-    hit_cached = float(min(w.prefix_tokens, w.prompt_tokens - 1))
+    mp = mean if mean is not None else mean_prefill(r)
+    hit_cached = mp.hit_cached_tokens
     kw = r.step_kwargs()
-    miss = prefill_step(tokens=w.prompt_tokens, **kw)
-    hit = prefill_step(tokens=w.prompt_tokens, cached_tokens=hit_cached, **kw)
+    miss, hit = mp.miss, mp.hit
     t_miss, t_hit = float(miss.time_s), float(hit.time_s)
     t = h * t_hit + (1.0 - h) * t_miss if 0 < h < 1 else (t_hit if h == 1 else t_miss)
     chunk = s.serving.chunk_tokens
     cases = [(1.0 - h, 0.0), (h, hit_cached)] if 0 < h < 1 else [(1.0, hit_cached if h == 1 else 0.0)]
     parts = []
     for weight, cached in cases:
-        pc = prefill_chunks(new_tokens=[w.prompt_tokens - cached], cached_tokens=[cached], chunk_tokens=chunk, **kw)
-        times = [float(x) for x, m in zip(pc.marginal_s[0], pc.mask[0], strict=True) if m]
+        times = (chunk_times_at(arrays, 0, prompt_tokens=float(w.prompt_tokens), cached_tokens=cached)
+                 if arrays is not None else None)
+        if times is None:
+            pc = prefill_chunks(new_tokens=[w.prompt_tokens - cached], cached_tokens=[cached], chunk_tokens=chunk, **kw)
+            times = [float(x) for x, m in zip(pc.marginal_s[0], pc.mask[0], strict=True) if m]
         cp = chunked_prefill(prompt_tokens=int(w.prompt_tokens - cached), chunk_tokens=chunk,
                              decode_step_s=decode_step_s, chunk_s=times, dedicated_prefill_s=t)
         parts.append((weight, cp, math.fsum(times)))
