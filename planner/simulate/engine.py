@@ -246,9 +246,40 @@ class _Sim:
                 self._kick(nf + bi, t)
 
 
-def _gaps(s: _Seq) -> np.ndarray:
-    times = np.concatenate([np.asarray(tl[a:b + 1]) for tl, a, b in s.segs]) if s.segs else np.zeros(0)
-    return np.diff(times)
+def _all_gaps(seqs: list[_Seq], replicas: list[_Replica]) -> np.ndarray:
+    """Every sequence's inter-token gaps, request by request: per sequence, np.diff of its
+    emission times (its runs of iterations, concatenated), gathered for all at once."""
+    offsets: dict[int, int] = {}
+    pos = 0
+    for rp in replicas:
+        offsets[id(rp.times)] = pos
+        pos += len(rp.times)
+    times = np.fromiter((t for rp in replicas for t in rp.times), dtype=float, count=pos)
+    starts: list[int] = []
+    lengths: list[int] = []
+    per_seq: list[int] = []
+    for s in seqs:
+        n = 0
+        for tl, a, b in s.segs:
+            starts.append(offsets[id(tl)] + a)
+            lengths.append(b - a + 1)
+            n += b - a + 1
+        per_seq.append(n)
+    ln = np.asarray(lengths, dtype=np.int64)
+    total = int(ln.sum())
+    if total == 0:
+        return np.zeros(0)
+    out = np.empty(total - int(np.count_nonzero(np.asarray(per_seq))), dtype=float)
+    first = np.cumsum(ln) - ln  # where each run starts in the gathered emission times
+    idx = np.arange(total, dtype=np.int64) + np.repeat(np.asarray(starts, dtype=np.int64) - first, ln)
+    emitted = times[idx]
+    gaps = np.diff(emitted)
+    ends = np.cumsum(np.asarray(per_seq, dtype=np.int64))  # one past each sequence's last emission
+    keep = np.ones(gaps.size, dtype=bool)
+    cut = ends[(ends > 0) & (ends < total)] - 1  # the gap from one sequence's last emission to the next's first
+    keep[cut] = False
+    out[:] = gaps[keep]
+    return out
 
 
 def _downsample(rep: _Replica, points: int) -> dict[str, Any]:
@@ -287,8 +318,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
     finish = np.array([s.finish_s for s in seqs])
     out = np.array([s.req.output_tokens for s in seqs])
     tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1), 0.0)
-    gaps = [_gaps(s) for s in seqs]
-    itl = np.concatenate(gaps) if gaps else np.zeros(0)
+    itl = _all_gaps(seqs, sim.replicas)
     t0, t1 = float(arrival.min()), float(finish.max())
     duration = t1 - t0
     return SimRun(
