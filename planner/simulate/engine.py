@@ -21,6 +21,7 @@ decoding is not simulated (one token per sequence per iteration).
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,7 +149,7 @@ class _Sim:
                     raise ScenarioError(f"requests[{i}].parent: must name an earlier request, got {q.parent}")
                 self.children.setdefault(q.parent, []).append(i)
         self.roots = [i for i, q in enumerate(requests) if q.parent < 0]
-        self.heap: list[tuple[float, int, int, int]] = []
+        self.heap: list[tuple[float, int, int, int, float]] = []
         self.order = 0
         self.routed = 0
         self.in_flight = 0
@@ -156,10 +157,14 @@ class _Sim:
         self.t_last = 0.0
         self.next_root = 0
         self.pending_transfer: dict[int, _Seq] = {}
+        self.now, self.now_pushed = 0.0, -math.inf  # the event being handled: its time, when it was queued
 
-    def push(self, t: float, kind: int, arg: int) -> None:
+    def push(self, t: float, kind: int, arg: int, pushed: float = -math.inf) -> None:
+        """Queue an event at ``t``; ``pushed``: when it was queued (-inf: before the run)."""
         self.order += 1
-        heapq.heappush(self.heap, (t, self.order, kind, arg))
+        heapq.heappush(self.heap, (t, self.order, kind, arg, pushed))
+        if kind == _ITER:
+            self.replicas[arg].event = self.order
 
     def _count(self, t: float, delta: int) -> None:
         self.area += self.in_flight * (t - self.t_last)
@@ -169,11 +174,20 @@ class _Sim:
     def _kick(self, ri: int, t: float) -> None:
         rep = self.replicas[ri]
         if rep.busy:
+            if rep.seg_t:  # a run of decode iterations: end it with the one in progress
+                end = rep.cut(t, self.now_pushed)
+                if end > 0:
+                    self.push(end, _ITER, ri, t)
+            return
+        end = rep.plan_run(t)
+        if end > 0:
+            rep.busy = True
+            self.push(end, _ITER, ri, t)
             return
         dt = rep.plan()
         if dt > 0:
             rep.busy = True
-            self.push(t + dt, _ITER, ri)
+            self.push(t + dt, _ITER, ri, t)
 
     def _route(self, pool: list[_Replica], req: Request, policy: str, t: float) -> int:
         if len(pool) == 1:
@@ -192,7 +206,7 @@ class _Sim:
         self.routed += 1
         if policy == "round_robin":  # needs no loads (choose_replica: counter % replicas)
             return (self.routed - 1) % len(pool)
-        loads = [rp.load(req) for rp in pool]
+        loads = [rp.load(req, self.now, self.now_pushed) for rp in pool]
         return choose_replica(policy=policy, loads=loads, prompt_tokens=req.prompt_tokens, counter=self.routed - 1,
                               w_affinity=o.w_affinity, w_queue=o.w_queue, w_kv=o.w_kv,
                               queue_norm_tokens=o.queue_norm_tokens)
@@ -200,9 +214,9 @@ class _Sim:
     def finished(self, s: _Seq, t: float) -> None:
         self._count(t, -1)
         for c in self.children.get(s.idx, ()):
-            self.push(t + self.requests[c].think_s, _ARRIVE, c)
+            self.push(t + self.requests[c].think_s, _ARRIVE, c, t)
         if self.options.concurrency is not None and self.next_root < len(self.roots):
-            self.push(t, _ARRIVE, self.roots[self.next_root])
+            self.push(t, _ARRIVE, self.roots[self.next_root], t)
             self.next_root += 1
 
     def transfer(self, s: _Seq, t: float) -> None:
@@ -212,7 +226,7 @@ class _Sim:
         dt = float(kv_transfer_exposed_s(transfer_s=full, prefill_s=self.steps.prefill_s(s.kv, 0.0),
                                          layers=self.layers, setup_s=self.setup_s))
         self.pending_transfer[s.idx] = s
-        self.push(t + dt, _TRANSFER, s.idx)
+        self.push(t + dt, _TRANSFER, s.idx, t)
 
     def run(self) -> None:
         o = self.options
@@ -225,9 +239,12 @@ class _Sim:
                 self.push(self.requests[i].arrival_s, _ARRIVE, i)
         nf = len(self.front)
         while self.heap:
-            t, _, kind, arg = heapq.heappop(self.heap)
+            t, order, kind, arg, self.now_pushed = heapq.heappop(self.heap)
+            self.now = t
             if kind == _ITER:
                 rep = self.replicas[arg]
+                if order != rep.event:
+                    continue  # a run of iterations cut short: its old end
                 rep.busy = False
                 rep.apply(t, self)
                 self._kick(arg, t)
