@@ -54,13 +54,18 @@ class StepTimes:
         self._decode: dict[int, list[float]] = {}
         self._prefill: dict[tuple[int, int], tuple[float, float]] = {}
 
-    def decode_s(self, batch_size: int, context_tokens: float) -> float:
-        """decode_step(batch, context).step_s, interpolated on the context grid."""
+    def decode_row(self, batch_size: int) -> list[float]:
+        """decode_step(batch, context).step_s on the context grid (0, pitch, 2 × pitch, …)."""
         row = self._decode.get(batch_size)
         if row is None:
             st = decode_step(batch_size=batch_size, context_tokens=self._grid, **self._kw)
             row = np.asarray(st.step_s, dtype=float).tolist()
             self._decode[batch_size] = row
+        return row
+
+    def decode_s(self, batch_size: int, context_tokens: float) -> float:
+        """decode_step(batch, context).step_s, interpolated on the context grid."""
+        row = self._decode.get(batch_size) or self.decode_row(batch_size)
         x = context_tokens / CONTEXT_GRID_TOKENS
         i = int(x)
         f = x - i
@@ -241,12 +246,16 @@ class _Replica:
             return 0.0
         ctx, rem, cnt = 0, SEGMENT_MAX_ITERATIONS, [0] * bt
         for s in running:
-            if s.kv < s.target:
+            kv = s.kv
+            if kv < s.target:
                 return 0.0
-            ctx += s.kv
-            cnt[s.kv % bt] += 1
-            rem = min(rem, s.req.output_tokens - s.generated)
-        b, free, decode_s = len(running), self.free, self.steps.decode_s
+            ctx += kv
+            cnt[kv % bt] += 1
+            r = s.req.output_tokens - s.generated
+            if r < rem:
+                rem = r
+        b, free, grid = len(running), self.free, CONTEXT_GRID_TOKENS
+        row = self.steps.decode_row(b)
         ts, fs = self.seg_t, self.seg_free
         self.seg_t0 = t
         for j in range(rem):  # iteration j: every kv is kv0 + j; those at a block boundary grow
@@ -254,7 +263,10 @@ class _Replica:
             if need > free:
                 break
             free -= need
-            t = t + decode_s(b, (ctx + j * b) / b + 1.0)
+            x = ((ctx + j * b) / b + 1.0) / grid  # StepTimes.decode_s, inlined
+            i = int(x)
+            f = x - i
+            t = t + (row[i] + f * (row[i + 1] - row[i]) if f else row[i])
             ts.append(t)
             fs.append(free)
         if len(ts) < 2:
@@ -290,21 +302,16 @@ class _Replica:
         del ts[j + 1:], self.seg_free[j + 1:]
         return ts[j]
 
-    def _apply_run(self) -> None:
-        """All but the last iteration of a planned run (apply() ends the last as usual)."""
+    def _apply_run(self) -> int:
+        """The series of all but the last iteration of a planned run; its length."""
         k1 = len(self.seg_t) - 1
-        idx = len(self.times)
         self.times.extend(self.seg_t[:k1])
         self.batch_series.extend([len(self._decode)] * k1)
         cap = self.capacity
         self.kv_series.extend([1.0 - f / cap for f in self.seg_free[:k1]])
-        for s in self._decode:
-            s.kv += k1
-            s.generated += k1
-            if s.seg_start < 0:
-                s.seg_start = idx
         self.seg_t.clear()
         self.seg_free.clear()
+        return k1 + 1
 
     # -- one iteration -------------------------------------------------------
     def plan(self) -> float:
@@ -402,16 +409,16 @@ class _Replica:
 
     def apply(self, t: float, sim: _Host) -> None:
         """End the planned iteration at time ``t``."""
-        if self.seg_t:
-            self._apply_run()
+        first = len(self.times)  # the first of the iterations ending (a planned run: several)
+        k = self._apply_run() if self.seg_t else 1
         idx = len(self.times)
         self.times.append(t)
         done: list[_Seq] = []
         for s in self._decode:
-            s.kv += 1
-            s.generated += 1
+            s.kv += k
+            s.generated += k
             if s.seg_start < 0:
-                s.seg_start = idx
+                s.seg_start = first
             if s.generated >= s.req.output_tokens:
                 done.append(s)
         handoff: list[_Seq] = []
