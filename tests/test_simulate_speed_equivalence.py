@@ -27,7 +27,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner import Scenario  # noqa: E402
-from planner.simulate import simulate, sim_options, summarize  # noqa: E402
+from planner.simulate import sim_options, simulate, summarize  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "data" / "simulate_equivalence.json"
 

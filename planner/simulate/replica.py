@@ -8,7 +8,6 @@ come from :mod:`planner.physics.step`, tabulated by :class:`StepTimes`.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Protocol
@@ -17,6 +16,7 @@ import numpy as np
 
 from planner.physics.step import decode_step, prefill_step
 from planner.simulate.arrivals import Request
+from planner.simulate.decoderuns import GRID_TOKENS, _DecodeRuns
 from planner.simulate.router import ReplicaLoad
 from planner.spec.context import Resolved
 
@@ -33,13 +33,10 @@ class _Host(Protocol):
 
 # Decode step times are tabulated per batch size on a context grid of this pitch
 # and interpolated linearly (the step time is piecewise linear in context).
-CONTEXT_GRID_TOKENS = 64
+CONTEXT_GRID_TOKENS = GRID_TOKENS  # (planner.simulate.decoderuns interpolates on it too)
 # Prefill chunk times are tabulated per cached-context bucket of this pitch, over
 # every chunk size up to serving.chunk_tokens (larger prefills are memoized exactly).
 CACHED_GRID_TOKENS = 16
-# Longest run of decode-only iterations planned as one event (an arrival cuts a run short;
-# longer runs waste the step times computed past the cut).
-SEGMENT_MAX_ITERATIONS = 32
 
 
 class StepTimes:
@@ -122,7 +119,7 @@ class _Seq:
         self.active = False
 
 
-class _Replica:
+class _Replica(_DecodeRuns):
     def __init__(self, *, role: str, capacity_blocks: int, block_tokens: int, max_batch: int,
                  chunk_tokens: int, chunked: bool, steps: StepTimes) -> None:
         self.role = role
@@ -132,7 +129,7 @@ class _Replica:
         self.max_batch = max_batch
         self.chunk_tokens = chunk_tokens
         self.chunked = chunked
-        self.steps = steps
+        self.steps: StepTimes = steps
         self.waiting: deque[_Seq] = deque()
         self.running: list[_Seq] = []
         self.entries: OrderedDict[str, _Entry] = OrderedDict()
@@ -144,10 +141,7 @@ class _Replica:
         self.join_s = 0.0  # when it starts taking requests (a replica added mid-run)
         self._decode: list[_Seq] = []
         self._pieces: list[tuple[_Seq, int]] = []
-        self.seg_t: list[float] = []  # a planned run of decode-only iterations: their end times,
-        self.seg_free: list[int] = []  # free blocks while each is in progress,
-        self.seg_t0 = 0.0  # and when the run was planned
-        self.event = 0  # order of this replica's live iteration-end event (older ones are stale)
+        self._init_runs()
 
     # -- KV blocks ---------------------------------------------------------
     def _evict_one(self) -> bool:
@@ -228,90 +222,12 @@ class _Replica:
 
     # -- load seen by routers ------------------------------------------------
     def load(self, req: Request, t: float = 0.0, pushed: float = -math.inf) -> ReplicaLoad:
-        free = self.seg_free[min(self.seg_index(t, pushed), len(self.seg_t) - 1)] if self.seg_t else self.free
+        free = self.free_at(t, pushed)
         pending = sum(s.target - s.kv for s in self.waiting) + sum(
             s.target - s.kv for s in self.running if s.kv < s.target)
         return ReplicaLoad(in_flight=len(self.waiting) + len(self.running), pending_tokens=pending,
                            kv_utilization=1.0 - free / self.capacity,
                            cached_prefix_tokens=self.cached_tokens(req, req.prompt_tokens))
-
-    # -- runs of decode-only iterations (one event instead of one per iteration) ------
-    def plan_run(self, t: float) -> float:
-        """When nothing can change but the tokens (nothing waiting, every running sequence
-        decoding, blocks free for every growth), plan the next iterations at once, up to the
-        first finish (at most SEGMENT_MAX_ITERATIONS): the same step times, summed in the same
-        order as one by one.  Returns the run's end time (0: plan one iteration instead)."""
-        running, bt = self.running, self.bt
-        if self.waiting or not running or self.role == "prefill":
-            return 0.0
-        ctx, rem, cnt = 0, SEGMENT_MAX_ITERATIONS, [0] * bt
-        for s in running:
-            kv = s.kv
-            if kv < s.target:
-                return 0.0
-            ctx += kv
-            cnt[kv % bt] += 1
-            r = s.req.output_tokens - s.generated
-            if r < rem:
-                rem = r
-        b, free, grid = len(running), self.free, CONTEXT_GRID_TOKENS
-        row = self.steps.decode_row(b)
-        ts, fs = self.seg_t, self.seg_free
-        self.seg_t0 = t
-        for j in range(rem):  # iteration j: every kv is kv0 + j; those at a block boundary grow
-            need = cnt[-j % bt]
-            if need > free:
-                break
-            free -= need
-            x = ((ctx + j * b) / b + 1.0) / grid  # StepTimes.decode_s, inlined
-            i = int(x)
-            f = x - i
-            t = t + (row[i] + f * (row[i + 1] - row[i]) if f else row[i])
-            ts.append(t)
-            fs.append(free)
-        if len(ts) < 2:
-            ts.clear()
-            fs.clear()
-            return 0.0
-        k = len(ts)
-        for s in running:
-            s.blocks += (s.kv + k - 1) // bt - (s.kv - 1) // bt
-        self.free = free
-        self._decode, self._pieces = list(running), []
-        return t
-
-    def seg_index(self, t: float, pushed: float) -> int:
-        """The run's first iteration to end after an event at ``t`` (pushed at ``pushed``)
-        is handled: the iteration in progress then, whose end sees it."""
-        ts = self.seg_t
-        j = bisect_left(ts, t)
-        if j < len(ts) and ts[j] == t and not pushed < (ts[j - 1] if j else self.seg_t0):
-            j += 1  # that iteration's end was queued first
-        return j
-
-    def cut(self, t: float, pushed: float) -> float:
-        """A request arrived at ``t``: end the run with the iteration then in progress.
-        Returns the new end time (0: the run ends then anyway)."""
-        ts, bt = self.seg_t, self.bt
-        j, k = self.seg_index(t, pushed), len(ts)
-        if j >= k - 1:
-            return 0.0
-        for s in self._decode:
-            s.blocks -= (s.kv + k - 1) // bt - (s.kv + j) // bt
-        self.free = self.seg_free[j]
-        del ts[j + 1:], self.seg_free[j + 1:]
-        return ts[j]
-
-    def _apply_run(self) -> int:
-        """The series of all but the last iteration of a planned run; its length."""
-        k1 = len(self.seg_t) - 1
-        self.times.extend(self.seg_t[:k1])
-        self.batch_series.extend([len(self._decode)] * k1)
-        cap = self.capacity
-        self.kv_series.extend([1.0 - f / cap for f in self.seg_free[:k1]])
-        self.seg_t.clear()
-        self.seg_free.clear()
-        return k1 + 1
 
     # -- one iteration -------------------------------------------------------
     def plan(self) -> float:
