@@ -72,7 +72,7 @@ class _DecodeRuns:
                 return 0.0
             ctx += kv
             cnt[kv % bt] += 1
-            r = s.req.output_tokens - s.generated
+            r = s.out - s.generated
             if r < rem:
                 rem = r
         b, free, grid = len(running), self.free, GRID_TOKENS

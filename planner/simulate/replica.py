@@ -97,12 +97,13 @@ class _Entry:
 
 
 class _Seq:
-    __slots__ = ("idx", "req", "arrival_s", "target", "kv", "shared", "entry", "blocks", "generated",
+    __slots__ = ("idx", "req", "out", "arrival_s", "target", "kv", "shared", "entry", "blocks", "generated",
                  "first_s", "finish_s", "segs", "seg_start", "hit", "preemptions", "active")
 
     def __init__(self, idx: int, req: Request, arrival_s: float) -> None:
         self.idx = idx
         self.req = req
+        self.out = req.output_tokens
         self.arrival_s = arrival_s
         self.target = req.prompt_tokens  # tokens to hold in KV before decoding
         self.kv = 0  # tokens whose KV this replica holds
@@ -335,7 +336,7 @@ class _Replica(_DecodeRuns):
             s.generated += k
             if s.seg_start < 0:
                 s.seg_start = first
-            if s.generated >= s.req.output_tokens:
+            if s.generated >= s.out:
                 done.append(s)
         handoff: list[_Seq] = []
         for s, n in self._pieces:
@@ -349,7 +350,7 @@ class _Replica(_DecodeRuns):
                 s.seg_start = idx
             if s.req.prefix_key is not None and s.req.prefix_tokens:
                 self._upsert(s, s.req.prefix_tokens)
-            if s.generated >= s.req.output_tokens:
+            if s.generated >= s.out:
                 done.append(s)
             elif self.role == "prefill":
                 handoff.append(s)
