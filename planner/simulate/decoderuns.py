@@ -94,10 +94,7 @@ class _DecodeRuns:
             ts.clear()
             fs.clear()
             return 0.0
-        k = len(ts)
-        for s in running:
-            s.blocks += (s.kv + k - 1) // bt - (s.kv - 1) // bt
-        self.free = free
+        self.free = free  # the sequences' blocks count their growth when the run ends
         self._decode, self._pieces = list(running), []
         return t
 
@@ -113,12 +110,10 @@ class _DecodeRuns:
     def cut(self, t: float, pushed: float) -> float:
         """A request arrived at ``t``: end the run with the iteration then in progress.
         Returns the new end time (0: the run ends then anyway)."""
-        ts, bt = self.seg_t, self.bt
-        j, k = self.seg_index(t, pushed), len(ts)
-        if j >= k - 1:
+        ts = self.seg_t
+        j = self.seg_index(t, pushed)
+        if j >= len(ts) - 1:
             return 0.0
-        for s in self._decode:
-            s.blocks -= (s.kv + k - 1) // bt - (s.kv + j) // bt
         self.free = self.seg_free[j]
         del ts[j + 1:], self.seg_free[j + 1:]
         return ts[j]

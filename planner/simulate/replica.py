@@ -327,11 +327,15 @@ class _Replica(_DecodeRuns):
     def apply(self, t: float, sim: _Host) -> None:
         """End the planned iteration at time ``t``."""
         first = len(self.times)  # the first of the iterations ending (a planned run: several)
-        k = self._apply_run() if self.seg_t else 1
+        run = bool(self.seg_t)
+        k = self._apply_run() if run else 1
         idx = len(self.times)
         self.times.append(t)
         done: list[_Seq] = []
+        bt = self.bt
         for s in self._decode:
+            if run:  # a run's blocks (taken from free when it was planned)
+                s.blocks += (s.kv + k - 1) // bt - (s.kv - 1) // bt
             s.kv += k
             s.generated += k
             if s.seg_start < 0:
