@@ -1,4 +1,5 @@
-"""Simulator speed: a 10,000-request run on one replica, in simulated requests per wall second.
+"""Simulator speed: a 10,000-request run on one replica, in simulated requests per wall second
+(and per CPU second of this process, steadier on a shared machine).
 
     .venv/bin/python bench/simulate.py [--requests N] [--rate R] [--replicas N]
 
