@@ -1,4 +1,5 @@
-"""Simulator speed: a 10,000-request run on one replica, in simulated requests per wall second.
+"""Simulator speed: a 10,000-request run on one replica, in simulated requests per wall second
+(and per CPU second of this process, steadier on a shared machine).
 
     .venv/bin/python bench/simulate.py [--requests N] [--rate R] [--replicas N]
 
@@ -33,12 +34,13 @@ def main() -> None:
                           replicas=args.replicas)
     if args.requests > MAX_SIM_REQUESTS:
         options = options.model_copy(update={"requests": args.requests})
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), time.process_time()
     run = simulate(scenario, options)
-    wall_s = time.perf_counter() - start
+    wall_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu0
     s = summarize(run, slo_ttft_s=scenario.slo.ttft_s, slo_itl_s=scenario.slo.itl_s)
-    print(f"requests={run.requests} replicas={args.replicas} rate={args.rate} req/s iterations={run.iterations} wall={wall_s:.2f} s")
-    print(f"simulated requests/s: {run.requests / wall_s:,.0f}")
+    print(f"requests={run.requests} replicas={args.replicas} rate={args.rate} req/s iterations={run.iterations} wall={wall_s:.2f} s "
+          f"cpu={cpu_s:.2f} s")
+    print(f"simulated requests/s: {run.requests / wall_s:,.0f} (per CPU second: {run.requests / cpu_s:,.0f})")
     print(f"iterations/s: {run.iterations / wall_s:,.0f}")
     print(f"p99 TTFT {s.ttft_s.p99:.3f} s, p99 ITL {s.itl_s.p99 * 1e3:.1f} ms, "
           f"goodput {s.goodput_req_s:.2f} req/s")

@@ -17,10 +17,18 @@ KV lives in paged blocks of ``serving.block_tokens``; the capacity is the plan's
 budget / KV bytes per token per GPU.  Requests sharing a ``prefix_key`` reuse cached
 full blocks (prefix sharing).  Deterministic for a given seed.  Speculative
 decoding is not simulated (one token per sequence per iteration).
+
+Speed without changing a result: while a replica only decodes (nothing waiting, blocks free
+for every growth) its iterations up to the next finish are planned as one event
+(:mod:`planner.simulate.decoderuns`: the same step times summed in the same order), and an
+arrival routed to it cuts the run at the iteration then in progress.  Inter-token gaps are
+gathered for every request in one vectorized pass at the end.  Same seed, bit-identical
+run (tests/test_simulate_speed_equivalence.py holds runs recorded before these changes).
 """
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,7 +156,7 @@ class _Sim:
                     raise ScenarioError(f"requests[{i}].parent: must name an earlier request, got {q.parent}")
                 self.children.setdefault(q.parent, []).append(i)
         self.roots = [i for i, q in enumerate(requests) if q.parent < 0]
-        self.heap: list[tuple[float, int, int, int]] = []
+        self.heap: list[tuple[float, int, int, int, float]] = []
         self.order = 0
         self.routed = 0
         self.in_flight = 0
@@ -156,10 +164,14 @@ class _Sim:
         self.t_last = 0.0
         self.next_root = 0
         self.pending_transfer: dict[int, _Seq] = {}
+        self.now, self.now_pushed = 0.0, -math.inf  # the event being handled: its time, when it was queued
 
-    def push(self, t: float, kind: int, arg: int) -> None:
+    def push(self, t: float, kind: int, arg: int, pushed: float = -math.inf) -> None:
+        """Queue an event at ``t``; ``pushed``: when it was queued (-inf: before the run)."""
         self.order += 1
-        heapq.heappush(self.heap, (t, self.order, kind, arg))
+        heapq.heappush(self.heap, (t, self.order, kind, arg, pushed))
+        if kind == _ITER:
+            self.replicas[arg].event = self.order
 
     def _count(self, t: float, delta: int) -> None:
         self.area += self.in_flight * (t - self.t_last)
@@ -169,11 +181,20 @@ class _Sim:
     def _kick(self, ri: int, t: float) -> None:
         rep = self.replicas[ri]
         if rep.busy:
+            if rep.seg_t:  # a run of decode iterations: end it with the one in progress
+                end = rep.cut(t, self.now_pushed)
+                if end > 0:
+                    self.push(end, _ITER, ri, t)
+            return
+        end = rep.plan_run(t)
+        if end > 0:
+            rep.busy = True
+            self.push(end, _ITER, ri, t)
             return
         dt = rep.plan()
         if dt > 0:
             rep.busy = True
-            self.push(t + dt, _ITER, ri)
+            self.push(t + dt, _ITER, ri, t)
 
     def _route(self, pool: list[_Replica], req: Request, policy: str, t: float) -> int:
         if len(pool) == 1:
@@ -192,7 +213,7 @@ class _Sim:
         self.routed += 1
         if policy == "round_robin":  # needs no loads (choose_replica: counter % replicas)
             return (self.routed - 1) % len(pool)
-        loads = [rp.load(req) for rp in pool]
+        loads = [rp.load(req, self.now, self.now_pushed) for rp in pool]
         return choose_replica(policy=policy, loads=loads, prompt_tokens=req.prompt_tokens, counter=self.routed - 1,
                               w_affinity=o.w_affinity, w_queue=o.w_queue, w_kv=o.w_kv,
                               queue_norm_tokens=o.queue_norm_tokens)
@@ -200,9 +221,9 @@ class _Sim:
     def finished(self, s: _Seq, t: float) -> None:
         self._count(t, -1)
         for c in self.children.get(s.idx, ()):
-            self.push(t + self.requests[c].think_s, _ARRIVE, c)
+            self.push(t + self.requests[c].think_s, _ARRIVE, c, t)
         if self.options.concurrency is not None and self.next_root < len(self.roots):
-            self.push(t, _ARRIVE, self.roots[self.next_root])
+            self.push(t, _ARRIVE, self.roots[self.next_root], t)
             self.next_root += 1
 
     def transfer(self, s: _Seq, t: float) -> None:
@@ -212,7 +233,7 @@ class _Sim:
         dt = float(kv_transfer_exposed_s(transfer_s=full, prefill_s=self.steps.prefill_s(s.kv, 0.0),
                                          layers=self.layers, setup_s=self.setup_s))
         self.pending_transfer[s.idx] = s
-        self.push(t + dt, _TRANSFER, s.idx)
+        self.push(t + dt, _TRANSFER, s.idx, t)
 
     def run(self) -> None:
         o = self.options
@@ -225,9 +246,12 @@ class _Sim:
                 self.push(self.requests[i].arrival_s, _ARRIVE, i)
         nf = len(self.front)
         while self.heap:
-            t, _, kind, arg = heapq.heappop(self.heap)
+            t, order, kind, arg, self.now_pushed = heapq.heappop(self.heap)
+            self.now = t
             if kind == _ITER:
                 rep = self.replicas[arg]
+                if order != rep.event:
+                    continue  # a run of iterations cut short: its old end
                 rep.busy = False
                 rep.apply(t, self)
                 self._kick(arg, t)
@@ -246,9 +270,40 @@ class _Sim:
                 self._kick(nf + bi, t)
 
 
-def _gaps(s: _Seq) -> np.ndarray:
-    times = np.concatenate([np.asarray(tl[a:b + 1]) for tl, a, b in s.segs]) if s.segs else np.zeros(0)
-    return np.diff(times)
+def _all_gaps(seqs: list[_Seq], replicas: list[_Replica]) -> np.ndarray:
+    """Every sequence's inter-token gaps, request by request: per sequence, np.diff of its
+    emission times (its runs of iterations, concatenated), gathered for all at once."""
+    offsets: dict[int, int] = {}
+    pos = 0
+    for rp in replicas:
+        offsets[id(rp.times)] = pos
+        pos += len(rp.times)
+    times = np.fromiter((t for rp in replicas for t in rp.times), dtype=float, count=pos)
+    starts: list[int] = []
+    lengths: list[int] = []
+    per_seq: list[int] = []
+    for s in seqs:
+        n = 0
+        for tl, a, b in s.segs:
+            starts.append(offsets[id(tl)] + a)
+            lengths.append(b - a + 1)
+            n += b - a + 1
+        per_seq.append(n)
+    ln = np.asarray(lengths, dtype=np.int64)
+    total = int(ln.sum())
+    if total == 0:
+        return np.zeros(0)
+    out = np.empty(total - int(np.count_nonzero(np.asarray(per_seq))), dtype=float)
+    first = np.cumsum(ln) - ln  # where each run starts in the gathered emission times
+    idx = np.arange(total, dtype=np.int64) + np.repeat(np.asarray(starts, dtype=np.int64) - first, ln)
+    emitted = times[idx]
+    gaps = np.diff(emitted)
+    ends = np.cumsum(np.asarray(per_seq, dtype=np.int64))  # one past each sequence's last emission
+    keep = np.ones(gaps.size, dtype=bool)
+    cut = ends[(ends > 0) & (ends < total)] - 1  # the gap from one sequence's last emission to the next's first
+    keep[cut] = False
+    out[:] = gaps[keep]
+    return out
 
 
 def _downsample(rep: _Replica, points: int) -> dict[str, Any]:
@@ -287,8 +342,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
     finish = np.array([s.finish_s for s in seqs])
     out = np.array([s.req.output_tokens for s in seqs])
     tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1), 0.0)
-    gaps = [_gaps(s) for s in seqs]
-    itl = np.concatenate(gaps) if gaps else np.zeros(0)
+    itl = _all_gaps(seqs, sim.replicas)
     t0, t1 = float(arrival.min()), float(finish.max())
     duration = t1 - t0
     return SimRun(

@@ -16,6 +16,7 @@ import numpy as np
 
 from planner.physics.step import decode_step, prefill_step
 from planner.simulate.arrivals import Request
+from planner.simulate.decoderuns import GRID_TOKENS, _DecodeRuns
 from planner.simulate.router import ReplicaLoad
 from planner.spec.context import Resolved
 
@@ -32,7 +33,7 @@ class _Host(Protocol):
 
 # Decode step times are tabulated per batch size on a context grid of this pitch
 # and interpolated linearly (the step time is piecewise linear in context).
-CONTEXT_GRID_TOKENS = 64
+CONTEXT_GRID_TOKENS = GRID_TOKENS  # (planner.simulate.decoderuns interpolates on it too)
 # Prefill chunk times are tabulated per cached-context bucket of this pitch, over
 # every chunk size up to serving.chunk_tokens (larger prefills are memoized exactly).
 CACHED_GRID_TOKENS = 16
@@ -50,13 +51,18 @@ class StepTimes:
         self._decode: dict[int, list[float]] = {}
         self._prefill: dict[tuple[int, int], tuple[float, float]] = {}
 
-    def decode_s(self, batch_size: int, context_tokens: float) -> float:
-        """decode_step(batch, context).step_s, interpolated on the context grid."""
+    def decode_row(self, batch_size: int) -> list[float]:
+        """decode_step(batch, context).step_s on the context grid (0, pitch, 2 × pitch, …)."""
         row = self._decode.get(batch_size)
         if row is None:
             st = decode_step(batch_size=batch_size, context_tokens=self._grid, **self._kw)
             row = np.asarray(st.step_s, dtype=float).tolist()
             self._decode[batch_size] = row
+        return row
+
+    def decode_s(self, batch_size: int, context_tokens: float) -> float:
+        """decode_step(batch, context).step_s, interpolated on the context grid."""
+        row = self._decode.get(batch_size) or self.decode_row(batch_size)
         x = context_tokens / CONTEXT_GRID_TOKENS
         i = int(x)
         f = x - i
@@ -91,12 +97,13 @@ class _Entry:
 
 
 class _Seq:
-    __slots__ = ("idx", "req", "arrival_s", "target", "kv", "shared", "entry", "blocks", "generated",
+    __slots__ = ("idx", "req", "out", "arrival_s", "target", "kv", "shared", "entry", "blocks", "generated",
                  "first_s", "finish_s", "segs", "seg_start", "hit", "preemptions", "active")
 
     def __init__(self, idx: int, req: Request, arrival_s: float) -> None:
         self.idx = idx
         self.req = req
+        self.out = req.output_tokens
         self.arrival_s = arrival_s
         self.target = req.prompt_tokens  # tokens to hold in KV before decoding
         self.kv = 0  # tokens whose KV this replica holds
@@ -113,7 +120,7 @@ class _Seq:
         self.active = False
 
 
-class _Replica:
+class _Replica(_DecodeRuns):
     def __init__(self, *, role: str, capacity_blocks: int, block_tokens: int, max_batch: int,
                  chunk_tokens: int, chunked: bool, steps: StepTimes) -> None:
         self.role = role
@@ -123,7 +130,7 @@ class _Replica:
         self.max_batch = max_batch
         self.chunk_tokens = chunk_tokens
         self.chunked = chunked
-        self.steps = steps
+        self.steps: StepTimes = steps
         self.waiting: deque[_Seq] = deque()
         self.running: list[_Seq] = []
         self.entries: OrderedDict[str, _Entry] = OrderedDict()
@@ -135,6 +142,7 @@ class _Replica:
         self.join_s = 0.0  # when it starts taking requests (a replica added mid-run)
         self._decode: list[_Seq] = []
         self._pieces: list[tuple[_Seq, int]] = []
+        self._init_runs()
 
     # -- KV blocks ---------------------------------------------------------
     def _evict_one(self) -> bool:
@@ -214,11 +222,12 @@ class _Replica:
         self.entries[key] = ne
 
     # -- load seen by routers ------------------------------------------------
-    def load(self, req: Request) -> ReplicaLoad:
+    def load(self, req: Request, t: float = 0.0, pushed: float = -math.inf) -> ReplicaLoad:
+        free = self.free_at(t, pushed)
         pending = sum(s.target - s.kv for s in self.waiting) + sum(
             s.target - s.kv for s in self.running if s.kv < s.target)
         return ReplicaLoad(in_flight=len(self.waiting) + len(self.running), pending_tokens=pending,
-                           kv_utilization=1.0 - self.free / self.capacity,
+                           kv_utilization=1.0 - free / self.capacity,
                            cached_prefix_tokens=self.cached_tokens(req, req.prompt_tokens))
 
     # -- one iteration -------------------------------------------------------
@@ -317,15 +326,21 @@ class _Replica:
 
     def apply(self, t: float, sim: _Host) -> None:
         """End the planned iteration at time ``t``."""
+        first = len(self.times)  # the first of the iterations ending (a planned run: several)
+        run = bool(self.seg_t)
+        k = self._apply_run() if run else 1
         idx = len(self.times)
         self.times.append(t)
         done: list[_Seq] = []
+        bt = self.bt
         for s in self._decode:
-            s.kv += 1
-            s.generated += 1
+            if run:  # a run's blocks (taken from free when it was planned)
+                s.blocks += (s.kv + k - 1) // bt - (s.kv - 1) // bt
+            s.kv += k
+            s.generated += k
             if s.seg_start < 0:
-                s.seg_start = idx
-            if s.generated >= s.req.output_tokens:
+                s.seg_start = first
+            if s.generated >= s.out:
                 done.append(s)
         handoff: list[_Seq] = []
         for s, n in self._pieces:
@@ -339,7 +354,7 @@ class _Replica:
                 s.seg_start = idx
             if s.req.prefix_key is not None and s.req.prefix_tokens:
                 self._upsert(s, s.req.prefix_tokens)
-            if s.generated >= s.req.output_tokens:
+            if s.generated >= s.out:
                 done.append(s)
             elif self.role == "prefill":
                 handoff.append(s)
