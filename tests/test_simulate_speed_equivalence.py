@@ -78,7 +78,7 @@ def record(name: str) -> dict[str, Any]:
     sc_kw, opt_kw = SCENARIOS[name]
     sc = Scenario(**sc_kw)
     run = simulate(sc, sim_options(**opt_kw))
-    summary = summarize(run, slo_ttft_s=sc.slo.ttft_s, slo_itl_s=sc.slo.itl_s, timeline=True)
+    summary = summarize(run, slo_ttft_s=sc.slo.ttft_s, slo_itl_s=sc.slo.itl_s, timeline=True).to_json_dict()
     summary["timeline"] = [{"role": tl["role"], **{k: _digest(np.asarray(tl[k])) for k in
                                                     ("t_s", "batch_size", "kv_utilization")}}
                            for tl in summary["timeline"]]
