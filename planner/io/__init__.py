@@ -5,6 +5,11 @@ Imports only ``planner.errors``.
 from planner.io.atomic import (
     write_bytes_atomic,
 )
+from planner.io.csvtext import (
+    CSV_FIELD_CHARS,
+    csv_number,
+    csv_rows,
+)
 from planner.io.export import (
     REASON_COLUMN,
     csv_text,
@@ -42,6 +47,9 @@ from planner.io.pdf import (
 )
 
 __all__ = [
+    "CSV_FIELD_CHARS",
+    "csv_number",
+    "csv_rows",
     "CHROMIUM_PATH",
     "MAX_JSON_DEPTH",
     "MAX_JSON_FILE_BYTES",

@@ -9,10 +9,8 @@ A trace is used as given (one sample per row).
 
 from __future__ import annotations
 
-import csv
 import io
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
@@ -21,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.errors import ScenarioError
+from planner.io.csvtext import csv_rows
 from planner.io.jsonfile import read_text_file
 from planner.spec.scenario import MAX_SEQUENCE_TOKENS, MAX_TRACE_ROWS
 
@@ -140,21 +139,6 @@ def token_count(raw: str, *, label: str) -> int:
         raise ScenarioError(f"{label} must be an integer from 1 to {MAX_SEQUENCE_TOKENS:,}, "
                             f"got {text[:_MAX_FIELD_CHARS]!r}")
     return int(value)
-
-
-def csv_rows(text: str, what: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
-    """(line number, row) of CSV text whose header has ``columns``; a missing
-    column or a malformed file (a field over the csv module's 128 KB limit, a
-    NUL ...) is one ScenarioError naming ``what`` and the line."""
-    reader = csv.DictReader(io.StringIO(text))
-    try:
-        fields = reader.fieldnames or []
-        missing = [c for c in columns if c not in fields]
-        if missing:
-            raise ScenarioError(f"{what}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
-        yield from enumerate(reader, start=2)  # line 1 is the header
-    except csv.Error as exc:
-        raise ScenarioError(f"{what}: malformed CSV at line {reader.line_num}: {exc}") from None
 
 
 def parse_trace_csv(source: str | Path | io.TextIOBase, *, max_rows: int = MAX_TRACE_ROWS) -> tuple[tuple[int, int], ...]:

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from planner.errors import ScenarioError
+from planner.io.csvtext import csv_number, csv_rows
 from planner.io.jsonfile import read_text_file
-from planner.physics.lengths import csv_rows, draw_lengths, token_count
+from planner.physics.lengths import draw_lengths, token_count
 from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions
 from planner.spec.scenario import Scenario
 
@@ -142,19 +143,7 @@ def parse_request_trace_csv(text: str) -> tuple[Request, ...]:
         if len(out) >= MAX_SIM_REQUESTS:
             raise ScenarioError(f"trace: more than {MAX_SIM_REQUESTS:,} rows; the limit is {MAX_SIM_REQUESTS:,}")
 
-        def num(col: str, kind: type, row: dict[str, str] = row, row_no: int = row_no) -> float:
-            raw = (row.get(col) or "").strip()
-            try:
-                if len(raw) > MAX_TRACE_FIELD_CHARS:
-                    raise ValueError(raw)
-                value = kind(raw)
-            except ValueError:
-                raise ScenarioError(f"trace.{col}: not a number at line {row_no}: {raw[:40]!r}") from None
-            if not math.isfinite(value):
-                raise ScenarioError(f"trace.{col}: not finite at line {row_no}")
-            return float(value)
-
-        t = num("arrival_s", float)
+        t = csv_number(row, "arrival_s", what="trace", line=row_no, max_chars=MAX_TRACE_FIELD_CHARS)
         if t < 0:
             raise ScenarioError(f"trace.arrival_s: negative at line {row_no}")
         if t < last:
@@ -166,9 +155,12 @@ def parse_request_trace_csv(text: str) -> tuple[Request, ...]:
         key = (row.get("prefix_key") or "").strip() or None
         if key is not None and len(key) > MAX_TRACE_FIELD_CHARS:
             raise ScenarioError(f"trace.prefix_key: longer than {MAX_TRACE_FIELD_CHARS} characters at line {row_no}")
-        ptok = int(num("prefix_tokens", int)) if key and (row.get("prefix_tokens") or "").strip() else 0
-        if not 0 <= ptok <= p:
-            raise ScenarioError(f"trace.prefix_tokens: must be between 0 and prompt_tokens at line {row_no}")
+        ptok_f = (csv_number(row, "prefix_tokens", what="trace", line=row_no, max_chars=MAX_TRACE_FIELD_CHARS)
+                  if key and (row.get("prefix_tokens") or "").strip() else 0.0)
+        ptok = int(ptok_f)
+        if ptok != ptok_f or not 0 <= ptok <= p:
+            raise ScenarioError(f"trace.prefix_tokens: must be a whole number between 0 and prompt_tokens "
+                                f"at line {row_no}")
         out.append(Request(t, p, o, key, ptok))
     if not out:
         raise ScenarioError("trace: empty; it needs a header and at least one request row")

@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Sequence
 from typing import Annotated
@@ -24,6 +22,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import ScenarioError
+from planner.io.csvtext import csv_number, csv_rows
 
 __all__ = [
     "DAY_S",
@@ -181,37 +180,17 @@ def parse_profile_csv(text: str) -> tuple[ProfilePoint, ...]:
     MAX_PROFILE_CSV_BYTES and MAX_PROFILE_POINTS rows; sorted, rates ≥ 0)."""
     if len(text) > MAX_PROFILE_CSV_BYTES:
         raise ScenarioError(f"profile: the CSV is over the limit of {MAX_PROFILE_CSV_BYTES:,} bytes")
-    reader = csv.DictReader(io.StringIO(text))
     points: list[ProfilePoint] = []
-    try:
-        fields = reader.fieldnames or []
-        missing = [c for c in ("t_s", "requests_per_s") if c not in fields]
-        if missing:
-            raise ScenarioError(f"profile: missing column(s) {', '.join(missing)}; expected t_s,requests_per_s")
-        for line, row in enumerate(reader, start=2):
-            if len(points) >= MAX_PROFILE_POINTS:
-                raise ScenarioError(f"profile: more than {MAX_PROFILE_POINTS:,} rows; the limit is "
-                                    f"{MAX_PROFILE_POINTS:,}")
-            nums = []
-            for col in ("t_s", "requests_per_s"):
-                raw = (row.get(col) or "").strip()
-                try:
-                    if len(raw) > _MAX_FIELD_CHARS:
-                        raise ValueError(raw)
-                    v = float(raw)
-                except ValueError:
-                    raise ScenarioError(f"profile.{col}: not a number at line {line}: {raw[:40]!r}") from None
-                if not math.isfinite(v):
-                    raise ScenarioError(f"profile.{col}: not finite at line {line}")
-                nums.append(v)
-            t, rate = nums
-            if not 0 <= t < DAY_S:
-                raise ScenarioError(f"profile.t_s: must be from 0 to {DAY_S:g} s (exclusive) at line {line}")
-            if not 0 <= rate <= MAX_PROFILE_RATE:
-                raise ScenarioError(f"profile.requests_per_s: must be from 0 to {MAX_PROFILE_RATE:g} at line {line}")
-            points.append(ProfilePoint(t_s=t, requests_per_s=rate))
-    except csv.Error as exc:
-        raise ScenarioError(f"profile: malformed CSV at line {reader.line_num}: {exc}") from None
+    for line, row in csv_rows(text, "profile", ("t_s", "requests_per_s")):
+        if len(points) >= MAX_PROFILE_POINTS:
+            raise ScenarioError(f"profile: more than {MAX_PROFILE_POINTS:,} rows; the limit is {MAX_PROFILE_POINTS:,}")
+        t, rate = (csv_number(row, col, what="profile", line=line, max_chars=_MAX_FIELD_CHARS)
+                   for col in ("t_s", "requests_per_s"))
+        if not 0 <= t < DAY_S:
+            raise ScenarioError(f"profile.t_s: must be from 0 to {DAY_S:g} s (exclusive) at line {line}")
+        if not 0 <= rate <= MAX_PROFILE_RATE:
+            raise ScenarioError(f"profile.requests_per_s: must be from 0 to {MAX_PROFILE_RATE:g} at line {line}")
+        points.append(ProfilePoint(t_s=t, requests_per_s=rate))
     try:
         check_profile(points)
     except ValueError as exc:
