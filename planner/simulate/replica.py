@@ -241,8 +241,21 @@ class _Replica(_DecodeRuns):
         return 0.0
 
     def _plan_once(self) -> float:
-        bt, running, waiting = self.bt, self.running, self.waiting
-        # 0. sequences whose KV arrived by transfer
+        """Plan one iteration (decode step + one prefill chunk riding on it); its duration."""
+        self._admit_transferred()
+        decode, ctx = self._reserve_decode()
+        pieces, ntot, cw = self._plan_prefill_chunk()
+        dt = 0.0
+        if decode:
+            dt += self.steps.decode_s(len(decode), ctx / len(decode) + 1.0)
+        if pieces:
+            dt += self.steps.prefill_s(ntot, cw / ntot, riding=bool(decode))
+        self._decode, self._pieces = decode, pieces
+        return dt
+
+    def _admit_transferred(self) -> None:
+        """0. Sequences whose KV arrived by transfer join the batch."""
+        running, waiting = self.running, self.waiting
         while waiting and waiting[0].kv >= waiting[0].target and len(running) < self.max_batch:
             s = waiting[0]
             if not self._alloc(s, 0):
@@ -250,7 +263,11 @@ class _Replica(_DecodeRuns):
             waiting.popleft()
             s.active = True
             running.append(s)
-        # 1. one token for every decoding sequence
+
+    def _reserve_decode(self) -> tuple[list[_Seq], int]:
+        """1. One token per decoding sequence: blocks for new tokens (evict cached prefixes, then
+        preempt the newest sequences when short).  The decoding sequences and their context."""
+        bt, running = self.bt, self.running
         decode: list[_Seq] = []
         grow: list[_Seq] = []  # decoding sequences whose next token opens a new block
         ctx = 0
@@ -276,7 +293,11 @@ class _Replica(_DecodeRuns):
         self.free -= need
         for s in grow:
             s.blocks += 1
-        # 2. one chunk of prefill: in-progress prefills, then waiting requests (FCFS)
+        return decode, ctx
+
+    def _plan_prefill_chunk(self) -> tuple[list[tuple[_Seq, int]], int, float]:
+        """2. One prefill chunk: in-progress prefills, then waiting requests (FCFS), in budget."""
+        running, waiting = self.running, self.waiting
         budget = self.chunk_tokens
         pieces: list[tuple[_Seq, int]] = []
         ntot = 0
@@ -316,13 +337,7 @@ class _Replica(_DecodeRuns):
             pieces.append((s, n))
             ntot += n
             cw += n * s.kv
-        dt = 0.0
-        if decode:
-            dt += self.steps.decode_s(len(decode), ctx / len(decode) + 1.0)
-        if pieces:
-            dt += self.steps.prefill_s(ntot, cw / ntot, riding=bool(decode))
-        self._decode, self._pieces = decode, pieces
-        return dt
+        return pieces, ntot, cw
 
     def apply(self, t: float, sim: _Host) -> None:
         """End the planned iteration at time ``t``."""
