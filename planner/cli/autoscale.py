@@ -79,7 +79,7 @@ def _cmd_autoscale(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("autoscale", help="replicas per interval over a day under an autoscaling policy")
     add_scenario_args(p)
     src = p.add_mutually_exclusive_group()

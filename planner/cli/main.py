@@ -107,7 +107,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("plan", help="plan one scenario")
     add_scenario_args(p)
     add_format_arg(p)

@@ -133,7 +133,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("probe", help="load-test a live OpenAI-compatible endpoint")
     p.add_argument("--url", required=True, help="server root or /v1/... URL (checked against PROBE_ALLOWED_HOSTS)")
     p.add_argument("--model", required=True, help="model name sent to the endpoint")

@@ -42,7 +42,7 @@ def _cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("report", help="write the review report (.html, or .pdf via headless Chromium)")
     add_scenario_args(p)
     p.add_argument("--out", required=True, metavar="FILE.html|FILE.pdf", help="the report file to write")

@@ -149,7 +149,7 @@ def _meta(p: argparse.ArgumentParser, *, new: bool) -> None:
         p.add_argument("--slug", default=None, help="link name (default: made from the name)")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     top = sub.add_parser("scenarios", help="saved scenarios (DATABASE_URL or the SQLite file)")
     cmds = top.add_subparsers(dest="scenarios_command", required=True)
 

@@ -106,7 +106,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("simulate", help="simulate serving a request stream, iteration by iteration")
     add_scenario_args(p)
     rate = p.add_mutually_exclusive_group()

@@ -48,7 +48,7 @@ def _cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sweep", help="evaluate every GPU × dtype × layout × mode candidate")
     add_scenario_args(p)
     p.add_argument("--gpus", help="comma-separated catalog GPU ids (default: all)")

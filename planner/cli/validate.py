@@ -75,7 +75,7 @@ def _parse_by(text: str | None) -> tuple[GroupKey, ...]:
     return tuple(dict.fromkeys(k for k in GROUP_KEYS if k in keys))
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("validate", help="predict published measurements and report the errors")
     p.add_argument("--data", required=True, help="measurement file (the published_calibration.json schema)")
     p.add_argument("--format", choices=("json", "csv", "table"), default="json")

@@ -82,10 +82,10 @@ async def _checked_resolver(settings: ProbeSettings, murl: str | None) -> Pinned
     def settle(result: PinnedResolver | None, exc: BaseException | None) -> None:
         if fut.done():
             return
-        if exc is not None:
-            fut.set_exception(exc)
+        if exc is not None or result is None:
+            fut.set_exception(exc or RuntimeError("resolver thread gave no result"))
         else:
-            fut.set_result(result)  # type: ignore[arg-type]
+            fut.set_result(result)
 
     def work() -> None:
         try:

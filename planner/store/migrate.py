@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -71,14 +72,14 @@ def _check_target(rev: str) -> None:
         raise StoreError(f"migrate: unknown revision {rev[:40]!r} (known: {known})") from None
 
 
-def _run(command_fn: object, url: str | None, rev: str) -> None:
+def _run(command_fn: Callable[[Config, str], None], url: str | None, rev: str) -> None:
     _check_target(rev)
     engine = make_engine(url)
     try:
         require_known(engine)
         with store_errors(engine.url):
             try:
-                command_fn(alembic_config(engine), rev)  # type: ignore[operator]
+                command_fn(alembic_config(engine), rev)
             except (CommandError, RevisionError) as exc:
                 raise StoreError(f"migrate: {str(exc).splitlines()[0][:200]}") from None
     finally:

@@ -12,6 +12,7 @@ import re
 from typing import Literal
 
 from planner.spec.catalog import load_catalog
+from planner.spec.precision import KvDtype, WeightsDtype
 
 __all__ = [
     "COMMON_GPU_VARIANTS",
@@ -31,7 +32,7 @@ ENGINE_FAMILIES: tuple[EngineFamily, ...] = ("trtllm", "vllm")
 # precision label → (weights_dtype, kv_dtype).  TensorRT-LLM's FP8/FP4 recipes
 # quantize the KV cache to FP8 as well ("FP8 quantization also sets FP8 KV
 # cache"); vLLM and SGLang keep ``kv_cache_dtype=auto`` (16-bit) unless told.
-PRECISIONS: dict[str, tuple[str, str]] = {
+PRECISIONS: dict[str, tuple[WeightsDtype, KvDtype]] = {
     "fp32": ("fp32", "fp32"),
     "bf16": ("bf16", "bf16"),
     "fp16": ("fp16", "fp16"),
@@ -121,7 +122,7 @@ def engine_family(engine: str) -> EngineFamily:
     return "vllm"
 
 
-def precision_dtypes(precision: str, *, family: str) -> tuple[tuple[str, str] | None, str | None]:
+def precision_dtypes(precision: str, *, family: str) -> tuple[tuple[WeightsDtype, KvDtype] | None, str | None]:
     """((weights_dtype, kv_dtype), None) or (None, reason) for a precision label."""
     p = precision.strip().lower().replace("-", "").replace("_", "")
     if p not in PRECISIONS:

@@ -159,7 +159,7 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     util = ENGINE_MEMORY_UTILIZATION.get(family)
     try:
         scenario = Scenario(
-            name=row.id, gpu=gpu_id, model=model_id, weights_dtype=dtypes[0], kv_dtype=dtypes[1],  # type: ignore[arg-type]
+            name=row.id, gpu=gpu_id, model=model_id, weights_dtype=dtypes[0], kv_dtype=dtypes[1],
             parallel=Parallel(tp=tp, pp=pp),
             workload=Workload(prompt_tokens=row.isl, output_tokens=row.osl,
                               requests_per_s=per if load == "request_rate" and per else 1.0),
