@@ -47,13 +47,19 @@ __all__ = ["ACTIONS", "CHROMIUM", "IDLE", "LAUNCH_ARGS", "ROOT", "SERVER_PIDS", 
 
 
 def chromium_or_skip() -> None:
-    """Fail (CI) or skip (laptop) when Debian's Chromium is not installed."""
+    """Fail (CI) or skip (laptop) when Debian's Chromium is not installed; set the expectation timeout."""
     import pytest
 
     if not CHROMIUM.exists():
         if os.environ.get("RIDGELINE_REQUIRE_BROWSER") == "1":
             pytest.fail(f"{CHROMIUM} is missing and RIDGELINE_REQUIRE_BROWSER=1", pytrace=False)
         pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)", allow_module_level=True)
+    from playwright.sync_api import expect
+
+    # Every expectation waits as long as ``settled`` does: a page still computing on a busy
+    # 2-core machine (a CI run beside other work drew Fleet & cost's metrics after Playwright's
+    # default 5 s) is slow, not wrong.  A broken page still fails, after WAIT_MS.
+    expect.set_options(timeout=WAIT_MS)
 
 
 def _free_port() -> int:
