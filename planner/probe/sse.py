@@ -32,6 +32,7 @@ __all__ = [
     "MAX_STREAM_BYTES",
     "PARSE_BATCH_BYTES",
     "MalformedSse",
+    "SseSplitter",
     "SseTooLarge",
     "max_stream_events",
     "parse_pending",
@@ -155,39 +156,50 @@ def _line_too_long() -> SseTooLarge:
     return SseTooLarge("sse_line_too_long", f"SSE line over {MAX_SSE_LINE_BYTES} bytes without a newline")
 
 
-async def read_events(content: _Reader, rec: RequestRecord, pending: list[bytes], max_events: int) -> bool:
-    """Split the SSE stream into events within the caps: each data line's time
+class SseSplitter:
+    """The push side of the reader: :meth:`feed` one read's bytes with the time
+    it was taken, then :meth:`end` at the end of the body.  Each data line's time
     (of the read that completed its event) goes to ``rec.chunk_ns`` and its bytes
-    to ``pending``, parsed in batches; True once ``[DONE]`` came."""
-    buf = bytearray()  # an unfinished line (a bytearray: a trickled long line is not copied quadratically)
-    data: list[bytes] = []  # the current event's data payloads
-    data_bytes = 0
-    pending_bytes = 0
-    total = 0
-    done = False
-    after_cr = False  # the last read ended with CR: an LF starting this one belongs to that line end
-    times = rec.chunk_ns
-    readany = content.readany
-    while True:
-        raw = await readany()
-        now = time.perf_counter_ns()  # the clock first: everything below is this read's, not the server's
-        if not raw:
-            break
-        total += len(raw)
-        if total > MAX_STREAM_BYTES:
+    to ``pending``, parsed in batches; raises :class:`SseTooLarge` or
+    :class:`MalformedSse` where the stream breaks a cap or is not SSE."""
+
+    __slots__ = ("after_cr", "buf", "data", "data_bytes", "done", "max_events", "pending", "pending_bytes", "rec",
+                 "times", "total")
+
+    def __init__(self, rec: RequestRecord, pending: list[bytes], max_events: int) -> None:
+        self.rec, self.pending, self.max_events = rec, pending, max_events
+        self.times = rec.chunk_ns
+        self.buf = bytearray()  # an unfinished line (a bytearray: a trickled long line is not copied quadratically)
+        self.data: list[bytes] = []  # the current event's data payloads
+        self.data_bytes = 0
+        self.pending_bytes = 0
+        self.total = 0
+        self.done = False  # [DONE] came
+        self.after_cr = False  # the last read ended with CR: an LF starting the next belongs to that line end
+
+    def feed(self, raw: bytes, now: int) -> None:
+        """One read's bytes, read at ``now`` (perf_counter_ns)."""
+        self.total += len(raw)
+        if self.total > MAX_STREAM_BYTES:
             raise SseTooLarge("stream_too_large", f"stream over {MAX_STREAM_BYTES} bytes")
-        if after_cr:
-            after_cr = False
-            if raw[0] == 10:  # b"\n"
+        buf = self.buf
+        if (not buf and not self.data and not self.after_cr and raw.startswith(b"data:") and raw.endswith(b"\n\n")
+                and raw.count(b"\n") == 2 and b"\r" not in raw and len(raw) - 2 <= MAX_SSE_LINE_BYTES):
+            # the common read: exactly one whole one-line event (no copy but the payload's)
+            self._event_end((raw[5:-2],), now)
+            return
+        if self.after_cr:
+            self.after_cr = False
+            if raw[:1] == b"\n":
                 raw = raw[1:]
         if b"\r" in raw:  # CRLF and lone CR become LF (the common LF-only stream never copies)
-            after_cr = raw[-1] == 13  # b"\r"
+            self.after_cr = raw[-1] == 13  # b"\r"
             raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if b"\n" not in raw:
             buf += raw
             if len(buf) > MAX_SSE_LINE_BYTES:
                 raise _line_too_long()
-            continue
+            return
         if buf:
             buf += raw
             lines = bytes(buf).split(b"\n")
@@ -196,35 +208,58 @@ async def read_events(content: _Reader, rec: RequestRecord, pending: list[bytes]
             lines = raw.split(b"\n")
         if rest := lines.pop():  # the unfinished line (none when the read ends an event: no allocation)
             buf += rest
+        data = self.data
         for line in lines:
             if not line:  # a blank line ends the event
                 if data:
-                    for payload in data:
-                        if b"[DONE]" in payload and payload.strip() == b"[DONE]":
-                            done = True
-                        else:
-                            times.append(now)
-                            pending.append(payload)
-                            pending_bytes += len(payload)
+                    self._event_end(data, now)
                     data.clear()  # its payloads are in `pending`: the list is reused, not replaced
-                    data_bytes = 0
-                    if len(times) > max_events:
-                        raise SseTooLarge("stream_too_large", f"more than {max_events} events for "
-                                          f"{(max_events - STREAM_EVENTS_SLACK) // STREAM_EVENTS_PER_TOKEN} tokens")
-                    if pending_bytes > PARSE_BATCH_BYTES:
-                        parse_pending(rec, pending)
-                        pending_bytes = 0
+                    self.data_bytes = 0
             elif line.startswith(b"data:"):
                 data.append(line[5:])
-                data_bytes += len(line)
-                if data_bytes > MAX_SSE_LINE_BYTES:
+                self.data_bytes += len(line)
+                if self.data_bytes > MAX_SSE_LINE_BYTES:
                     raise SseTooLarge("sse_line_too_long", f"SSE event over {MAX_SSE_LINE_BYTES} bytes")
             elif line[0] != 58 and not line.startswith(_IGNORED_FIELDS):  # 58: b":", a comment
-                parse_pending(rec, pending)  # what came before this line is the server's first fault
+                parse_pending(self.rec, self.pending)  # what came before this line is the server's first fault
                 raise MalformedSse("not an SSE line", line)
         if len(buf) > MAX_SSE_LINE_BYTES:
             raise _line_too_long()
-    parse_pending(rec, pending)
-    if buf.strip() or data:
-        raise MalformedSse("unterminated event", bytes(buf) or data[0])
-    return done
+
+    def _event_end(self, data: list[bytes] | tuple[bytes], now: int) -> None:
+        times, pending = self.times, self.pending
+        for payload in data:
+            if b"[DONE]" in payload and payload.strip() == b"[DONE]":
+                self.done = True
+            else:
+                times.append(now)
+                pending.append(payload)
+                self.pending_bytes += len(payload)
+        if len(times) > self.max_events:
+            raise SseTooLarge("stream_too_large", f"more than {self.max_events} events for "
+                              f"{(self.max_events - STREAM_EVENTS_SLACK) // STREAM_EVENTS_PER_TOKEN} tokens")
+        if self.pending_bytes > PARSE_BATCH_BYTES:
+            parse_pending(self.rec, self.pending)
+            self.pending_bytes = 0
+
+    def end(self) -> bool:
+        """The body ended: parse what waits; True once ``[DONE]`` came."""
+        parse_pending(self.rec, self.pending)
+        if self.buf.strip() or self.data:
+            raise MalformedSse("unterminated event", bytes(self.buf) or self.data[0])
+        return self.done
+
+
+async def read_events(content: _Reader, rec: RequestRecord, pending: list[bytes], max_events: int) -> bool:
+    """Split an SSE stream pulled from ``content`` (``readany``) into events
+    within the caps (:class:`SseSplitter`); True once ``[DONE]`` came."""
+    splitter = SseSplitter(rec, pending, max_events)
+    readany = content.readany
+    feed = splitter.feed
+    while True:
+        raw = await readany()
+        now = time.perf_counter_ns()  # the clock first: everything below is this read's, not the server's
+        if not raw:
+            break
+        feed(raw, now)
+    return splitter.end()
