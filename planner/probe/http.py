@@ -147,8 +147,11 @@ class _Conn(asyncio.Protocol):
         self.resp, self.splitter = Response(), splitter
         self.head_bytes, self.head_done, self.framed, self.reusable = 0, False, False, False
         self.waiter = self.loop.create_future()
+        # sent: the clock at the write (uvloop and asyncio write to the socket inside write() when nothing waits
+        # to be sent), read just before it: the server cannot have the request earlier, whatever the scheduler
+        # does to this process around the system call
+        splitter.rec.sent_ns = self.last_read_ns = time.perf_counter_ns()
         self.transport.write(request)
-        splitter.rec.sent_ns = self.last_read_ns = time.perf_counter_ns()  # written to the socket
         self.timer = self.loop.call_later(self.read_timeout_ns / 1e9, self._check_read)
         try:
             await self.waiter

@@ -117,7 +117,7 @@ def _parse_payload(payload: bytes) -> dict[str, Any]:
         raise MalformedSse("not JSON", body)
     if not isinstance(data, dict):
         raise MalformedSse("chunk is not a JSON object")
-    if isinstance(data.get("error"), dict | str):
+    if isinstance(data.get("error"), (dict, str)):
         raise MalformedSse("error event", str(data["error"]), limit=120)
     return data
 
@@ -144,7 +144,7 @@ def parse_pending(rec: RequestRecord, pending: list[bytes]) -> None:
                 rec.finish_reason = str(finish)
             usage = data.get("usage")
             if isinstance(usage, dict):
-                rec.usage = {k: v for k, v in usage.items() if isinstance(v, int | float)}
+                rec.usage = {k: v for k, v in usage.items() if isinstance(v, (int, float))}
     except MalformedSse:
         del times[len(tokens):]
         raise
