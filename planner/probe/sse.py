@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from planner.probe.record import RequestRecord
 from planner.probe.redact import clip
@@ -94,45 +94,45 @@ class _Reader(Protocol):
     def readany(self) -> Callable[[], Awaitable[bytes]]: ...
 
 
-def _chunk_text(data: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(text, finish_reason) of a completions or chat chunk."""
-    choices = data.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return None, None
-    ch = choices[0]
-    text = ch.get("text")
-    if text is None and isinstance(ch.get("delta"), dict):
-        text = ch["delta"].get("content")
-    return (text if isinstance(text, str) else None), ch.get("finish_reason")
-
-
-def _parse_payload(payload: bytes) -> dict[str, Any]:
-    body = payload.strip()
-    try:
-        text = body.decode("utf-8")
-        data, end = _DECODE(text)
-    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
-        raise MalformedSse("not JSON", body) from None
-    if end != len(text):
-        raise MalformedSse("not JSON", body)
+def _malformed(body: bytes, data: object) -> MalformedSse:
+    """Why a decoded payload is not a chunk (``data`` None: it was not one JSON value)."""
+    if data is None:
+        return MalformedSse("not JSON", body)
     if not isinstance(data, dict):
-        raise MalformedSse("chunk is not a JSON object")
-    if isinstance(data.get("error"), (dict, str)):
-        raise MalformedSse("error event", str(data["error"]), limit=120)
-    return data
+        return MalformedSse("chunk is not a JSON object")
+    return MalformedSse("error event", str(data["error"]), limit=120)
 
 
 def parse_pending(rec: RequestRecord, pending: list[bytes]) -> None:
     """Parse the waiting event data into ``rec`` (their times are already in
     ``rec.chunk_ns``); on a malformed one, the times of it and those after it are
-    dropped, so every kept time has its token count."""
+    dropped, so every kept time has its token count.
+
+    Each payload must be one JSON object without an ``error`` member; its text
+    is a completions chunk's ``choices[0].text`` or a chat chunk's
+    ``choices[0].delta.content``.  One loop, no call per payload but the decoder's."""
     tokens = rec.chunk_tokens
     times = rec.chunk_ns
     try:
         for payload in pending:
-            data = _parse_payload(payload)
-            text, finish = _chunk_text(data)
-            if text:
+            body = payload.strip()
+            try:
+                text = body.decode("utf-8")
+                data, end = _DECODE(text)
+            except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
+                raise MalformedSse("not JSON", body) from None
+            if end != len(text):
+                raise _malformed(body, None)
+            if type(data) is not dict or isinstance(data.get("error"), (dict, str)):
+                raise _malformed(body, data)
+            choices = data.get("choices")
+            chunk_text = finish = None
+            if choices and type(choices) is list and type(ch := choices[0]) is dict:
+                chunk_text = ch.get("text")
+                if chunk_text is None and type(delta := ch.get("delta")) is dict:
+                    chunk_text = delta.get("content")
+                finish = ch.get("finish_reason")
+            if chunk_text and type(chunk_text) is str:
                 now = times[len(tokens)]
                 tokens.append(1)
                 if rec.first_token_ns is None:
@@ -143,7 +143,7 @@ def parse_pending(rec: RequestRecord, pending: list[bytes]) -> None:
             if finish:
                 rec.finish_reason = str(finish)
             usage = data.get("usage")
-            if isinstance(usage, dict):
+            if type(usage) is dict:
                 rec.usage = {k: v for k, v in usage.items() if isinstance(v, (int, float))}
     except MalformedSse:
         del times[len(tokens):]
