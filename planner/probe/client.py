@@ -167,10 +167,9 @@ async def _attempt(
 ) -> RequestRecord:
     pending: list[bytes] = []
     try:
-        async with asyncio.timeout_at(deadline):
-            rec.sent_ns = time.perf_counter_ns()  # refined when the request is written to the socket
-            splitter = SseSplitter(rec, pending, max_events)
-            resp = await client.request(client.target(url, headers), body, splitter)
+        rec.sent_ns = time.perf_counter_ns()  # refined when the request is written to the socket
+        splitter = SseSplitter(rec, pending, max_events)
+        resp = await client.request(client.target(url, headers), body, splitter, deadline)
         if resp.status != 200:
             rec.error = f"http_{resp.status}"
             # at most MAX_ERROR_BODY_BYTES; the rest is never read (the connection is dropped)

@@ -50,6 +50,8 @@ __all__ = ["KEEPALIVE_S", "MAX_HEAD_BYTES", "HttpFailure", "ReadTimeout", "Respo
 KEEPALIVE_S = 3.0
 # A response's status line and headers: servers send well under 2 KiB.
 MAX_HEAD_BYTES = 64 * 1024
+# A timer may fire this early (uvloop's have 1 ms resolution): a check due within it counts as due.
+TIMER_SLACK_S = 0.002
 # Characters of a redirect's Location kept for the error detail.
 LOCATION_CHARS = 300
 _USER_AGENT = "ridgeline-probe"
@@ -119,7 +121,8 @@ class _Conn(asyncio.Protocol):
     """One keep-alive connection; at most one request on it at a time."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, read_timeout_s: float, error_cap: int) -> None:
-        self.loop, self.read_timeout_ns, self.error_cap = loop, int(read_timeout_s * 1e9), error_cap
+        self.loop, self.read_timeout_s, self.error_cap = loop, read_timeout_s, error_cap
+        self.deadline = 0.0  # the request's, on the loop's clock
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_since = 0.0
@@ -139,11 +142,16 @@ class _Conn(asyncio.Protocol):
 
     # ---- the request's side
 
-    async def exchange(self, request: bytes, splitter: SseSplitter) -> Response:
-        """Write ``request`` and wait until its response ends; the caller reads
-        ``splitter`` and the returned response.  Raises what failed it."""
+    async def exchange(self, request: bytes, splitter: SseSplitter, deadline: float) -> Response:
+        """Write ``request`` and wait until its response ends, or ``deadline``
+        (loop time) or the read timeout passes; the caller reads ``splitter`` and
+        the returned response.  Raises what failed it."""
         if self.closed or self.transport is None or self.transport.is_closing():
             raise HttpFailure("the connection was closed by the server before the request")
+        left = deadline - self.loop.time()
+        if left <= 0:
+            raise TimeoutError("the request's deadline passed")
+        self.deadline = deadline
         self.resp, self.splitter = Response(), splitter
         self.head_bytes, self.head_done, self.framed, self.reusable = 0, False, False, False
         self.waiter = self.loop.create_future()
@@ -152,7 +160,8 @@ class _Conn(asyncio.Protocol):
         # does to this process around the system call
         splitter.rec.sent_ns = self.last_read_ns = time.perf_counter_ns()
         self.transport.write(request)
-        self.timer = self.loop.call_later(self.read_timeout_ns / 1e9, self._check_read)
+        # one timer per request for both limits (not a timer per read, nor one per limit)
+        self.timer = self.loop.call_later(min(self.read_timeout_s, left), self._check_time)
         try:
             await self.waiter
         except BaseException:  # cancelled, or the deadline: the connection cannot be reused
@@ -174,15 +183,19 @@ class _Conn(asyncio.Protocol):
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
-    def _check_read(self) -> None:
-        """The read timeout: armed once per request, re-armed for what is left
-        when there was a read meanwhile (not a timer per read)."""
-        left = self.last_read_ns + self.read_timeout_ns - time.perf_counter_ns()
-        if left > 0:
-            self.timer = self.loop.call_later(left / 1e9, self._check_read)
-            return
+    def _check_time(self) -> None:
+        """The deadline and the read timeout (from the send, then between reads):
+        re-armed for what is left of both when neither has passed."""
         self.timer = None
-        self._finish(ReadTimeout(f"nothing read for {self.read_timeout_ns / 1e9:g} s"))
+        now = self.loop.time()
+        if now >= self.deadline - TIMER_SLACK_S:
+            self._finish(TimeoutError("the request's deadline passed"))
+            return
+        idle_s = (time.perf_counter_ns() - self.last_read_ns) / 1e9
+        if idle_s >= self.read_timeout_s - TIMER_SLACK_S:
+            self._finish(ReadTimeout(f"nothing read for {self.read_timeout_s:g} s"))
+            return
+        self.timer = self.loop.call_later(min(self.read_timeout_s - idle_s, self.deadline - now), self._check_time)
 
     def close(self) -> None:
         self.closed = True
@@ -301,18 +314,28 @@ class StreamClient:
             t = self._targets[key] = _target(url, headers)
         return t
 
-    async def request(self, target: Target, body: dict[str, Any], splitter: SseSplitter) -> Response:
-        """One request on an idle connection or a new one; sets the record's
-        ``reused_connection`` and ``sent_ns``."""
+    async def request(self, target: Target, body: dict[str, Any], splitter: SseSplitter,
+                      deadline: float) -> Response:
+        """One request on an idle connection or a new one, ended by ``deadline``
+        (loop time) at the latest; sets the record's ``reused_connection`` and
+        ``sent_ns``.  A request waits for a free slot, and connects, within the
+        deadline too (a timeout context only then: it costs more than the rest
+        of a request's own work)."""
         payload = json.dumps(body).encode()
         request = b"%s\r\nContent-Length: %d\r\n\r\n%s" % (target.head, len(payload), payload)
-        async with self._slots:
+        if self._slots.locked():
+            async with asyncio.timeout_at(deadline):
+                await self._slots.acquire()
+        else:
+            await self._slots.acquire()  # free: at once
+        try:
             conn = self._idle_conn(target)
             splitter.rec.reused_connection = conn is not None
             if conn is None:
-                conn = await self._connect(target)
+                async with asyncio.timeout_at(deadline):
+                    conn = await self._connect(target)
             try:
-                resp = await conn.exchange(request, splitter)
+                return await conn.exchange(request, splitter, deadline)
             finally:
                 if conn.reusable and not conn.closed:
                     conn.idle_since = time.monotonic()
@@ -320,7 +343,8 @@ class StreamClient:
                 else:
                     conn.close()
                     self._all.discard(conn)
-            return resp
+        finally:
+            self._slots.release()
 
     def _idle_conn(self, target: Target) -> _Conn | None:
         idle = self._idle.get(target.key)
