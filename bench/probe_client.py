@@ -23,6 +23,10 @@ For each stream count and worker count it prints, over the measured requests:
 - first, the SSE reader's CPU per event, fed the same stream from memory (no
   server, no sockets): the client's own per-chunk cost, which the machine's
   load hardly changes;
+- ``CPU/rq``: the client's CPU seconds over the measured level (its processes
+  together) per measured request, in µs: the client's cost per request, which,
+  unlike the share of a core, does not fall when a starved server slows the
+  level down;
 - ``CPUrun``: CPU over the whole run call (warm-up, summary and worker
   start-up included), measured by the bench the same way on any probe;
 - the concurrency held (time-weighted in-flight requests) against the asked;
@@ -122,9 +126,11 @@ class _Records:
         import planner.probe.load as load
 
         self.load, self.orig, self.records = load, load.summarize_level, []
+        self.client: list[Any] = []
 
         def catch(records: Any, **kw: Any) -> Any:
             self.records = list(records)
+            self.client = list(kw.get("client") or [])
             return self.orig(records, **kw)
 
         load.summarize_level = catch
@@ -200,6 +206,8 @@ def one_level(url: str, streams: int, workers: int) -> dict[str, Any]:
         "added_ttft_p99": float(np.percentile(add_ttft, 99)) if add_ttft else float("nan"),
         "added_tpot_p50": float(np.median(add_tpot)) if add_tpot else float("nan"),
         "run_cpu": run_cpu,
+        "cpu_req_us": (sum(p.cpu_s for p in caught.client) / lv.requests * 1e6
+                       if caught.client and lv.requests else float("nan")),
         "cli_p50": _pct(cli, 50), "cli_p99": _pct(cli, 99),
         "pre_p50": _pct(pre, 50), "send_p50": _pct(send, 50), "read_p50": _pct(read, 50), "read_p99": _pct(read, 99),
     }
@@ -287,16 +295,16 @@ def _row(r: dict[str, Any], cpus: str) -> str:
     return (f"{r['streams']:>7d} {r['workers']:>7d} {cpus:>5} {r['requests']:>6d} {r['failures']:>4d} "
             f"{r['server_ttft_p50'] * 1e3:>8.1f} {r['ttft_p50'] * 1e3:>8.1f} "
             f"{r['added_ttft_p50'] * 1e3:>+8.1f} {r['added_ttft_p99'] * 1e3:>+8.1f} "
-            f"{r['added_tpot_p50'] * 100:>+7.2f}% {r['cli_p50'] * 1e3:>+6.1f} {r['cli_p99'] * 1e3:>+6.1f} {r['cpu']:>6.0%} {r['run_cpu']:>6.0%} "
+            f"{r['added_tpot_p50'] * 100:>+7.2f}% {r['cli_p50'] * 1e3:>+6.1f} {r['cli_p99'] * 1e3:>+6.1f} {r['cpu']:>6.0%} {r['cpu_req_us']:>6.0f} {r['run_cpu']:>6.0%} "
             f"{r['lag_p50'] * 1e3:>6.2f} {r['lag_p99'] * 1e3:>7.2f} {r['held']:>7.1f} "
             f"{r['pre_p50'] * 1e3:>6.1f} {r['send_p50'] * 1e3:>7.1f} {r['read_p50'] * 1e3:>7.1f} {r['read_p99'] * 1e3:>7.1f}  {r['warning'][:60]}")
 
 
 HEADER = (f"{'streams':>7} {'workers':>7} {'cpus':>5} {'reqs':>6} {'fail':>4} {'srvTTFT':>8} {'TTFT50':>8} "
-          f"{'+TTFT50':>8} {'+TTFT99':>8} {'+TPOT50':>8} {'CPU':>6} {'CPUrun':>6} {'lag50':>6} {'lag99':>7} {'held':>7} "
+          f"{'+TTFT50':>8} {'+TTFT99':>8} {'+TPOT50':>8} {'+cli50':>6} {'+cli99':>6} {'CPU':>6} {'CPU/rq':>6} {'CPUrun':>6} {'lag50':>6} {'lag99':>7} {'held':>7} "
           f"{'pre50':>6} {'send50':>7} {'read50':>7} {'read99':>7}  warning\n"
           f"{'':>7} {'':>7} {'':>5} {'':>6} {'':>4} {'ms':>8} {'ms':>8} {'ms':>8} {'ms':>8} {'':>8} {'ms':>6} {'ms':>6} "
-          f"{'core':>6} {'core':>6} {'ms':>6} {'ms':>7} {'':>7} {'ms':>6} {'ms':>7} {'ms':>7} {'ms':>7}")
+          f"{'core':>6} {'µs':>6} {'core':>6} {'ms':>6} {'ms':>7} {'':>7} {'ms':>6} {'ms':>7} {'ms':>7} {'ms':>7}")
 
 
 def main() -> int:

@@ -209,8 +209,9 @@ def test_key_with_a_line_break_is_one_line_not_a_success(hostile):
 
 
 def test_unexpected_exception_in_a_request_is_a_failure(hostile):
-    """A header aiohttp refuses to send raises inside the request: that request is
-    a failure with its reason, never a success."""
+    """A header the client refuses to send (a line break would inject another
+    header) raises inside the request: that request is a failure with its
+    reason, never a success."""
 
     async def go() -> RequestRecord:
         rec = RequestRecord(index=0, warmup=False, scheduled_ns=0)

@@ -23,6 +23,7 @@ from planner.probe.client import (
     Endpoint,
     endpoint_path,
     make_client,
+    make_scrape_client,
     read_capped,
     stream_request,
 )
@@ -224,6 +225,7 @@ __all__ = [
     "loop_factory",
     "make_client",
     "make_prompt",
+    "make_scrape_client",
     "max_stream_events",
     "measured_vs_predicted",
     "new_run_id",

@@ -2,8 +2,9 @@
 monotonic clock (``time.perf_counter_ns``).
 
 Per request the raw timestamps are kept: scheduled (when the load pattern
-wanted it sent, so client-side queueing counts), sent, every SSE chunk with the
-tokens it carried where known, the first token-bearing chunk (an empty
+wanted it sent, so client-side queueing counts), sent (the request written to
+the socket), every SSE chunk with the tokens it carried where known (each timed
+at the read that completed it), the first token-bearing chunk (an empty
 role-only chunk does not count), the last chunk, and the usage block.
 
 Failures are records, not exceptions: ``error`` names the reason
@@ -12,12 +13,15 @@ Failures are records, not exceptions: ``error`` names the reason
 ``unexpected``) and whatever arrived before it is kept.
 
 Every read is bounded: the whole request (resends included) by one deadline,
-an error body by :data:`MAX_ERROR_BODY_BYTES`, one SSE line or event by
-:data:`MAX_SSE_LINE_BYTES`, a stream by :data:`MAX_STREAM_BYTES` and by
-:func:`max_stream_events` events.  The API key is redacted, by value, from
-every error detail.
+the reads by the read timeout, an error body by :data:`MAX_ERROR_BODY_BYTES`,
+one SSE line or event by :data:`MAX_SSE_LINE_BYTES`, a stream by
+:data:`MAX_STREAM_BYTES` and by :func:`max_stream_events` events.  The API key
+is redacted, by value, from every error detail.
 
-The SSE stream is split at the read and parsed in bulk (:mod:`planner.probe.sse`).
+The streaming requests go through the probe's own lean HTTP/1.1 client
+(:mod:`planner.probe.http`, :func:`make_client`); the SSE stream is split at the
+read and parsed in bulk (:mod:`planner.probe.sse`).  The ``/metrics`` scrapes
+use aiohttp (:func:`make_scrape_client`).
 """
 
 from __future__ import annotations
@@ -29,16 +33,21 @@ from typing import Any, Literal
 import aiohttp
 from aiohttp.abc import AbstractResolver
 
+from planner.probe.http import HttpFailure, StreamClient
 from planner.probe.record import RequestRecord
 from planner.probe.redact import clip, secrets_of_headers
-from planner.probe.sse import MalformedSse, SseTooLarge, max_stream_events, parse_pending, read_events
+from planner.probe.safety import PinnedResolver
+from planner.probe.sse import MalformedSse, SseSplitter, SseTooLarge, max_stream_events, parse_pending
 
 __all__ = [
     "ERROR_DETAIL_CHARS",
     "MAX_ERROR_BODY_BYTES",
     "Endpoint",
+    "RequestRecord",
+    "StreamClient",
     "endpoint_path",
     "make_client",
+    "make_scrape_client",
     "read_capped",
     "stream_request",
 ]
@@ -58,37 +67,26 @@ def endpoint_path(endpoint: Endpoint) -> str:
     return "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"
 
 
-async def _on_sent(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -> None:
-    rec = getattr(ctx, "trace_request_ctx", None)
-    if isinstance(rec, RequestRecord):
-        rec.sent_ns = time.perf_counter_ns()
-
-
-async def _on_reuse(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -> None:
-    rec = getattr(ctx, "trace_request_ctx", None)
-    if isinstance(rec, RequestRecord):
-        rec.reused_connection = True
-
-
-def _trace() -> aiohttp.TraceConfig:
-    """``sent`` = when the request's headers, then its body, were written to the socket."""
-    tc = aiohttp.TraceConfig()
-    tc.on_connection_reuseconn.append(_on_reuse)
-    tc.on_request_headers_sent.append(_on_sent)
-    tc.on_request_chunk_sent.append(_on_sent)
-    return tc
-
-
 def make_client(*, max_connections: int, connect_timeout_s: float, read_timeout_s: float,
-                resolver: AbstractResolver | None = None) -> aiohttp.ClientSession:
-    """The one shared connection pool: explicit limits and timeouts.  ``resolver``
-    (the run's :class:`~planner.probe.safety.PinnedResolver`) decides which
-    addresses a host name connects to.
+                resolver: PinnedResolver | None = None) -> StreamClient:
+    """The streaming requests' connections: at most ``max_connections`` requests
+    in flight, each connection kept alive and reused by the next request.
+    ``resolver`` (the run's :class:`~planner.probe.safety.PinnedResolver`) gives
+    the only addresses a host name connects to; without one, only IP-literal
+    hosts are connected to.
 
-    aiohttp rather than httpx: measured on this project's 2-core machines, 64
-    concurrent streams through httpx's pool queued for seconds (TTFT 1.4-3.5 s
-    against a 50 ms server) where aiohttp kept up (see bench/probe_client.py).
-    """
+    The probe's own client rather than aiohttp's: measured on this project's
+    2-core machines (bench/probe_client.py), aiohttp's per-request and per-chunk
+    machinery cost most of a core at 256 streams (and httpx's pool queued 64
+    streams for seconds)."""
+    return StreamClient(max_connections=max_connections, connect_timeout_s=connect_timeout_s,
+                        read_timeout_s=read_timeout_s, resolver=resolver, error_body_cap=MAX_ERROR_BODY_BYTES)
+
+
+def make_scrape_client(*, max_connections: int, connect_timeout_s: float, read_timeout_s: float,
+                       resolver: AbstractResolver | None = None) -> aiohttp.ClientSession:
+    """An aiohttp pool for the ``/metrics`` scrapes: explicit limits and timeouts,
+    ``resolver`` deciding which addresses a host name connects to."""
     return aiohttp.ClientSession(
         # Idle pooled connections are dropped after 3 s, before the 5 s keep-alive
         # timeout of uvicorn (vLLM, SGLang) and cpp-httplib (llama.cpp) closes them.
@@ -97,10 +95,8 @@ def make_client(*, max_connections: int, connect_timeout_s: float, read_timeout_
         timeout=aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=read_timeout_s),
         trust_env=False,
         auto_decompress=False,
-        # no cookies: an endpoint cannot set state that later requests carry, and
-        # no jar is filtered per request and updated per response
+        # no cookies: an endpoint cannot set state that later requests carry
         cookie_jar=aiohttp.DummyCookieJar(),
-        trace_configs=[_trace()],
     )
 
 
@@ -116,7 +112,7 @@ async def read_capped(content: aiohttp.StreamReader, limit: int) -> bytes:
 
 
 async def stream_request(
-    client: aiohttp.ClientSession,
+    client: StreamClient,
     *,
     url: str,
     body: dict[str, Any],
@@ -159,7 +155,7 @@ def _parse_rest(rec: RequestRecord, pending: list[bytes], secrets: list[str]) ->
 
 
 async def _attempt(
-    client: aiohttp.ClientSession,
+    client: StreamClient,
     *,
     url: str,
     body: dict[str, Any],
@@ -169,24 +165,20 @@ async def _attempt(
     max_events: int,
     secrets: list[str],
 ) -> RequestRecord:
-    done = False
     pending: list[bytes] = []
     try:
-        async with asyncio.timeout_at(deadline):
-            rec.sent_ns = time.perf_counter_ns()
-            async with client.post(url, json=body, headers=headers, allow_redirects=False,
-                                   trace_request_ctx=rec) as resp:
-                rec.status = resp.status
-                if resp.status != 200:
-                    rec.error = f"http_{resp.status}"
-                    # at most MAX_ERROR_BODY_BYTES; the rest is never read (the connection is dropped)
-                    body_text = (await read_capped(resp.content, MAX_ERROR_BODY_BYTES)).decode("utf-8", "replace")
-                    if 300 <= resp.status < 400:  # never followed: the target was not checked
-                        body_text = f"redirect not followed (Location: {resp.headers.get('Location', '')[:300]}) " \
-                                    + body_text
-                    rec.error_detail = body_text.strip() or f"HTTP {resp.status} {resp.reason or ''}".strip()
-                    return rec
-                done = await read_events(resp.content, rec, pending, max_events)
+        rec.sent_ns = time.perf_counter_ns()  # refined when the request is written to the socket
+        splitter = SseSplitter(rec, pending, max_events)
+        resp = await client.request(client.target(url, headers), body, splitter, deadline)
+        if resp.status != 200:
+            rec.error = f"http_{resp.status}"
+            # at most MAX_ERROR_BODY_BYTES; the rest is never read (the connection is dropped)
+            body_text = bytes(resp.error_body).decode("utf-8", "replace")
+            if resp.status is not None and 300 <= resp.status < 400:  # never followed: the target was not checked
+                body_text = f"redirect not followed (Location: {resp.location}) " + body_text
+            rec.error_detail = body_text.strip() or f"HTTP {resp.status}"
+            return rec
+        done = splitter.end()
         if not done and rec.finish_reason is None:
             rec.error = "stream_cut"
             rec.error_detail = "stream ended without [DONE] or finish_reason"
@@ -195,10 +187,10 @@ async def _attempt(
             rec.error, rec.error_detail = exc.reason, str(exc)
     except MalformedSse as exc:
         rec.error, rec.error_detail = "malformed_sse", exc.detail(secrets)
-    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+    except TimeoutError as exc:
         if not _parse_rest(rec, pending, secrets):
-            rec.error, rec.error_detail = "timeout", type(exc).__name__
-    except (aiohttp.ClientError, OSError) as exc:
+            rec.error, rec.error_detail = "timeout", f"{type(exc).__name__}: {exc}".rstrip(": ")
+    except (HttpFailure, OSError) as exc:
         if not _parse_rest(rec, pending, secrets):
             rec.error = "stream_cut" if rec.chunk_ns else "connection"
             rec.error_detail = f"{type(exc).__name__}: {exc}"

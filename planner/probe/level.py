@@ -26,10 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import aiohttp
 import numpy as np
 
-from planner.probe.client import ERROR_DETAIL_CHARS, stream_request
+from planner.probe.client import ERROR_DETAIL_CHARS, StreamClient, stream_request
 from planner.probe.loop import ClientStats, LagMonitor
 from planner.probe.record import RequestRecord
 from planner.probe.redact import clip
@@ -164,7 +163,7 @@ def split_level(settings: ProbeSettings, *, concurrency: int | None, nonce: str,
 class _Level:
     """State shared by one level's requests in one process."""
 
-    def __init__(self, settings: ProbeSettings, client: aiohttp.ClientSession, headers: dict[str, str],
+    def __init__(self, settings: ProbeSettings, client: StreamClient, headers: dict[str, str],
                  plan: LevelPlan, cancel: asyncio.Event) -> None:
         self.s, self.client, self.headers, self.plan, self.cancel = settings, client, headers, plan, cancel
         self.records: list[RequestRecord] = []
@@ -283,7 +282,7 @@ class LocalLoad:
     """Runs one level part at a time on this process's event loop and client
     (the whole level with one worker; a worker process's share with more)."""
 
-    def __init__(self, settings: ProbeSettings, client: aiohttp.ClientSession, headers: dict[str, str],
+    def __init__(self, settings: ProbeSettings, client: StreamClient, headers: dict[str, str],
                  cancel: asyncio.Event, *, manage_gc: bool = True) -> None:
         self.settings, self.client, self.headers, self.cancel = settings, client, headers, cancel
         self.manage_gc = manage_gc  # False where the process is shared (a page's server): its collector is left alone

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from planner.errors import ProbeError
-from planner.probe.client import make_client
+from planner.probe.client import make_client, make_scrape_client
 from planner.probe.level import LevelPlan, LocalLoad, Progress, split_level, watch_flag
 from planner.probe.loop import ClientStats, run_on_fastest_loop
 from planner.probe.metrics import EngineSnapshot, engine_delta
@@ -143,7 +143,7 @@ async def run_probe(
         [(c, None) for c in settings.levels] if settings.rate_req_s is None else [(None, settings.rate_req_s)])
     try:
         async with contextlib.AsyncExitStack() as stack:
-            mclient = await stack.enter_async_context(make_client(
+            mclient = await stack.enter_async_context(make_scrape_client(
                 max_connections=2, connect_timeout_s=settings.connect_timeout_s,
                 read_timeout_s=settings.read_timeout_s, resolver=resolver))
             scrape = Scraper(mclient, murl, t0, settings.request_timeout_s)

@@ -20,7 +20,7 @@ class RequestRecord:
     index: int
     warmup: bool
     scheduled_ns: int
-    sent_ns: int = 0  # request written to the socket (set before the call, refined by the trace hooks)
+    sent_ns: int = 0  # request written to the socket (set before the call, refined at the write)
     done_ns: int = 0
     chunk_ns: list[int] = field(default_factory=list)  # every SSE data chunk
     chunk_tokens: list[int] = field(default_factory=list)  # tokens per chunk (text-bearing: 1)

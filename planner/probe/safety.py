@@ -4,8 +4,9 @@ The probe sends many requests, so a shared deployment must not be turned
 against arbitrary hosts.  Before any connection every URL's host is resolved
 ONCE and every address it resolves to is checked; the probe then connects only
 to those checked addresses (:class:`PinnedResolver`, an aiohttp resolver that
-answers from the checked set and refuses any other name), so a second DNS
-answer cannot move it elsewhere (DNS rebinding).  Redirects are never followed.
+answers from the checked set and refuses any other name; the streaming client,
+:mod:`planner.probe.http`, asks it too), so a second DNS answer cannot move it
+elsewhere (DNS rebinding).  Redirects are never followed.
 
 Addresses are normalised before the check: IPv4-mapped (``::ffff:a.b.c.d``),
 IPv4-translated (``::ffff:0:a.b.c.d``), IPv4-compatible (``::a.b.c.d``), NAT64
@@ -177,7 +178,7 @@ def _name_key(host: str) -> str:
 @dataclass(frozen=True)
 class CheckedHost:
     """A URL's host, its port, and the checked addresses the probe may connect to
-    (empty for an IP literal: aiohttp connects to the literal itself)."""
+    (empty for an IP literal: the clients connect to the literal itself)."""
 
     host: str  # as aiohttp will ask for it (IDNA, lower case)
     port: int

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from planner.probe.record import RequestRecord
 from planner.probe.redact import clip
@@ -32,6 +32,7 @@ __all__ = [
     "MAX_STREAM_BYTES",
     "PARSE_BATCH_BYTES",
     "MalformedSse",
+    "SseSplitter",
     "SseTooLarge",
     "max_stream_events",
     "parse_pending",
@@ -93,45 +94,45 @@ class _Reader(Protocol):
     def readany(self) -> Callable[[], Awaitable[bytes]]: ...
 
 
-def _chunk_text(data: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(text, finish_reason) of a completions or chat chunk."""
-    choices = data.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return None, None
-    ch = choices[0]
-    text = ch.get("text")
-    if text is None and isinstance(ch.get("delta"), dict):
-        text = ch["delta"].get("content")
-    return (text if isinstance(text, str) else None), ch.get("finish_reason")
-
-
-def _parse_payload(payload: bytes) -> dict[str, Any]:
-    body = payload.strip()
-    try:
-        text = body.decode("utf-8")
-        data, end = _DECODE(text)
-    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
-        raise MalformedSse("not JSON", body) from None
-    if end != len(text):
-        raise MalformedSse("not JSON", body)
+def _malformed(body: bytes, data: object) -> MalformedSse:
+    """Why a decoded payload is not a chunk (``data`` None: it was not one JSON value)."""
+    if data is None:
+        return MalformedSse("not JSON", body)
     if not isinstance(data, dict):
-        raise MalformedSse("chunk is not a JSON object")
-    if isinstance(data.get("error"), dict | str):
-        raise MalformedSse("error event", str(data["error"]), limit=120)
-    return data
+        return MalformedSse("chunk is not a JSON object")
+    return MalformedSse("error event", str(data["error"]), limit=120)
 
 
 def parse_pending(rec: RequestRecord, pending: list[bytes]) -> None:
     """Parse the waiting event data into ``rec`` (their times are already in
     ``rec.chunk_ns``); on a malformed one, the times of it and those after it are
-    dropped, so every kept time has its token count."""
+    dropped, so every kept time has its token count.
+
+    Each payload must be one JSON object without an ``error`` member; its text
+    is a completions chunk's ``choices[0].text`` or a chat chunk's
+    ``choices[0].delta.content``.  One loop, no call per payload but the decoder's."""
     tokens = rec.chunk_tokens
     times = rec.chunk_ns
     try:
         for payload in pending:
-            data = _parse_payload(payload)
-            text, finish = _chunk_text(data)
-            if text:
+            body = payload.strip()
+            try:
+                text = body.decode("utf-8")
+                data, end = _DECODE(text)
+            except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
+                raise MalformedSse("not JSON", body) from None
+            if end != len(text):
+                raise _malformed(body, None)
+            if type(data) is not dict or isinstance(data.get("error"), (dict, str)):
+                raise _malformed(body, data)
+            choices = data.get("choices")
+            chunk_text = finish = None
+            if choices and type(choices) is list and type(ch := choices[0]) is dict:
+                chunk_text = ch.get("text")
+                if chunk_text is None and type(delta := ch.get("delta")) is dict:
+                    chunk_text = delta.get("content")
+                finish = ch.get("finish_reason")
+            if chunk_text and type(chunk_text) is str:
                 now = times[len(tokens)]
                 tokens.append(1)
                 if rec.first_token_ns is None:
@@ -142,8 +143,8 @@ def parse_pending(rec: RequestRecord, pending: list[bytes]) -> None:
             if finish:
                 rec.finish_reason = str(finish)
             usage = data.get("usage")
-            if isinstance(usage, dict):
-                rec.usage = {k: v for k, v in usage.items() if isinstance(v, int | float)}
+            if type(usage) is dict:
+                rec.usage = {k: v for k, v in usage.items() if isinstance(v, (int, float))}
     except MalformedSse:
         del times[len(tokens):]
         raise
@@ -155,39 +156,50 @@ def _line_too_long() -> SseTooLarge:
     return SseTooLarge("sse_line_too_long", f"SSE line over {MAX_SSE_LINE_BYTES} bytes without a newline")
 
 
-async def read_events(content: _Reader, rec: RequestRecord, pending: list[bytes], max_events: int) -> bool:
-    """Split the SSE stream into events within the caps: each data line's time
+class SseSplitter:
+    """The push side of the reader: :meth:`feed` one read's bytes with the time
+    it was taken, then :meth:`end` at the end of the body.  Each data line's time
     (of the read that completed its event) goes to ``rec.chunk_ns`` and its bytes
-    to ``pending``, parsed in batches; True once ``[DONE]`` came."""
-    buf = bytearray()  # an unfinished line (a bytearray: a trickled long line is not copied quadratically)
-    data: list[bytes] = []  # the current event's data payloads
-    data_bytes = 0
-    pending_bytes = 0
-    total = 0
-    done = False
-    after_cr = False  # the last read ended with CR: an LF starting this one belongs to that line end
-    times = rec.chunk_ns
-    readany = content.readany
-    while True:
-        raw = await readany()
-        now = time.perf_counter_ns()  # the clock first: everything below is this read's, not the server's
-        if not raw:
-            break
-        total += len(raw)
-        if total > MAX_STREAM_BYTES:
+    to ``pending``, parsed in batches; raises :class:`SseTooLarge` or
+    :class:`MalformedSse` where the stream breaks a cap or is not SSE."""
+
+    __slots__ = ("after_cr", "buf", "data", "data_bytes", "done", "max_events", "pending", "pending_bytes", "rec",
+                 "times", "total")
+
+    def __init__(self, rec: RequestRecord, pending: list[bytes], max_events: int) -> None:
+        self.rec, self.pending, self.max_events = rec, pending, max_events
+        self.times = rec.chunk_ns
+        self.buf = bytearray()  # an unfinished line (a bytearray: a trickled long line is not copied quadratically)
+        self.data: list[bytes] = []  # the current event's data payloads
+        self.data_bytes = 0
+        self.pending_bytes = 0
+        self.total = 0
+        self.done = False  # [DONE] came
+        self.after_cr = False  # the last read ended with CR: an LF starting the next belongs to that line end
+
+    def feed(self, raw: bytes, now: int) -> None:
+        """One read's bytes, read at ``now`` (perf_counter_ns)."""
+        self.total += len(raw)
+        if self.total > MAX_STREAM_BYTES:
             raise SseTooLarge("stream_too_large", f"stream over {MAX_STREAM_BYTES} bytes")
-        if after_cr:
-            after_cr = False
-            if raw[0] == 10:  # b"\n"
+        buf = self.buf
+        if (not buf and not self.data and not self.after_cr and raw.startswith(b"data:") and raw.endswith(b"\n\n")
+                and raw.count(b"\n") == 2 and b"\r" not in raw and len(raw) - 2 <= MAX_SSE_LINE_BYTES):
+            # the common read: exactly one whole one-line event (no copy but the payload's)
+            self._event_end((raw[5:-2],), now)
+            return
+        if self.after_cr:
+            self.after_cr = False
+            if raw[:1] == b"\n":
                 raw = raw[1:]
         if b"\r" in raw:  # CRLF and lone CR become LF (the common LF-only stream never copies)
-            after_cr = raw[-1] == 13  # b"\r"
+            self.after_cr = raw[-1] == 13  # b"\r"
             raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if b"\n" not in raw:
             buf += raw
             if len(buf) > MAX_SSE_LINE_BYTES:
                 raise _line_too_long()
-            continue
+            return
         if buf:
             buf += raw
             lines = bytes(buf).split(b"\n")
@@ -196,35 +208,58 @@ async def read_events(content: _Reader, rec: RequestRecord, pending: list[bytes]
             lines = raw.split(b"\n")
         if rest := lines.pop():  # the unfinished line (none when the read ends an event: no allocation)
             buf += rest
+        data = self.data
         for line in lines:
             if not line:  # a blank line ends the event
                 if data:
-                    for payload in data:
-                        if b"[DONE]" in payload and payload.strip() == b"[DONE]":
-                            done = True
-                        else:
-                            times.append(now)
-                            pending.append(payload)
-                            pending_bytes += len(payload)
+                    self._event_end(data, now)
                     data.clear()  # its payloads are in `pending`: the list is reused, not replaced
-                    data_bytes = 0
-                    if len(times) > max_events:
-                        raise SseTooLarge("stream_too_large", f"more than {max_events} events for "
-                                          f"{(max_events - STREAM_EVENTS_SLACK) // STREAM_EVENTS_PER_TOKEN} tokens")
-                    if pending_bytes > PARSE_BATCH_BYTES:
-                        parse_pending(rec, pending)
-                        pending_bytes = 0
+                    self.data_bytes = 0
             elif line.startswith(b"data:"):
                 data.append(line[5:])
-                data_bytes += len(line)
-                if data_bytes > MAX_SSE_LINE_BYTES:
+                self.data_bytes += len(line)
+                if self.data_bytes > MAX_SSE_LINE_BYTES:
                     raise SseTooLarge("sse_line_too_long", f"SSE event over {MAX_SSE_LINE_BYTES} bytes")
             elif line[0] != 58 and not line.startswith(_IGNORED_FIELDS):  # 58: b":", a comment
-                parse_pending(rec, pending)  # what came before this line is the server's first fault
+                parse_pending(self.rec, self.pending)  # what came before this line is the server's first fault
                 raise MalformedSse("not an SSE line", line)
         if len(buf) > MAX_SSE_LINE_BYTES:
             raise _line_too_long()
-    parse_pending(rec, pending)
-    if buf.strip() or data:
-        raise MalformedSse("unterminated event", bytes(buf) or data[0])
-    return done
+
+    def _event_end(self, data: list[bytes] | tuple[bytes], now: int) -> None:
+        times, pending = self.times, self.pending
+        for payload in data:
+            if b"[DONE]" in payload and payload.strip() == b"[DONE]":
+                self.done = True
+            else:
+                times.append(now)
+                pending.append(payload)
+                self.pending_bytes += len(payload)
+        if len(times) > self.max_events:
+            raise SseTooLarge("stream_too_large", f"more than {self.max_events} events for "
+                              f"{(self.max_events - STREAM_EVENTS_SLACK) // STREAM_EVENTS_PER_TOKEN} tokens")
+        if self.pending_bytes > PARSE_BATCH_BYTES:
+            parse_pending(self.rec, self.pending)
+            self.pending_bytes = 0
+
+    def end(self) -> bool:
+        """The body ended: parse what waits; True once ``[DONE]`` came."""
+        parse_pending(self.rec, self.pending)
+        if self.buf.strip() or self.data:
+            raise MalformedSse("unterminated event", bytes(self.buf) or self.data[0])
+        return self.done
+
+
+async def read_events(content: _Reader, rec: RequestRecord, pending: list[bytes], max_events: int) -> bool:
+    """Split an SSE stream pulled from ``content`` (``readany``) into events
+    within the caps (:class:`SseSplitter`); True once ``[DONE]`` came."""
+    splitter = SseSplitter(rec, pending, max_events)
+    readany = content.readany
+    feed = splitter.feed
+    while True:
+        raw = await readany()
+        now = time.perf_counter_ns()  # the clock first: everything below is this read's, not the server's
+        if not raw:
+            break
+        feed(raw, now)
+    return splitter.end()
