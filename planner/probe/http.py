@@ -30,6 +30,7 @@ What it keeps of a general client:
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import socket
 import ssl
@@ -91,7 +92,11 @@ def _target(url: str, headers: dict[str, str]) -> Target:
     host = u.raw_host or ""
     tls = u.scheme == "https"
     port = u.port or (443 if tls else 80)
-    literal = ":" in host or host.replace(".", "").isdigit()
+    try:  # an address as the standard writes it; anything else ("127.1", "2130706433") is a name the run pinned
+        ipaddress.ip_address(host)
+        literal = True
+    except ValueError:
+        literal = False
     authority = f"[{host}]" if ":" in host else host
     if port != (443 if tls else 80):
         authority += f":{port}"
