@@ -57,15 +57,16 @@ class _DecodeRuns:
             return self.free
         return self.seg_free[min(self.seg_index(t, pushed), len(self.seg_t) - 1)]
 
-    def plan_run(self, t: float) -> float:
+    def plan_run(self, t: float, until_s: float = math.inf, most: int = SEGMENT_MAX_ITERATIONS) -> float:
         """When nothing can change but the tokens (nothing waiting, every running sequence
         decoding, blocks free for every growth), plan the next iterations at once, up to the
-        first finish (at most SEGMENT_MAX_ITERATIONS): the same step times, summed in the same
-        order as one by one.  Returns the run's end time (0: plan one iteration instead)."""
+        first finish (at most ``most``; ``until_s``: up to the iteration in progress then, when
+        the next arrival is known): the same step times, summed in the same order as one by
+        one.  Returns the run's end time (0: plan one iteration instead)."""
         running, bt = self.running, self.bt
         if self.waiting or not running or self.role == "prefill":
             return 0.0
-        ctx, rem, cnt = 0, SEGMENT_MAX_ITERATIONS, [0] * bt
+        ctx, rem, cnt = 0, most, [0] * bt
         for s in running:
             kv = s.kv
             if kv < s.target:
@@ -90,6 +91,8 @@ class _DecodeRuns:
             t = t + (row[i] + f * (row[i + 1] - row[i]) if f else row[i])
             ts.append(t)
             fs.append(free)
+            if t >= until_s:
+                break
         if len(ts) < 2:
             ts.clear()
             fs.clear()

@@ -37,6 +37,7 @@ import numpy as np
 from planner.errors import InsufficientMemoryError, ScenarioError
 from planner.physics.link import kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.techniques import kv_transfer_s
+from planner.simulate.alone import alone_order, in_flight_area, run_alone
 from planner.simulate.arrivals import Request, generate_requests
 from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions
 from planner.simulate.replica import StepTimes, _Replica, _Seq
@@ -235,8 +236,21 @@ class _Sim:
         self.pending_transfer[s.idx] = s
         self.push(t + dt, _TRANSFER, s.idx, t)
 
+    def alone(self) -> bool:
+        """Whether each replica can run alone (planner.simulate.alone): round robin or one replica,
+        colocated, open loop, no chat turns, every replica serving from the start."""
+        o = self.options
+        return (not self.back and not self.joining and not self.children and o.concurrency is None
+                and (o.router == "round_robin" or len(self.front) == 1))
+
     def run(self) -> None:
         o = self.options
+        if self.alone():
+            order = alone_order(self.requests).tolist()
+            n = len(self.front)
+            for ri, rep in enumerate(self.front):
+                run_alone(rep, order[ri::n], self.requests, self.seqs)
+            return
         if o.concurrency is not None:
             for _ in range(min(o.concurrency, len(self.roots))):
                 self.push(0.0, _ARRIVE, self.roots[self.next_root])
@@ -355,7 +369,8 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
         tpot_s=tpot,
         itl_s=itl,
         preemptions=sum(rp.preemptions for rp in sim.replicas),
-        mean_in_flight=sim.area / duration if duration > 0 else float(sim.in_flight),
+        mean_in_flight=(in_flight_area(arrival, finish) if sim.alone() else sim.area) / duration if duration > 0
+        else float(sim.in_flight),
         duration_s=duration,
         iterations=sum(len(rp.times) for rp in sim.replicas),
         kv_capacity_tokens=sim.kv_capacity_tokens,
