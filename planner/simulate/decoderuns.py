@@ -1,11 +1,21 @@
-"""Runs of decode-only iterations planned as one event (a mixin of the simulator's replica).
+"""The replica's token clock, and runs of decode-only iterations planned as one event
+(a mixin of the simulator's replica).
 
-While nothing can change in a replica but the tokens (nothing waiting, every running
-sequence decoding, blocks free for every growth), its next iterations up to the first
-finish are known in advance: the same step times, summed in the same order as one by
-one, so the run ends at bit-identical times.  An arrival routed to the replica cuts the
-run at the iteration then in progress (whose end would have seen it), giving back the
-blocks the cut iterations had taken.
+Token clock: every decoding sequence gains one token per iteration, so none is touched
+while it decodes.  The replica counts the iterations it has ended (its clock) and keeps,
+over its decoding sequences, the sum of ``kv − clock at joining`` (the live context is
+that sum + count × clock), how many sit at each ``kv mod block_tokens`` (which of them
+open a block in a given iteration) and a heap of the clock values at which they finish.
+An iteration then costs O(prefill pieces + finishes), not O(batch).  A sequence's kv,
+generated tokens and blocks are brought up to date (exact integers) only when it
+leaves the decoding set (finish, preemption) or when its blocks are read.
+
+Runs: while nothing can change in a replica but the tokens (nothing waiting, every
+running sequence decoding, blocks free for every growth), its next iterations up to the
+first finish are known in advance: the same step times, summed in the same order as one
+by one, so the run ends at bit-identical times.  An arrival routed to the replica cuts
+the run at the iteration then in progress (whose end would have seen it), giving back
+the blocks the cut iterations had taken.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import deque
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -42,14 +53,67 @@ class _DecodeRuns:
     times: list[float]
     batch_series: list[int]
     kv_series: list[float]
-    _decode: list[_Seq]
+    _ndec: int
     _pieces: list[tuple[_Seq, int]]
 
     def _init_runs(self) -> None:
+        self.clock = 0  # iterations ended
+        self.ndec = 0  # decoding sequences (running, KV complete)
+        self.dec_sum = 0  # Σ (kv − clock at joining) over them: live context = dec_sum + ndec × clock
+        self.dec_mod = [0] * self.bt  # how many have (kv − clock at joining) ≡ i (mod block_tokens)
+        self.dec_fin: list[tuple[int, int, _Seq]] = []  # heap: (clock at finish, admission, sequence)
+        self.admitted = 0  # admissions to the batch so far (running keeps their order)
         self.seg_t: list[float] = []  # a planned run: its iterations' end times,
         self.seg_free: list[int] = []  # free blocks while each is in progress,
         self.seg_t0 = 0.0  # and when the run was planned
         self.event = 0  # order of the replica's live iteration-end event (older ones are stale)
+
+    # -- the token clock ------------------------------------------------------
+    def _join(self, s: _Seq) -> None:
+        """``s`` decodes from the next iteration planned on (its kv complete, running)."""
+        c = self.clock
+        key = s.kv - c
+        s.clock0, s.decoding = c, True
+        self.ndec += 1
+        self.dec_sum += key
+        self.dec_mod[key % self.bt] += 1
+        heappush(self.dec_fin, (s.out - s.generated + c, s.admitted, s))
+
+    def _sync(self, s: _Seq) -> None:
+        """Bring a decoding sequence's kv, generated tokens and blocks up to the clock."""
+        d = self.clock - s.clock0
+        if d:
+            kv = s.kv
+            s.kv = kv + d
+            s.generated += d
+            s.blocks += (kv + d - 1) // self.bt - (kv - 1) // self.bt
+            s.clock0 = self.clock
+
+    def _leave(self, s: _Seq) -> None:
+        """``s`` stops decoding (finished or preempted); its state is brought up to date."""
+        self._sync(s)
+        key = s.kv - self.clock
+        s.decoding = False
+        self.ndec -= 1
+        self.dec_sum -= key
+        self.dec_mod[key % self.bt] -= 1
+
+    def _finish_clock(self) -> int:
+        """The clock at the next finish of a decoding sequence (no stale heap entry on top)."""
+        fin = self.dec_fin
+        while fin and not (fin[0][2].decoding and fin[0][2].admitted == fin[0][1]):
+            heappop(fin)
+        return fin[0][0] if fin else 2**62
+
+    def _finishing(self) -> list[_Seq]:
+        """Decoding sequences that reach their output at the clock, in batch order."""
+        out: list[_Seq] = []
+        fin, c = self.dec_fin, self.clock
+        while fin and fin[0][0] <= c:
+            _, adm, s = heappop(fin)
+            if s.decoding and s.admitted == adm:
+                out.append(s)
+        return out
 
     def free_at(self, t: float, pushed: float = -math.inf) -> int:
         """Free blocks while the iteration in progress at an event at ``t`` runs."""
@@ -63,25 +127,17 @@ class _DecodeRuns:
         first finish (at most ``most``; ``until_s``: up to the iteration in progress then, when
         the next arrival is known): the same step times, summed in the same order as one by
         one.  Returns the run's end time (0: plan one iteration instead)."""
-        running, bt = self.running, self.bt
-        if self.waiting or not running or self.role == "prefill":
+        running, bt, b = self.running, self.bt, self.ndec
+        if self.waiting or not running or self.role == "prefill" or b != len(running):
             return 0.0
-        ctx, rem, cnt = 0, most, [0] * bt
-        for s in running:
-            kv = s.kv
-            if kv < s.target:
-                return 0.0
-            ctx += kv
-            cnt[kv % bt] += 1
-            r = s.out - s.generated
-            if r < rem:
-                rem = r
-        b, free, grid = len(running), self.free, GRID_TOKENS
+        c = self.clock
+        ctx, rem, cnt = self.dec_sum + b * c, min(most, self._finish_clock() - c), self.dec_mod
+        free, grid = self.free, GRID_TOKENS
         row = self.steps.decode_row(b)
         ts, fs = self.seg_t, self.seg_free
         self.seg_t0 = t
         for j in range(rem):  # iteration j: every kv is kv0 + j; those at a block boundary grow
-            need = cnt[-j % bt]
+            need = cnt[-(c + j) % bt]
             if need > free:
                 break
             free -= need
@@ -97,8 +153,8 @@ class _DecodeRuns:
             ts.clear()
             fs.clear()
             return 0.0
-        self.free = free  # the sequences' blocks count their growth when the run ends
-        self._decode, self._pieces = list(running), []
+        self.free = free  # the sequences' blocks count their growth when brought up to date
+        self._ndec, self._pieces = b, []
         return t
 
     def seg_index(self, t: float, pushed: float) -> int:
@@ -125,7 +181,7 @@ class _DecodeRuns:
         """The series of all but the last iteration of a planned run; its length."""
         k1 = len(self.seg_t) - 1
         self.times.extend(self.seg_t[:k1])
-        self.batch_series.extend([len(self._decode)] * k1)
+        self.batch_series.extend([self._ndec] * k1)
         cap = self.capacity
         self.kv_series.extend([1.0 - f / cap for f in self.seg_free[:k1]])
         self.seg_t.clear()
