@@ -286,37 +286,31 @@ class _Sim:
 
 def _all_gaps(seqs: list[_Seq], replicas: list[_Replica]) -> np.ndarray:
     """Every sequence's inter-token gaps, request by request: per sequence, np.diff of its
-    emission times (its runs of iterations, concatenated), gathered for all at once."""
+    emission times (its runs of iterations, concatenated).  A run of emissions is a run of
+    one replica's consecutive iterations, so its gaps are a slice of that replica's
+    np.diff(times) (the same subtractions): each sequence's slices are copied into place;
+    only a sequence with several runs (preempted, or handed off) is diffed on its own."""
     offsets: dict[int, int] = {}
     pos = 0
     for rp in replicas:
         offsets[id(rp.times)] = pos
         pos += len(rp.times)
-    times = np.fromiter((t for rp in replicas for t in rp.times), dtype=float, count=pos)
-    starts: list[int] = []
-    lengths: list[int] = []
-    per_seq: list[int] = []
+    times = np.concatenate([np.asarray(rp.times, dtype=float) for rp in replicas]) if pos else np.zeros(0)
+    diff = np.diff(times)  # across two replicas' iterations: never read
+    total = sum(b - a for s in seqs for _, a, b in s.segs) + sum(len(s.segs) - 1 for s in seqs if s.segs)
+    out = np.empty(total, dtype=float)
+    pos = 0
     for s in seqs:
-        n = 0
-        for tl, a, b in s.segs:
-            starts.append(offsets[id(tl)] + a)
-            lengths.append(b - a + 1)
-            n += b - a + 1
-        per_seq.append(n)
-    ln = np.asarray(lengths, dtype=np.int64)
-    total = int(ln.sum())
-    if total == 0:
-        return np.zeros(0)
-    out = np.empty(total - int(np.count_nonzero(np.asarray(per_seq))), dtype=float)
-    first = np.cumsum(ln) - ln  # where each run starts in the gathered emission times
-    idx = np.arange(total, dtype=np.int64) + np.repeat(np.asarray(starts, dtype=np.int64) - first, ln)
-    emitted = times[idx]
-    gaps = np.diff(emitted)
-    ends = np.cumsum(np.asarray(per_seq, dtype=np.int64))  # one past each sequence's last emission
-    keep = np.ones(gaps.size, dtype=bool)
-    cut = ends[(ends > 0) & (ends < total)] - 1  # the gap from one sequence's last emission to the next's first
-    keep[cut] = False
-    out[:] = gaps[keep]
+        segs = s.segs
+        if len(segs) == 1:
+            tl, a, b = segs[0]
+            o = offsets[id(tl)]
+            out[pos:pos + b - a] = diff[o + a:o + b]
+            pos += b - a
+        elif segs:
+            emitted = np.concatenate([times[offsets[id(tl)] + a:offsets[id(tl)] + b + 1] for tl, a, b in segs])
+            out[pos:pos + emitted.size - 1] = np.diff(emitted)
+            pos += emitted.size - 1
     return out
 
 
