@@ -52,7 +52,7 @@ class _DecodeRuns:
     running: list[_Seq]
     times: list[float]
     batch_series: list[int]
-    kv_series: list[float]
+    free_series: list[int]
     _ndec: int
     _pieces: list[tuple[_Seq, int]]
 
@@ -182,8 +182,7 @@ class _DecodeRuns:
         k1 = len(self.seg_t) - 1
         self.times.extend(self.seg_t[:k1])
         self.batch_series.extend([self._ndec] * k1)
-        cap = self.capacity
-        self.kv_series.extend([1.0 - f / cap for f in self.seg_free[:k1]])
+        self.free_series.extend(self.seg_free[:k1])
         self.seg_t.clear()
         self.seg_free.clear()
         return k1 + 1

@@ -321,7 +321,7 @@ def _downsample(rep: _Replica, points: int) -> dict[str, Any]:
     return {"role": rep.role,
             "t_s": t[idx].tolist() if n else [],
             "batch_size": np.asarray(rep.batch_series)[idx].tolist() if n else [],
-            "kv_utilization": np.asarray(rep.kv_series)[idx].tolist() if n else []}
+            "kv_utilization": (1.0 - np.asarray(rep.free_series, dtype=float)[idx] / rep.capacity).tolist() if n else []}
 
 
 def _kv_blocks(rep: _Replica) -> KvBlocks:

@@ -140,7 +140,7 @@ class _Replica(_DecodeRuns):
         self.entries: OrderedDict[str, _Entry] = OrderedDict()
         self.times: list[float] = []
         self.batch_series: list[int] = []
-        self.kv_series: list[float] = []
+        self.free_series: list[int] = []  # free blocks after each iteration (KV utilization: 1 − free / capacity)
         self.busy = False
         self.preemptions = 0
         self.join_s = 0.0  # when it starts taking requests (a replica added mid-run)
@@ -395,7 +395,7 @@ class _Replica(_DecodeRuns):
         if done or handoff:
             self.running = [s for s in self.running if s.active]
         self.batch_series.append(self._ndec)
-        self.kv_series.append(1.0 - self.free / self.capacity)
+        self.free_series.append(self.free)
         self._ndec, self._pieces = 0, []
         for s in done:
             sim.finished(s, t)
