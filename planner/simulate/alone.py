@@ -50,27 +50,29 @@ def alone_order(requests: Sequence[Request]) -> np.ndarray:
 def run_alone(rep: _Replica, idx: Sequence[int], requests: Sequence[Request], seqs: list[_Seq | None]) -> None:
     """Simulate ``rep`` serving the requests ``idx`` (in arrival order) and nothing else."""
     arr = [requests[i].arrival_s for i in idx]
+    arr.append(math.inf)
     m, k = len(idx), 0
     host = _Quiet()
+    waiting, plan_run, plan, apply = rep.waiting, rep.plan_run, rep.plan, rep.apply
     while k < m:  # idle: the next arrival starts it
         i = idx[k]
         t = arr[k]
         s = seqs[i] = _Seq(i, requests[i], t)
-        rep.waiting.append(s)
+        waiting.append(s)
         k += 1
         while True:
-            end = rep.plan_run(t, arr[k] if k < m else math.inf, ALONE_RUN_ITERATIONS)
+            end = 0.0 if waiting else plan_run(t, arr[k], ALONE_RUN_ITERATIONS)
             if end <= 0:
-                dt = rep.plan()
+                dt = plan()
                 if dt <= 0:
                     break
                 end = t + dt
-            while k < m and arr[k] <= end:  # arrivals the iteration's end sees
+            while arr[k] <= end:  # arrivals the iteration's end sees
                 i = idx[k]
                 s = seqs[i] = _Seq(i, requests[i], arr[k])
-                rep.waiting.append(s)
+                waiting.append(s)
                 k += 1
-            rep.apply(end, host)
+            apply(end, host)
             t = end
 
 

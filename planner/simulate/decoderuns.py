@@ -24,6 +24,8 @@ import math
 from bisect import bisect_left
 from collections import deque
 from heapq import heappop, heappush
+from itertools import accumulate
+from operator import sub
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -136,19 +138,32 @@ class _DecodeRuns:
         row = self.steps.decode_row(b)
         ts, fs = self.seg_t, self.seg_free
         self.seg_t0 = t
-        for j in range(rem):  # iteration j: every kv is kv0 + j; those at a block boundary grow
-            need = cnt[-(c + j) % bt]
-            if need > free:
-                break
-            free -= need
-            x = ((ctx + j * b) / b + 1.0) / grid  # StepTimes.decode_s, inlined
-            i = int(x)
-            f = x - i
-            t = t + (row[i] + f * (row[i + 1] - row[i]) if f else row[i])
-            ts.append(t)
-            fs.append(free)
-            if t >= until_s:
-                break
+        if b * (rem // bt + 1) <= free:  # blocks for every growth in reach: count them afterwards
+            for live in range(ctx, ctx + rem * b, b):  # the live context of each iteration
+                x = (live / b + 1.0) / grid  # StepTimes.decode_s, inlined
+                i = int(x)
+                f = x - i
+                t = t + (row[i] + f * (row[i + 1] - row[i]) if f else row[i])
+                ts.append(t)
+                if t >= until_s:
+                    break
+            fs.extend(accumulate([cnt[-(c + j) % bt] for j in range(len(ts))], sub, initial=free))
+            del fs[0]
+            free = fs[-1] if fs else free
+        else:
+            for j in range(rem):  # iteration j: every kv is kv0 + j; those at a block boundary grow
+                need = cnt[-(c + j) % bt]
+                if need > free:
+                    break
+                free -= need
+                x = ((ctx + j * b) / b + 1.0) / grid
+                i = int(x)
+                f = x - i
+                t = t + (row[i] + f * (row[i + 1] - row[i]) if f else row[i])
+                ts.append(t)
+                fs.append(free)
+                if t >= until_s:
+                    break
         if len(ts) < 2:
             ts.clear()
             fs.clear()

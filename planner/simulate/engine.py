@@ -27,6 +27,7 @@ run (tests/test_simulate_speed_equivalence.py holds runs recorded before these c
 """
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from dataclasses import dataclass
@@ -316,12 +317,12 @@ def _all_gaps(seqs: list[_Seq], replicas: list[_Replica]) -> np.ndarray:
 
 def _downsample(rep: _Replica, points: int) -> dict[str, Any]:
     n = len(rep.times)
-    idx = np.unique(np.linspace(0, n - 1, min(points, n)).astype(int)) if n else np.zeros(0, int)
-    t = np.asarray(rep.times)
+    idx = np.unique(np.linspace(0, n - 1, min(points, n)).astype(int)).tolist() if n else []
+    free = np.array([rep.free_series[i] for i in idx], dtype=float)
     return {"role": rep.role,
-            "t_s": t[idx].tolist() if n else [],
-            "batch_size": np.asarray(rep.batch_series)[idx].tolist() if n else [],
-            "kv_utilization": (1.0 - np.asarray(rep.free_series, dtype=float)[idx] / rep.capacity).tolist() if n else []}
+            "t_s": [rep.times[i] for i in idx],
+            "batch_size": [rep.batch_series[i] for i in idx],
+            "kv_utilization": (1.0 - free / rep.capacity).tolist()}
 
 
 def _kv_blocks(rep: _Replica) -> KvBlocks:
@@ -337,11 +338,22 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
     options = options or SimOptions()
     if requests is not None and len(requests) > MAX_SIM_REQUESTS:
         raise ScenarioError(f"requests: {len(requests):,} requests is over the limit of {MAX_SIM_REQUESTS:,}")
-    reqs = tuple(requests) if requests is not None else generate_requests(scenario, options)
-    if not reqs:
-        raise ScenarioError("requests: empty; give at least one request")
-    sim = _Sim(scenario=scenario, options=options, requests=reqs)
-    sim.run()
+    collecting = gc.isenabled()
+    gc.disable()  # millions of objects made, none freed in cycles: collection passes would only cost time
+    try:
+        reqs = tuple(requests) if requests is not None else generate_requests(scenario, options)
+        if not reqs:
+            raise ScenarioError("requests: empty; give at least one request")
+        sim = _Sim(scenario=scenario, options=options, requests=reqs)
+        sim.run()
+        return _result(sim, options)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _result(sim: _Sim, options: SimOptions) -> SimRun:
+    reqs = sim.requests
     seqs = [s for s in sim.seqs if s is not None]
     if len(seqs) != len(reqs) or any(s.finish_s != s.finish_s for s in seqs):
         raise ScenarioError("simulation did not finish every request")  # a scheduler bug, never expected

@@ -351,8 +351,14 @@ class _Replica(_DecodeRuns):
         k = self._apply_run() if self.seg_t else 1
         idx = len(self.times)
         self.times.append(t)
-        self.clock += k
-        done = self._finishing() if self._ndec else []
+        self.clock = c = self.clock + k
+        fin = self.dec_fin
+        done = self._finishing() if fin and fin[0][0] <= c else []
+        if not done and not self._pieces:  # decode only, nothing finishing
+            self.batch_series.append(self._ndec)
+            self.free_series.append(self.free)
+            self._ndec = 0
+            return
         for s in done:
             self._leave(s)
         handoff: list[_Seq] = []
