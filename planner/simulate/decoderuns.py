@@ -36,7 +36,7 @@ __all__: list[str] = []
 # Longest run of decode-only iterations planned as one event (an arrival cuts a run short;
 # longer runs waste the step times computed past the cut).
 SEGMENT_MAX_ITERATIONS = 32
-# The decode step-time table's pitch: planner.simulate.replica.CONTEXT_GRID_TOKENS is this.
+# The decode step-time table's pitch: planner.simulate.steptimes.CONTEXT_GRID_TOKENS is this.
 GRID_TOKENS = 64
 
 
@@ -132,8 +132,10 @@ class _DecodeRuns:
         running, bt, b = self.running, self.bt, self.ndec
         if self.waiting or not running or self.role == "prefill" or b != len(running):
             return 0.0
-        c = self.clock
-        ctx, rem, cnt = self.dec_sum + b * c, min(most, self._finish_clock() - c), self.dec_mod
+        c, fin = self.clock, self.dec_fin
+        top = fin[0]
+        nxt = top[0] if top[2].decoding and top[2].admitted == top[1] else self._finish_clock()
+        ctx, rem, cnt = self.dec_sum + b * c, min(most, nxt - c), self.dec_mod
         free, grid = self.free, GRID_TOKENS
         row = self.steps.decode_row(b)
         ts, fs = self.seg_t, self.seg_free

@@ -18,12 +18,20 @@ budget / KV bytes per token per GPU.  Requests sharing a ``prefix_key`` reuse ca
 full blocks (prefix sharing).  Deterministic for a given seed.  Speculative
 decoding is not simulated (one token per sequence per iteration).
 
-Speed without changing a result: while a replica only decodes (nothing waiting, blocks free
-for every growth) its iterations up to the next finish are planned as one event
-(:mod:`planner.simulate.decoderuns`: the same step times summed in the same order), and an
-arrival routed to it cuts the run at the iteration then in progress.  Inter-token gaps are
-gathered for every request in one vectorized pass at the end.  Same seed, bit-identical
-run (tests/test_simulate_speed_equivalence.py holds runs recorded before these changes).
+Speed without changing a result (tests/test_simulate_speed_equivalence.py holds runs recorded
+before these changes; same seed, bit-identical run):
+
+* token clock (:mod:`planner.simulate.decoderuns`): decoding sequences are not touched each
+  iteration; a replica keeps their context sum, a histogram of kv mod block_tokens and a heap
+  of finish clocks, so an iteration costs O(prefill pieces + finishes), not O(batch);
+* runs: while a replica only decodes (nothing waiting, blocks free for every growth) its
+  iterations up to the next finish are planned as one event (the same step times summed in
+  the same order), and an arrival routed to it cuts the run at the iteration then in progress;
+* replicas alone (:mod:`planner.simulate.alone`): round robin (or one replica), colocated, open
+  loop, no chat turns, no replica joining: each replica runs on its own arrivals without the
+  shared event queue, a run planned up to its next arrival instead of cut;
+* inter-token gaps: slices of each replica's np.diff(iteration times), copied into place;
+* the cyclic garbage collector is paused while a run builds its millions of objects.
 """
 from __future__ import annotations
 
@@ -41,8 +49,9 @@ from planner.physics.techniques import kv_transfer_s
 from planner.simulate.alone import alone_order, in_flight_area, run_alone
 from planner.simulate.arrivals import Request, generate_requests
 from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions
-from planner.simulate.replica import StepTimes, _Replica, _Seq
+from planner.simulate.replica import _Replica, _Seq
 from planner.simulate.router import choose_replica
+from planner.simulate.steptimes import StepTimes
 from planner.sizing.plan import plan_resolved
 from planner.spec.context import resolve
 from planner.spec.defaults import DEFAULT_MAX_BATCH
