@@ -41,7 +41,7 @@ GRID_TOKENS = 64
 
 
 class _Rows(Protocol):
-    def decode_row(self, batch_size: int) -> list[float]: ...
+    def decode_rise(self, batch_size: int) -> tuple[list[float], list[float]]: ...
 
 
 class _DecodeRuns:
@@ -137,7 +137,7 @@ class _DecodeRuns:
         nxt = top[0] if top[2].decoding and top[2].admitted == top[1] else self._finish_clock()
         ctx, rem, cnt = self.dec_sum + b * c, min(most, nxt - c), self.dec_mod
         free, grid = self.free, GRID_TOKENS
-        row = self.steps.decode_row(b)
+        row, rise = self.steps.decode_rise(b)
         ts, fs = self.seg_t, self.seg_free
         self.seg_t0 = t
         if b * (rem // bt + 1) <= free:  # blocks for every growth in reach: count them afterwards
@@ -145,11 +145,13 @@ class _DecodeRuns:
                 x = (live / b + 1.0) / grid  # StepTimes.decode_s, inlined
                 i = int(x)
                 f = x - i
-                t = t + (row[i] + f * (row[i + 1] - row[i]) if f else row[i])
+                t = t + (row[i] + f * rise[i] if f else row[i])
                 ts.append(t)
                 if t >= until_s:
                     break
-            fs.extend(accumulate([cnt[-(c + j) % bt] for j in range(len(ts))], sub, initial=free))
+            k0, m = -c % bt, len(ts)
+            grows = cnt[k0::-1] + cnt[:k0:-1]  # iteration j: cnt[-(c + j) % bt], period bt
+            fs.extend(accumulate((grows * (m // bt + 1))[:m], sub, initial=free))
             del fs[0]
             free = fs[-1] if fs else free
         else:
@@ -161,7 +163,7 @@ class _DecodeRuns:
                 x = ((ctx + j * b) / b + 1.0) / grid
                 i = int(x)
                 f = x - i
-                t = t + (row[i] + f * (row[i + 1] - row[i]) if f else row[i])
+                t = t + (row[i] + f * rise[i] if f else row[i])
                 ts.append(t)
                 fs.append(free)
                 if t >= until_s:

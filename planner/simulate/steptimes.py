@@ -29,6 +29,7 @@ class StepTimes:
         n = max_context_tokens // CONTEXT_GRID_TOKENS + 3
         self._grid = np.arange(n, dtype=float) * CONTEXT_GRID_TOKENS
         self._decode: dict[int, list[float]] = {}
+        self._rise: dict[int, tuple[list[float], list[float]]] = {}
         self._prefill: dict[tuple[int, int], tuple[float, float]] = {}
 
     def decode_row(self, batch_size: int) -> list[float]:
@@ -39,6 +40,14 @@ class StepTimes:
             row = np.asarray(st.step_s, dtype=float).tolist()
             self._decode[batch_size] = row
         return row
+
+    def decode_rise(self, batch_size: int) -> tuple[list[float], list[float]]:
+        """decode_row and its rise from each grid point to the next (row[i + 1] − row[i])."""
+        pair = self._rise.get(batch_size)
+        if pair is None:
+            row = self.decode_row(batch_size)
+            pair = self._rise[batch_size] = (row, [row[i + 1] - row[i] for i in range(len(row) - 1)] + [0.0])
+        return pair
 
     def decode_s(self, batch_size: int, context_tokens: float) -> float:
         """decode_step(batch, context).step_s, interpolated on the context grid."""
