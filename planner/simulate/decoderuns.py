@@ -8,7 +8,9 @@ that sum + count × clock), how many sit at each ``kv mod block_tokens`` (which 
 open a block in a given iteration) and a heap of the clock values at which they finish.
 An iteration then costs O(prefill pieces + finishes), not O(batch).  A sequence's kv,
 generated tokens and blocks are brought up to date (exact integers) only when it
-leaves the decoding set (finish, preemption) or when its blocks are read.
+leaves the decoding set (finish, preemption): code reading them for a decoding sequence
+(``s.decoding``) must call ``_sync(s)`` first.  Its kv never falls below its target
+meanwhile, so ``kv < target`` still tells a prefill from a decoding sequence.
 
 Runs: while nothing can change in a replica but the tokens (nothing waiting, every
 running sequence decoding, blocks free for every growth), its next iterations up to the
