@@ -52,11 +52,6 @@ from planner.simulate.options import (
     SimOptions,
     sim_options,
 )
-from planner.simulate.replica import (
-    CACHED_GRID_TOKENS,
-    CONTEXT_GRID_TOKENS,
-    StepTimes,
-)
 from planner.simulate.report import (
     MAX_RATES,
     LatencyStats,
@@ -72,6 +67,11 @@ from planner.simulate.router import (
     ReplicaLoad,
     affinity_score,
     choose_replica,
+)
+from planner.simulate.steptimes import (
+    CACHED_GRID_TOKENS,
+    CONTEXT_GRID_TOKENS,
+    StepTimes,
 )
 
 __all__ = [

@@ -96,14 +96,12 @@ def generate_requests(scenario: Scenario, options: SimOptions) -> tuple[Request,
         times = arrival_times(rate_req_s=rate, count=n, process=options.arrival, burstiness=options.burstiness,
                               rng=rng)
         shared = rng.random(n) < w.prefix_hit_rate if w.prefix_tokens > 0 else np.zeros(n, bool)
-        out = []
-        for i in range(n):
-            if shared[i]:
-                p = max(int(prompts[i]), w.prefix_tokens + 1)
-                out.append(Request(float(times[i]), p, int(outputs[i]), SYSTEM_PREFIX_KEY, w.prefix_tokens))
-            else:
-                out.append(Request(float(times[i]), int(prompts[i]), int(outputs[i])))
-        return tuple(out)
+        t_l, p_l, o_l = times.tolist(), np.asarray(prompts, dtype=np.int64).tolist(), outputs.tolist()
+        if not shared.any():
+            return tuple(map(Request, t_l, p_l, o_l))
+        ptok = w.prefix_tokens
+        return tuple(Request(t, max(p, ptok + 1), o, SYSTEM_PREFIX_KEY, ptok) if sh else Request(t, p, o)
+                     for t, p, o, sh in zip(t_l, p_l, o_l, shared.tolist(), strict=True))
     # Multi-turn: sessions start at rate / turns so requests arrive at about ``rate``.
     sessions = math.ceil(n / turns)
     starts = arrival_times(rate_req_s=rate / turns, count=sessions, process=options.arrival,

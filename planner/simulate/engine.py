@@ -18,15 +18,24 @@ budget / KV bytes per token per GPU.  Requests sharing a ``prefix_key`` reuse ca
 full blocks (prefix sharing).  Deterministic for a given seed.  Speculative
 decoding is not simulated (one token per sequence per iteration).
 
-Speed without changing a result: while a replica only decodes (nothing waiting, blocks free
-for every growth) its iterations up to the next finish are planned as one event
-(:mod:`planner.simulate.decoderuns`: the same step times summed in the same order), and an
-arrival routed to it cuts the run at the iteration then in progress.  Inter-token gaps are
-gathered for every request in one vectorized pass at the end.  Same seed, bit-identical
-run (tests/test_simulate_speed_equivalence.py holds runs recorded before these changes).
+Speed without changing a result (tests/test_simulate_speed_equivalence.py holds runs recorded
+before these changes; same seed, bit-identical run):
+
+* token clock (:mod:`planner.simulate.decoderuns`): decoding sequences are not touched each
+  iteration; a replica keeps their context sum, a histogram of kv mod block_tokens and a heap
+  of finish clocks, so an iteration costs O(prefill pieces + finishes), not O(batch);
+* runs: while a replica only decodes (nothing waiting, blocks free for every growth) its
+  iterations up to the next finish are planned as one event (the same step times summed in
+  the same order), and an arrival routed to it cuts the run at the iteration then in progress;
+* replicas alone (:mod:`planner.simulate.alone`): round robin (or one replica), colocated, open
+  loop, no chat turns, no replica joining: each replica runs on its own arrivals without the
+  shared event queue, a run planned up to its next arrival instead of cut;
+* inter-token gaps: slices of each replica's np.diff(iteration times), copied into place;
+* the cyclic garbage collector is paused while a run builds its millions of objects.
 """
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from dataclasses import dataclass
@@ -37,10 +46,12 @@ import numpy as np
 from planner.errors import InsufficientMemoryError, ScenarioError
 from planner.physics.link import kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.techniques import kv_transfer_s
+from planner.simulate.alone import alone_order, in_flight_area, run_alone
 from planner.simulate.arrivals import Request, generate_requests
 from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions
-from planner.simulate.replica import StepTimes, _Replica, _Seq
+from planner.simulate.replica import _Replica, _Seq
 from planner.simulate.router import choose_replica
+from planner.simulate.steptimes import StepTimes
 from planner.sizing.plan import plan_resolved
 from planner.spec.context import resolve
 from planner.spec.defaults import DEFAULT_MAX_BATCH
@@ -235,8 +246,21 @@ class _Sim:
         self.pending_transfer[s.idx] = s
         self.push(t + dt, _TRANSFER, s.idx, t)
 
+    def alone(self) -> bool:
+        """Whether each replica can run alone (planner.simulate.alone): round robin or one replica,
+        colocated, open loop, no chat turns, every replica serving from the start."""
+        o = self.options
+        return (not self.back and not self.joining and not self.children and o.concurrency is None
+                and (o.router == "round_robin" or len(self.front) == 1))
+
     def run(self) -> None:
         o = self.options
+        if self.alone():
+            order = alone_order(self.requests).tolist()
+            n = len(self.front)
+            for ri, rep in enumerate(self.front):
+                run_alone(rep, order[ri::n], self.requests, self.seqs)
+            return
         if o.concurrency is not None:
             for _ in range(min(o.concurrency, len(self.roots))):
                 self.push(0.0, _ARRIVE, self.roots[self.next_root])
@@ -272,48 +296,42 @@ class _Sim:
 
 def _all_gaps(seqs: list[_Seq], replicas: list[_Replica]) -> np.ndarray:
     """Every sequence's inter-token gaps, request by request: per sequence, np.diff of its
-    emission times (its runs of iterations, concatenated), gathered for all at once."""
+    emission times (its runs of iterations, concatenated).  A run of emissions is a run of
+    one replica's consecutive iterations, so its gaps are a slice of that replica's
+    np.diff(times) (the same subtractions): each sequence's slices are copied into place;
+    only a sequence with several runs (preempted, or handed off) is diffed on its own."""
     offsets: dict[int, int] = {}
     pos = 0
     for rp in replicas:
         offsets[id(rp.times)] = pos
         pos += len(rp.times)
-    times = np.fromiter((t for rp in replicas for t in rp.times), dtype=float, count=pos)
-    starts: list[int] = []
-    lengths: list[int] = []
-    per_seq: list[int] = []
+    times = np.concatenate([np.asarray(rp.times, dtype=float) for rp in replicas]) if pos else np.zeros(0)
+    diff = np.diff(times)  # across two replicas' iterations: never read
+    total = sum(b - a for s in seqs for _, a, b in s.segs) + sum(len(s.segs) - 1 for s in seqs if s.segs)
+    out = np.empty(total, dtype=float)
+    pos = 0
     for s in seqs:
-        n = 0
-        for tl, a, b in s.segs:
-            starts.append(offsets[id(tl)] + a)
-            lengths.append(b - a + 1)
-            n += b - a + 1
-        per_seq.append(n)
-    ln = np.asarray(lengths, dtype=np.int64)
-    total = int(ln.sum())
-    if total == 0:
-        return np.zeros(0)
-    out = np.empty(total - int(np.count_nonzero(np.asarray(per_seq))), dtype=float)
-    first = np.cumsum(ln) - ln  # where each run starts in the gathered emission times
-    idx = np.arange(total, dtype=np.int64) + np.repeat(np.asarray(starts, dtype=np.int64) - first, ln)
-    emitted = times[idx]
-    gaps = np.diff(emitted)
-    ends = np.cumsum(np.asarray(per_seq, dtype=np.int64))  # one past each sequence's last emission
-    keep = np.ones(gaps.size, dtype=bool)
-    cut = ends[(ends > 0) & (ends < total)] - 1  # the gap from one sequence's last emission to the next's first
-    keep[cut] = False
-    out[:] = gaps[keep]
+        segs = s.segs
+        if len(segs) == 1:
+            tl, a, b = segs[0]
+            o = offsets[id(tl)]
+            out[pos:pos + b - a] = diff[o + a:o + b]
+            pos += b - a
+        elif segs:
+            emitted = np.concatenate([times[offsets[id(tl)] + a:offsets[id(tl)] + b + 1] for tl, a, b in segs])
+            out[pos:pos + emitted.size - 1] = np.diff(emitted)
+            pos += emitted.size - 1
     return out
 
 
 def _downsample(rep: _Replica, points: int) -> dict[str, Any]:
     n = len(rep.times)
-    idx = np.unique(np.linspace(0, n - 1, min(points, n)).astype(int)) if n else np.zeros(0, int)
-    t = np.asarray(rep.times)
+    idx = np.unique(np.linspace(0, n - 1, min(points, n)).astype(int)).tolist() if n else []
+    free = np.array([rep.free_series[i] for i in idx], dtype=float)
     return {"role": rep.role,
-            "t_s": t[idx].tolist() if n else [],
-            "batch_size": np.asarray(rep.batch_series)[idx].tolist() if n else [],
-            "kv_utilization": np.asarray(rep.kv_series)[idx].tolist() if n else []}
+            "t_s": [rep.times[i] for i in idx],
+            "batch_size": [rep.batch_series[i] for i in idx],
+            "kv_utilization": (1.0 - free / rep.capacity).tolist()}
 
 
 def _kv_blocks(rep: _Replica) -> KvBlocks:
@@ -329,11 +347,22 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
     options = options or SimOptions()
     if requests is not None and len(requests) > MAX_SIM_REQUESTS:
         raise ScenarioError(f"requests: {len(requests):,} requests is over the limit of {MAX_SIM_REQUESTS:,}")
-    reqs = tuple(requests) if requests is not None else generate_requests(scenario, options)
-    if not reqs:
-        raise ScenarioError("requests: empty; give at least one request")
-    sim = _Sim(scenario=scenario, options=options, requests=reqs)
-    sim.run()
+    collecting = gc.isenabled()
+    gc.disable()  # millions of objects made, none freed in cycles: collection passes would only cost time
+    try:
+        reqs = tuple(requests) if requests is not None else generate_requests(scenario, options)
+        if not reqs:
+            raise ScenarioError("requests: empty; give at least one request")
+        sim = _Sim(scenario=scenario, options=options, requests=reqs)
+        sim.run()
+        return _result(sim, options)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _result(sim: _Sim, options: SimOptions) -> SimRun:
+    reqs = sim.requests
     seqs = [s for s in sim.seqs if s is not None]
     if len(seqs) != len(reqs) or any(s.finish_s != s.finish_s for s in seqs):
         raise ScenarioError("simulation did not finish every request")  # a scheduler bug, never expected
@@ -355,7 +384,8 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
         tpot_s=tpot,
         itl_s=itl,
         preemptions=sum(rp.preemptions for rp in sim.replicas),
-        mean_in_flight=sim.area / duration if duration > 0 else float(sim.in_flight),
+        mean_in_flight=(in_flight_area(arrival, finish) if sim.alone() else sim.area) / duration if duration > 0
+        else float(sim.in_flight),
         duration_s=duration,
         iterations=sum(len(rp.times) for rp in sim.replicas),
         kv_capacity_tokens=sim.kv_capacity_tokens,

@@ -39,8 +39,10 @@ DEFAULT_LENGTH_SIGMA = 0.5
 
 # Bounds on one run (each error names the option and its bound).
 # Requests per run: measured on a 2-core machine (default scenario), 10,000
-# requests take 2.3 s and 150 MB, 50,000 take 6 s and 400 MB, 100,000 take 10.5 s
-# and 570 MB (10,000,000 ran past 3.7 GB before).  Also the most rows a trace holds.
+# requests took 2.3 s and 150 MB, 50,000 took 6 s and 400 MB, 100,000 took 10.5 s
+# and 570 MB (10,000,000 ran past 3.7 GB before); after the issue-15 speed work
+# (bench/simulate.py --requests 100000, one replica) 100,000 take 5.5 s and 690 MB
+# (13.1 s and 1.35 GB just before it).  Also the most rows a trace holds.
 MAX_SIM_REQUESTS = 100_000
 # KV capacity per replica: 8 × 192 GB of HBM (B200) at the smallest KV per token
 # in the catalog (DeepSeek-V3 MLA, fp8: 35 KB) is ~4.4e7 tokens; 1e9 is 20× that.

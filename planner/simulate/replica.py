@@ -2,7 +2,8 @@
 
 Each replica runs iterations back to back while it has work; :mod:`planner.simulate.engine`
 drives the replicas on one event queue (see its docstring for the iteration).  Step times
-come from :mod:`planner.physics.step`, tabulated by :class:`StepTimes`.
+come from :mod:`planner.physics.step`, tabulated by :class:`StepTimes`
+(:mod:`planner.simulate.steptimes`).
 """
 
 from __future__ import annotations
@@ -12,13 +13,10 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Protocol
 
-import numpy as np
-
-from planner.physics.step import decode_step, prefill_step
 from planner.simulate.arrivals import Request
-from planner.simulate.decoderuns import GRID_TOKENS, _DecodeRuns
+from planner.simulate.decoderuns import _DecodeRuns
 from planner.simulate.router import ReplicaLoad
-from planner.spec.context import Resolved
+from planner.simulate.steptimes import CACHED_GRID_TOKENS, CONTEXT_GRID_TOKENS, StepTimes
 
 __all__ = ["CACHED_GRID_TOKENS", "CONTEXT_GRID_TOKENS", "StepTimes"]
 
@@ -31,64 +29,6 @@ class _Host(Protocol):
     def transfer(self, s: _Seq, t: float) -> None: ...
 
 
-# Decode step times are tabulated per batch size on a context grid of this pitch
-# and interpolated linearly (the step time is piecewise linear in context).
-CONTEXT_GRID_TOKENS = GRID_TOKENS  # (planner.simulate.decoderuns interpolates on it too)
-# Prefill chunk times are tabulated per cached-context bucket of this pitch, over
-# every chunk size up to serving.chunk_tokens (larger prefills are memoized exactly).
-CACHED_GRID_TOKENS = 16
-
-
-class StepTimes:
-    """Cached calls into planner.physics.step for one resolved scenario."""
-
-    def __init__(self, resolved: Resolved, *, max_context_tokens: int, chunk_tokens: int) -> None:
-        self._kw = resolved.step_kwargs()
-        self._chunk = chunk_tokens
-        self._rows: dict[int, tuple[list[float], list[float]]] = {}
-        n = max_context_tokens // CONTEXT_GRID_TOKENS + 3
-        self._grid = np.arange(n, dtype=float) * CONTEXT_GRID_TOKENS
-        self._decode: dict[int, list[float]] = {}
-        self._prefill: dict[tuple[int, int], tuple[float, float]] = {}
-
-    def decode_row(self, batch_size: int) -> list[float]:
-        """decode_step(batch, context).step_s on the context grid (0, pitch, 2 × pitch, …)."""
-        row = self._decode.get(batch_size)
-        if row is None:
-            st = decode_step(batch_size=batch_size, context_tokens=self._grid, **self._kw)
-            row = np.asarray(st.step_s, dtype=float).tolist()
-            self._decode[batch_size] = row
-        return row
-
-    def decode_s(self, batch_size: int, context_tokens: float) -> float:
-        """decode_step(batch, context).step_s, interpolated on the context grid."""
-        row = self._decode.get(batch_size) or self.decode_row(batch_size)
-        x = context_tokens / CONTEXT_GRID_TOKENS
-        i = int(x)
-        f = x - i
-        return row[i] + f * (row[i + 1] - row[i]) if f else row[i]
-
-    def prefill_s(self, tokens: int, cached_tokens: float, *, riding: bool = False) -> float:
-        """prefill_step(tokens new after cached_tokens).time_s (cached rounded to the grid);
-        ``riding``: its marginal cost inside a decode iteration (PrefillStep.marginal_s)."""
-        c = int(round(cached_tokens / CACHED_GRID_TOKENS)) * CACHED_GRID_TOKENS
-        if tokens <= self._chunk:
-            rows = self._rows.get(c)
-            if rows is None:
-                n = np.arange(self._chunk + 1, dtype=float)
-                st = prefill_step(tokens=n + c, cached_tokens=c, **self._kw)
-                rows = (np.asarray(st.time_s, dtype=float).tolist(), np.asarray(st.marginal_s, dtype=float).tolist())
-                self._rows[c] = rows
-            return rows[1][tokens] if riding else rows[0][tokens]
-        key = (tokens, c)
-        pair = self._prefill.get(key)
-        if pair is None:
-            st = prefill_step(tokens=tokens + c, cached_tokens=c, **self._kw)
-            pair = (float(st.time_s), float(st.marginal_s))
-            self._prefill[key] = pair
-        return pair[1] if riding else pair[0]
-
-
 @dataclass(slots=True)
 class _Entry:
     tokens: int
@@ -98,7 +38,8 @@ class _Entry:
 
 class _Seq:
     __slots__ = ("idx", "req", "out", "arrival_s", "target", "kv", "shared", "entry", "blocks", "generated",
-                 "first_s", "finish_s", "segs", "seg_start", "hit", "preemptions", "active")
+                 "first_s", "finish_s", "segs", "seg_start", "hit", "preemptions", "active", "decoding", "clock0",
+                 "admitted")
 
     def __init__(self, idx: int, req: Request, arrival_s: float) -> None:
         self.idx = idx
@@ -117,7 +58,10 @@ class _Seq:
         self.seg_start = -1
         self.hit = -1
         self.preemptions = 0
-        self.active = False
+        self.active = False  # in the batch
+        self.decoding = False  # in the batch with its KV complete (the replica's token clock runs it)
+        self.clock0 = 0  # the replica's clock when kv, generated and blocks were last brought up to date
+        self.admitted = -1  # the replica's admission count when it last joined the batch
 
 
 class _Replica(_DecodeRuns):
@@ -136,11 +80,12 @@ class _Replica(_DecodeRuns):
         self.entries: OrderedDict[str, _Entry] = OrderedDict()
         self.times: list[float] = []
         self.batch_series: list[int] = []
-        self.kv_series: list[float] = []
+        self.free_series: list[int] = []  # free blocks after each iteration (KV utilization: 1 − free / capacity)
         self.busy = False
         self.preemptions = 0
         self.join_s = 0.0  # when it starts taking requests (a replica added mid-run)
-        self._decode: list[_Seq] = []
+        self.prefilling: list[_Seq] = []  # running sequences whose KV is incomplete, in batch order
+        self._ndec = 0  # sequences decoding in the planned iteration
         self._pieces: list[tuple[_Seq, int]] = []
         self._init_runs()
 
@@ -171,9 +116,13 @@ class _Replica(_DecodeRuns):
         s.shared = 0
 
     def _preempt(self, s: _Seq) -> None:
-        if s.seg_start >= 0:
+        if s.decoding:
+            self._leave(s)
+        else:
+            self.prefilling.remove(s)
+        if 0 <= s.seg_start < len(self.times):  # (a transferred sequence's first emission may be still to come)
             s.segs.append((self.times, s.seg_start, len(self.times) - 1))
-            s.seg_start = -1
+        s.seg_start = -1
         self._release(s)
         s.kv = 0
         s.target = s.req.prompt_tokens + s.generated  # recompute prompt + tokens generated so far
@@ -224,8 +173,7 @@ class _Replica(_DecodeRuns):
     # -- load seen by routers ------------------------------------------------
     def load(self, req: Request, t: float = 0.0, pushed: float = -math.inf) -> ReplicaLoad:
         free = self.free_at(t, pushed)
-        pending = sum(s.target - s.kv for s in self.waiting) + sum(
-            s.target - s.kv for s in self.running if s.kv < s.target)
+        pending = sum(s.target - s.kv for s in self.waiting) + sum(s.target - s.kv for s in self.prefilling)
         return ReplicaLoad(in_flight=len(self.waiting) + len(self.running), pending_tokens=pending,
                            kv_utilization=1.0 - free / self.capacity,
                            cached_prefix_tokens=self.cached_tokens(req, req.prompt_tokens))
@@ -243,14 +191,14 @@ class _Replica(_DecodeRuns):
     def _plan_once(self) -> float:
         """Plan one iteration (decode step + one prefill chunk riding on it); its duration."""
         self._admit_transferred()
-        decode, ctx = self._reserve_decode()
+        nd, ctx = self._reserve_decode()
         pieces, ntot, cw = self._plan_prefill_chunk()
         dt = 0.0
-        if decode:
-            dt += self.steps.decode_s(len(decode), ctx / len(decode) + 1.0)
+        if nd:
+            dt += self.steps.decode_s(nd, ctx / nd + 1.0)
         if pieces:
-            dt += self.steps.prefill_s(ntot, cw / ntot, riding=bool(decode))
-        self._decode, self._pieces = decode, pieces
+            dt += self.steps.prefill_s(ntot, cw / ntot, riding=bool(nd))
+        self._ndec, self._pieces = nd, pieces
         return dt
 
     def _admit_transferred(self) -> None:
@@ -262,38 +210,36 @@ class _Replica(_DecodeRuns):
                 break
             waiting.popleft()
             s.active = True
+            s.admitted = self.admitted
+            self.admitted += 1
             running.append(s)
+            if s.seg_start < 0:
+                s.seg_start = len(self.times)  # its first emission: the iteration being planned
+            self._join(s)
 
-    def _reserve_decode(self) -> tuple[list[_Seq], int]:
+    def _reserve_decode(self) -> tuple[int, int]:
         """1. One token per decoding sequence: blocks for new tokens (evict cached prefixes, then
-        preempt the newest sequences when short).  The decoding sequences and their context."""
-        bt, running = self.bt, self.running
-        decode: list[_Seq] = []
-        grow: list[_Seq] = []  # decoding sequences whose next token opens a new block
-        ctx = 0
-        for s in running:
-            if s.kv >= s.target:
-                decode.append(s)
-                ctx += s.kv
-                if s.kv % bt == 0:
-                    grow.append(s)
-        need = len(grow)
+        preempt the newest sequences when short).  How many decode, and their context.  The
+        blocks come out of ``free`` now; each sequence counts its own when brought up to date."""
+        bt, c = self.bt, self.clock
+        if not self.ndec:
+            return 0, 0
+        need = self.dec_mod[-c % bt]  # decoding sequences whose next token opens a new block
+        ctx = self.dec_sum + self.ndec * c
         if self.free < need:
+            running = self.running
             while self.free < need:
                 if self._evict_one():
                     continue
                 victim = running.pop()
-                if victim.kv >= victim.target:
+                if victim.decoding:
+                    self._sync(victim)
                     ctx -= victim.kv
                     if victim.kv % bt == 0:
                         need -= 1
                 self._preempt(victim)
-            decode = [s for s in decode if s.active]
-            grow = [s for s in grow if s.active]
         self.free -= need
-        for s in grow:
-            s.blocks += 1
-        return decode, ctx
+        return self.ndec, ctx
 
     def _plan_prefill_chunk(self) -> tuple[list[tuple[_Seq, int]], int, float]:
         """2. One prefill chunk: in-progress prefills, then waiting requests (FCFS), in budget."""
@@ -302,9 +248,7 @@ class _Replica(_DecodeRuns):
         pieces: list[tuple[_Seq, int]] = []
         ntot = 0
         cw = 0.0
-        for s in running:
-            if s.kv >= s.target:
-                continue
+        for s in self.prefilling:
             n = s.target - s.kv
             if self.chunked:
                 n = min(n, budget - ntot)
@@ -331,7 +275,10 @@ class _Replica(_DecodeRuns):
                 break
             waiting.popleft()
             s.active = True
+            s.admitted = self.admitted
+            self.admitted += 1
             running.append(s)
+            self.prefilling.append(s)
             if s.hit < 0:
                 s.hit = s.shared
             pieces.append((s, n))
@@ -341,27 +288,26 @@ class _Replica(_DecodeRuns):
 
     def apply(self, t: float, sim: _Host) -> None:
         """End the planned iteration at time ``t``."""
-        first = len(self.times)  # the first of the iterations ending (a planned run: several)
-        run = bool(self.seg_t)
-        k = self._apply_run() if run else 1
+        k = self._apply_run() if self.seg_t else 1
         idx = len(self.times)
         self.times.append(t)
-        done: list[_Seq] = []
-        bt = self.bt
-        for s in self._decode:
-            if run:  # a run's blocks (taken from free when it was planned)
-                s.blocks += (s.kv + k - 1) // bt - (s.kv - 1) // bt
-            s.kv += k
-            s.generated += k
-            if s.seg_start < 0:
-                s.seg_start = first
-            if s.generated >= s.out:
-                done.append(s)
+        self.clock = c = self.clock + k
+        fin = self.dec_fin
+        done = self._finishing() if fin and fin[0][0] <= c else []
+        if not done and not self._pieces:  # decode only, nothing finishing
+            self.batch_series.append(self._ndec)
+            self.free_series.append(self.free)
+            self._ndec = 0
+            return
+        for s in done:
+            self._leave(s)
         handoff: list[_Seq] = []
+        completed = False
         for s, n in self._pieces:
             s.kv += n
             if s.kv < s.target:
                 continue
+            completed = True
             s.generated += 1  # the prefill's last position samples the next token
             if s.first_s != s.first_s:  # NaN: first token
                 s.first_s = t
@@ -373,6 +319,10 @@ class _Replica(_DecodeRuns):
                 done.append(s)
             elif self.role == "prefill":
                 handoff.append(s)
+            else:
+                self._join(s)
+        if completed:
+            self.prefilling = [s for s in self.prefilling if s.kv < s.target]
         for s in done:
             s.segs.append((self.times, s.seg_start, idx))
             s.seg_start = -1
@@ -390,9 +340,9 @@ class _Replica(_DecodeRuns):
             s.active = False
         if done or handoff:
             self.running = [s for s in self.running if s.active]
-        self.batch_series.append(len(self._decode))
-        self.kv_series.append(1.0 - self.free / self.capacity)
-        self._decode, self._pieces = [], []
+        self.batch_series.append(self._ndec)
+        self.free_series.append(self.free)
+        self._ndec, self._pieces = 0, []
         for s in done:
             sim.finished(s, t)
         for s in handoff:
