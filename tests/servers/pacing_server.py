@@ -24,9 +24,10 @@ keep-alive; chunked responses) with ONE scheduler for every stream: a heap of
 due writes and a single timer armed for the earliest.  Each stream's framed
 chunks are built once per stream shape and shared; a due chunk is written
 straight to its transport (no coroutine per stream, no drain per chunk).
-``--uvloop`` serves on uvloop (where installed); its timers have 1 ms
-resolution, so a chunk goes out when it is due within half a millisecond, and
-the clock log records when it really did.
+A chunk is never written before it is due.  ``--uvloop`` serves on uvloop
+(where installed); its timers have 1 ms resolution, so there a chunk goes out
+up to about a millisecond after it is due, and the clock log records when it
+really did.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import asyncio
 import gc
 import heapq
 import json
+import math
 import socket
 import sys
 import time
@@ -53,7 +55,6 @@ KV_SLOTS = [256]  # --kv-slots: the running requests that make vllm:kv_cache_usa
 MAX_HEAD_BYTES = 64 * 1024  # a request's line and headers
 MAX_BODY_BYTES = 1 << 20  # a request's body (aiohttp's default client_max_size)
 MAX_QUEUED = 64  # pipelined requests waiting on one connection
-SLACK_S = 0.0005  # a chunk due within this is written now (half a uvloop timer tick)
 STREAM_PATHS = {b"/v1/completions": False, b"/v1/chat/completions": True}  # path -> chat
 SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n")
@@ -134,6 +135,9 @@ class Scheduler:
         self.seq = 0
         self.timer: asyncio.TimerHandle | asyncio.Handle | None = None
         self.timer_at = float("inf")
+        # uvloop's timers count whole milliseconds from a clock read in whole milliseconds: one may fire
+        # up to a tick early, and a shorter wait would spin the loop until the chunk is due
+        self.tick_s = 0.001 if type(loop).__module__.startswith("uvloop") else 0.0
 
     def add(self, due_s: float, conn: Conn) -> None:
         self.seq += 1
@@ -145,12 +149,15 @@ class Scheduler:
         if self.timer is not None:
             self.timer.cancel()
         self.timer_at = due_s
-        self.timer = self.loop.call_later(max(due_s - time.perf_counter(), 0.0), self._fire)
+        wait_s = due_s - time.perf_counter()
+        if wait_s > 0 and self.tick_s:
+            wait_s = math.ceil(wait_s / self.tick_s) * self.tick_s
+        self.timer = self.loop.call_later(max(wait_s, 0.0), self._fire)
 
     def _fire(self) -> None:
         self.timer, self.timer_at = None, float("inf")
         heap, clock, pop, push = self.heap, time.perf_counter, heapq.heappop, heapq.heappush
-        while heap and heap[0][0] <= clock() + SLACK_S:
+        while heap and heap[0][0] <= clock():  # never early: a chunk goes out once it is due
             _, seq, conn = pop(heap)
             nxt = conn.emit()
             if nxt is not None:
