@@ -54,6 +54,9 @@ KV_SLOTS = [256]  # --kv-slots: the running requests that make vllm:kv_cache_usa
 
 MAX_HEAD_BYTES = 64 * 1024  # a request's line and headers
 MAX_BODY_BYTES = 1 << 20  # a request's body (aiohttp's default client_max_size)
+# One timer callback writes for at most this long: a server that fell behind (a busy machine) then lets the
+# loop read the requests that arrived meanwhile (a due write left over goes out at once after that).
+FIRE_BUDGET_S = 0.002
 MAX_QUEUED = 64  # pipelined requests waiting on one connection
 STREAM_PATHS = {b"/v1/completions": False, b"/v1/chat/completions": True}  # path -> chat
 SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -157,7 +160,11 @@ class Scheduler:
     def _fire(self) -> None:
         self.timer, self.timer_at = None, float("inf")
         heap, clock, pop, push = self.heap, time.perf_counter, heapq.heappop, heapq.heappush
-        while heap and heap[0][0] <= clock():  # never early: a chunk goes out once it is due
+        budget_end = clock() + FIRE_BUDGET_S
+        while heap:
+            now = clock()
+            if heap[0][0] > now or now > budget_end:  # never early; and reads get their turn when behind
+                break
             _, seq, conn = pop(heap)
             nxt = conn.emit()
             if nxt is not None:
@@ -191,6 +198,7 @@ class Conn(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # a stream connection (uvloop's is not a subclass)
+        self.write = self.transport.write
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -324,9 +332,8 @@ class Conn(asyncio.Protocol):
         if plan is None or self.closed:
             return None
         i = self.i
-        transport = cast(asyncio.Transport, self.transport)
         now = time.perf_counter_ns()
-        transport.write(plan.pieces[i])
+        self.write(plan.pieces[i])
         k = plan.logged[i]
         if k == 1:
             self.token_ns.append(now)
