@@ -238,8 +238,11 @@ class Conn(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._count(len(name) + len(value))
-        if name.lower() == b"authorization":
+        low = name.lower()
+        if low == b"authorization":
             self.auth = value
+        elif low == b"expect" and value.lower() == b"100-continue" and self.transport is not None:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # as aiohttp answered (curl's large bodies)
 
     def on_body(self, body: bytes) -> None:
         if len(self.body) + len(body) > MAX_BODY_BYTES:
