@@ -31,7 +31,7 @@ from planner.validate.fit import (  # noqa: E402
     fit_table,
     predictable_setups,
 )
-from planner.validate.report import QUANTITIES, RowResult, grouped_summary, validate_rows  # noqa: E402
+from planner.validate.report import QUANTITIES, GroupKey, RowResult, grouped_summary, validate_rows  # noqa: E402
 from planner.validate.rows import load_measurements  # noqa: E402
 
 __all__ = ["MIN_FAMILY_ROWS", "accuracy_table", "cross_validate", "fit_efficiency", "fit_table", "main",
@@ -69,9 +69,9 @@ def accuracy_table(schemes: dict[str, list[RowResult]]) -> str:
     return "\n".join(lines)
 
 
-def tp_table(results: list[RowResult], *, key: str = "tp") -> str:
+def tp_table(results: list[RowResult], *, key: GroupKey = "tp") -> str:
     """Markdown: median signed error (rows) per quantity × group (TP degree by default)."""
-    g = grouped_summary(results, key)  # type: ignore[arg-type]
+    g = grouped_summary(results, key)
     cols = list(g)
     lines = ["| quantity | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for q in _ORDER[:-1]:

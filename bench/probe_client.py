@@ -264,16 +264,10 @@ def parse_us_per_event(streams: int = 3000) -> float:
     from planner.probe import RequestRecord
 
     reads = _paced_stream_reads()
-    try:
-        from planner.probe.sse import max_stream_events, read_events
+    from planner.probe.sse import max_stream_events, read_events
 
-        async def one(rec: Any) -> None:
-            await read_events(_Pieces(reads), rec, [], max_stream_events(TOKENS))
-    except ImportError:  # a probe from before the SSE module: client._read_events(content, rec, max_events)
-        from planner.probe.client import _read_events, max_stream_events  # type: ignore[attr-defined,no-redef]
-
-        async def one(rec: Any) -> None:
-            await _read_events(_Pieces(reads), rec, max_stream_events(TOKENS))
+    async def one(rec: Any) -> None:
+        await read_events(_Pieces(reads), rec, [], max_stream_events(TOKENS))
 
     async def run() -> float:
         c0 = time.process_time()

@@ -258,10 +258,11 @@ def test_the_lag_timer_collects_past_its_limit():
 def test_a_level_stopped_before_its_measurement_gives_the_collector_back():
     import gc
 
-    from planner.probe import LevelPlan, LocalLoad
+    from planner.probe import LevelPlan, LocalLoad, StreamClient
 
     async def go() -> tuple[bool, bool]:
-        load = LocalLoad(probe_settings(url="http://127.0.0.1:1", model="m"), None, {}, asyncio.Event())  # type: ignore[arg-type]
+        client = StreamClient(max_connections=1, connect_timeout_s=1.0, read_timeout_s=1.0)  # warm-up sends nothing
+        load = LocalLoad(probe_settings(url="http://127.0.0.1:1", model="m"), client, {}, asyncio.Event())
         await load.warm([LevelPlan(concurrency=1, streams=(0,), requests=0, warmup=0)])
         paused = not gc.isenabled() and gc.get_freeze_count() > 0
         await load.aclose()  # the run ends here (an error, an interrupt): no measure() follows

@@ -43,6 +43,7 @@ import socket
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -337,7 +338,7 @@ async def main() -> None:
         await server.serve_forever()
 
 
-def _loop_factory() -> object:
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     if "--uvloop" in sys.argv:
         try:
             import uvloop
@@ -350,7 +351,7 @@ def _loop_factory() -> object:
 
 if __name__ == "__main__":
     try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:  # type: ignore[arg-type]
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             runner.run(main())
     except KeyboardInterrupt:
         pass
