@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the servers package, when run as a script
 
+from servers.serving import run_server, serve_announced  # noqa: E402
 from servers.sse_frames import SSE_HEAD, chunked, event, ok_stream, tok  # noqa: E402
 
 OK_TOKENS = 5
@@ -79,13 +80,8 @@ async def main() -> None:
     faults = cfg.faults.split(",")
     counter = [0]
     server = await asyncio.start_server(lambda r, w: handle(r, w, faults, counter), "127.0.0.1", cfg.port)
-    print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
-    async with server:
-        await server.serve_forever()
+    await serve_announced(server)
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
+    run_server(main)

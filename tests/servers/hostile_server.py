@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the servers package, when run as a script
 
+from servers.serving import run_server, serve_announced  # noqa: E402
 from servers.sse_frames import SSE_HEAD, chunked, event, ok_stream, tok  # noqa: E402
 
 TOKENS = 5
@@ -158,13 +159,8 @@ async def main() -> None:
     cfg = ap.parse_args()
     srv = Hostile(cfg.redirect_to)
     server = await asyncio.start_server(srv.handle, cfg.host, cfg.port, limit=1 << 20)
-    print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
-    async with server:
-        await server.serve_forever()
+    await serve_announced(server)
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
+    run_server(main)

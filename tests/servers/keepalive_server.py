@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the servers package, when run as a script
 
+from servers.serving import run_server, serve_announced  # noqa: E402
 from servers.sse_frames import DONE, chunked, event, tok  # noqa: E402
 
 TOKENS = 5
@@ -82,13 +83,8 @@ async def main() -> None:
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.load_cert_chain(cfg.tls_cert, cfg.tls_key)
     server = await asyncio.start_server(lambda r, w: handle(r, w, cfg.drop_reused), "127.0.0.1", cfg.port, ssl=tls)
-    print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
-    async with server:
-        await server.serve_forever()
+    await serve_announced(server)
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
+    run_server(main)
