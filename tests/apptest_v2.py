@@ -41,3 +41,14 @@ def new_app_test(*, timeout: float = 60) -> AppTest:
     """An AppTest of app.py that reruns the entrypoint like the server does."""
     _app_test.PagesManager = _ServerPagesManager  # type: ignore[misc]
     return AppTest.from_file(str(APP), default_timeout=timeout)
+
+
+def use_migrated_sqlite(tmp_path: Path, monkeypatch: Any) -> Path:
+    """Point the app at a fresh SQLite file under ``tmp_path`` (never DATABASE_URL), upgraded to head."""
+    from planner.store.migrate import upgrade
+
+    db = tmp_path / "ridgeline.db"
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("RIDGELINE_DB", str(db))
+    upgrade(f"sqlite:///{db}")
+    return db

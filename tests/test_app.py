@@ -18,8 +18,7 @@ from planner import Scenario, get_gpu, plan
 from planner.spec.defaults import DEFAULT_LAYER_OVERHEAD_S, DEFAULT_STEP_OVERHEAD_S
 from planner.spec.share import share_token
 from planner.store import get_scenario, list_scenarios, make_engine, save_scenario
-from planner.store.migrate import upgrade
-from tests.apptest_v2 import new_app_test
+from tests.apptest_v2 import new_app_test, use_migrated_sqlite
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "explore", "scenarios", "probe",
@@ -32,11 +31,7 @@ OVERHEAD_8B_S = DEFAULT_STEP_OVERHEAD_S + DEFAULT_LAYER_OVERHEAD_S * 32
 @pytest.fixture(autouse=True)
 def store_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every AppTest gets its own migrated SQLite store."""
-    db = tmp_path / "ridgeline.db"
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setenv("RIDGELINE_DB", str(db))
-    upgrade(f"sqlite:///{db}")
-    return db
+    return use_migrated_sqlite(tmp_path, monkeypatch)
 
 
 @pytest.fixture()

@@ -16,8 +16,7 @@ from streamlit.testing.v1 import AppTest
 from planner import Scenario
 from planner.store import make_engine, save_scenario
 from planner.store.limits import ID_MAX, REF_MAX_CHARS
-from planner.store.migrate import upgrade
-from tests.apptest_v2 import new_app_test
+from tests.apptest_v2 import new_app_test, use_migrated_sqlite
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "explore", "scenarios", "catalog"]
@@ -29,11 +28,7 @@ NOT_A_NUMBER = re.compile(r"(?i)\b(nan|-?inf(inity)?)\b")
 
 @pytest.fixture(autouse=True)
 def store_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    db = tmp_path / "ridgeline.db"
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setenv("RIDGELINE_DB", str(db))
-    upgrade(f"sqlite:///{db}")
-    return db
+    return use_migrated_sqlite(tmp_path, monkeypatch)
 
 
 def rendered_text(at: AppTest) -> str:

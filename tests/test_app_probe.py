@@ -11,8 +11,7 @@ from servers.procs import start_script
 
 from planner.store import get_probe_run, list_probe_runs
 from planner.store.db import make_engine
-from planner.store.migrate import upgrade
-from tests.apptest_v2 import new_app_test
+from tests.apptest_v2 import new_app_test, use_migrated_sqlite
 
 SECRET = "sk-page-91c2e7"
 
@@ -39,10 +38,7 @@ def pacer():
 
 
 def test_probe_page_measures_saves_and_calibrates(pacer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    db = tmp_path / "ridgeline.db"
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setenv("RIDGELINE_DB", str(db))
-    upgrade(f"sqlite:///{db}")
+    db = use_migrated_sqlite(tmp_path, monkeypatch)
     at = new_app_test()
     at.run()
     at.switch_page("pages/probe.py").run()
@@ -117,11 +113,7 @@ def _free_port() -> int:
 
 
 def _store_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    db = tmp_path / "ridgeline.db"
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setenv("RIDGELINE_DB", str(db))
-    upgrade(f"sqlite:///{db}")
-    return f"sqlite:///{db}"
+    return f"sqlite:///{use_migrated_sqlite(tmp_path, monkeypatch)}"
 
 
 def _start(at, url: str, levels: str, requests: int, output: int) -> None:

@@ -13,8 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from planner import Scenario, compare_columns, gpu_variants, plan
 from planner.store import get_scenario, list_revisions, make_engine, save_scenario, update_scenario
-from planner.store.migrate import upgrade
-from tests.apptest_v2 import new_app_test
+from tests.apptest_v2 import new_app_test, use_migrated_sqlite
 
 PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "compare", "explore", "scenarios",
          "catalog"]
@@ -32,11 +31,7 @@ UNIT_IN_LABEL = re.compile(r"tok/s|req/s|\(ms\)|\(%\)|sequences|\$")
 
 @pytest.fixture(autouse=True)
 def store_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    db = tmp_path / "ridgeline.db"
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setenv("RIDGELINE_DB", str(db))
-    upgrade(f"sqlite:///{db}")
-    return db
+    return use_migrated_sqlite(tmp_path, monkeypatch)
 
 
 def _open(params: dict[str, str], page: str = "plan") -> AppTest:

@@ -7,17 +7,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from planner.store.migrate import upgrade
-from tests.apptest_v2 import new_app_test
+from tests.apptest_v2 import new_app_test, use_migrated_sqlite
 
 
 @pytest.fixture(autouse=True)
 def store_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    db = tmp_path / "ridgeline.db"
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setenv("RIDGELINE_DB", str(db))
-    upgrade(f"sqlite:///{db}")
-    return db
+    return use_migrated_sqlite(tmp_path, monkeypatch)
 
 
 def _page() -> AppTest:

@@ -74,13 +74,9 @@ def test_plan_json_carries_the_uncertainty_block() -> None:
 
 
 def test_plan_page_shows_the_band_beside_the_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from planner.store.migrate import upgrade
-    from tests.apptest_v2 import new_app_test
+    from tests.apptest_v2 import new_app_test, use_migrated_sqlite
 
-    db = tmp_path / "ridgeline.db"
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setenv("RIDGELINE_DB", str(db))
-    upgrade(f"sqlite:///{db}")
+    use_migrated_sqlite(tmp_path, monkeypatch)
     at = new_app_test()
     at.run()
     at.switch_page("pages/plan.py").run()
