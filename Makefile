@@ -20,9 +20,10 @@ $(STAMP): requirements.txt
 setup: $(STAMP)
 
 # Upgrade the store to the newest Alembic revision: DATABASE_URL, else the
-# SQLite file RIDGELINE_DB (default ridgeline.db here).
+# SQLite file RIDGELINE_DB (default ridgeline.db here).  Called as a function: `-m planner.store.migrate`
+# runs a module its package has already imported, which Python warns about.
 migrate: setup
-	$(PY) -m planner.store.migrate upgrade
+	$(PY) -c 'import sys; from planner.store.migrate import main; sys.exit(main(["upgrade"]))'
 
 run: setup migrate
 	$(VENV)/bin/streamlit run app.py --server.headless=true --server.port=$(PORT) \
