@@ -1,7 +1,8 @@
 """Replicas simulated alone (planner.simulate.alone) give the run the shared event queue gives.
 
-Each case is run twice: as the engine chooses (each replica alone on its own arrivals)
-and with that path turned off (every replica on the one event queue, runs of decode
+Each case is run twice: each replica alone on its own arrivals (the Python replica: the
+compiled one, planner.simulate.kernel, is held to it by tests/test_simulate_kernel.py) and
+with that path turned off (every replica on the one event queue, runs of decode
 iterations cut by arrivals).  Every per-request array, every timeline point and every
 run total must be equal, not merely close.
 """
@@ -49,6 +50,7 @@ def test_alone_equals_the_shared_event_queue(name: str, monkeypatch: pytest.Monk
         run_alone(*args)
 
     monkeypatch.setattr(engine, "run_alone", counting)
+    monkeypatch.setattr(engine._Sim, "plain", lambda self: False)
     alone = _run(name)
     assert calls, "the case must take the alone path"
     monkeypatch.setattr(engine._Sim, "alone", lambda self: False)

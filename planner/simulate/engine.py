@@ -38,8 +38,9 @@ from __future__ import annotations
 import gc
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,6 +57,9 @@ from planner.sizing.plan import plan_resolved
 from planner.spec.context import resolve
 from planner.spec.defaults import DEFAULT_MAX_BATCH
 from planner.spec.scenario import Scenario
+
+if TYPE_CHECKING:
+    from planner.simulate.kernel import Compiled
 
 __all__ = ["KvBlocks", "SimRun", "simulate"]
 
@@ -141,6 +145,7 @@ class _Sim:
         self.setup_s = (options.kv_transfer_setup_s if options.kv_transfer_setup_s is not None
                         else scenario.fleet.kv_transfer_setup_s)
         self.layers = r.model.layers
+        self.longest = longest
         steps = self.steps = StepTimes(r, max_context_tokens=longest + 1, chunk_tokens=s.chunk_tokens)
         max_batch = options.max_batch or s.batch_size or DEFAULT_MAX_BATCH
 
@@ -176,6 +181,7 @@ class _Sim:
         self.next_root = 0
         self.pending_transfer: dict[int, _Seq] = {}
         self.now, self.now_pushed = 0.0, -math.inf  # the event being handled: its time, when it was queued
+        self.compiled: Compiled | None = None  # the replicas' compiled runs (run_compiled), if taken
 
     def push(self, t: float, kind: int, arg: int, pushed: float = -math.inf) -> None:
         """Queue an event at ``t``; ``pushed``: when it was queued (-inf: before the run)."""
@@ -253,13 +259,28 @@ class _Sim:
         return (not self.back and not self.joining and not self.children and o.concurrency is None
                 and (o.router == "round_robin" or len(self.front) == 1))
 
+    def plain(self) -> bool:
+        """Whether no request names a prefix (nothing for a prefix cache to hold): with
+        :meth:`alone`, each replica runs as compiled code (planner.simulate.kernel)."""
+        return all(q.prefix_key is None and not q.cache_on_finish for q in self.requests)
+
     def run(self) -> None:
         o = self.options
         if self.alone():
-            order = alone_order(self.requests).tolist()
+            order = alone_order(self.requests)
             n = len(self.front)
-            for ri, rep in enumerate(self.front):
-                run_alone(rep, order[ri::n], self.requests, self.seqs)
+            if self.plain():
+                from planner.simulate.kernel import Tables, run_compiled  # numba: loaded when first needed
+
+                rep = self.front[0]
+                tables = Tables(self.steps, max_batch=rep.max_batch, max_context_tokens=self.longest + 1)
+                self.compiled = run_compiled(tables, self.requests, order, replicas=n, capacity_blocks=rep.capacity,
+                                             block_tokens=rep.bt, max_batch=rep.max_batch,
+                                             chunk_tokens=rep.chunk_tokens, chunked=rep.chunked)
+                return
+            order_l = order.tolist()
+            for ri, rp in enumerate(self.front):
+                run_alone(rp, order_l[ri::n], self.requests, self.seqs)
             return
         if o.concurrency is not None:
             for _ in range(min(o.concurrency, len(self.roots))):
@@ -270,11 +291,11 @@ class _Sim:
                 self.push(self.requests[i].arrival_s, _ARRIVE, i)
         nf = len(self.front)
         while self.heap:
-            t, order, kind, arg, self.now_pushed = heapq.heappop(self.heap)
+            t, event, kind, arg, self.now_pushed = heapq.heappop(self.heap)
             self.now = t
             if kind == _ITER:
                 rep = self.replicas[arg]
-                if order != rep.event:
+                if event != rep.event:
                     continue  # a run of iterations cut short: its old end
                 rep.busy = False
                 rep.apply(t, self)
@@ -324,14 +345,31 @@ def _all_gaps(seqs: list[_Seq], replicas: list[_Replica]) -> np.ndarray:
     return out
 
 
-def _downsample(rep: _Replica, points: int) -> dict[str, Any]:
-    n = len(rep.times)
-    idx = np.unique(np.linspace(0, n - 1, min(points, n)).astype(int)).tolist() if n else []
-    free = np.array([rep.free_series[i] for i in idx], dtype=float)
-    return {"role": rep.role,
-            "t_s": [rep.times[i] for i in idx],
-            "batch_size": [rep.batch_series[i] for i in idx],
-            "kv_utilization": (1.0 - free / rep.capacity).tolist()}
+def _at(series: Sequence[Any] | np.ndarray, idx: np.ndarray) -> list[Any]:
+    """Python numbers at ``idx`` of a list or an array."""
+    if isinstance(series, np.ndarray):
+        return list(series[idx].tolist())
+    return [series[i] for i in idx.tolist()]
+
+
+def _downsample(role: str, times: Sequence[float] | np.ndarray, batch_size: Sequence[int] | np.ndarray,
+                free_blocks: Sequence[int] | np.ndarray, capacity: int, points: int) -> dict[str, Any]:
+    """One replica's timeline, at most ``points`` of its iterations (evenly spaced)."""
+    n = len(times)
+    idx = np.unique(np.linspace(0, n - 1, min(points, n)).astype(int)) if n else np.zeros(0, dtype=int)
+    free = np.array(_at(free_blocks, idx), dtype=float)
+    return {"role": role,
+            "t_s": _at(times, idx),
+            "batch_size": _at(batch_size, idx),
+            "kv_utilization": (1.0 - free / capacity).tolist()}
+
+
+def _timelines(sim: _Sim, points: int) -> tuple[dict[str, Any], ...]:
+    if sim.compiled is not None:
+        return tuple(_downsample(rp.role, kr.times, kr.batch_size, kr.free_blocks, rp.capacity, points)
+                     for rp, kr in zip(sim.front, sim.compiled.replicas, strict=True))
+    return tuple(_downsample(rp.role, rp.times, rp.batch_series, rp.free_series, rp.capacity, points)
+                 for rp in sim.replicas)
 
 
 def _kv_blocks(rep: _Replica) -> KvBlocks:
@@ -339,6 +377,14 @@ def _kv_blocks(rep: _Replica) -> KvBlocks:
     return KvBlocks(capacity=rep.capacity, free=rep.free,
                     cached=sum(e.blocks for e in rep.entries.values() if e.refs == 0),
                     referenced=held + sum(e.blocks for e in rep.entries.values() if e.refs > 0))
+
+
+def _end_blocks(sim: _Sim) -> tuple[KvBlocks, ...]:
+    """Each replica's KV blocks at the end (a compiled replica holds no prefix cache)."""
+    if sim.compiled is not None:
+        return tuple(KvBlocks(capacity=rp.capacity, free=kr.free, cached=0, referenced=kr.held_blocks)
+                     for rp, kr in zip(sim.front, sim.compiled.replicas, strict=True))
+    return tuple(_kv_blocks(rp) for rp in sim.replicas)
 
 
 def simulate(scenario: Scenario, options: SimOptions | None = None,
@@ -363,32 +409,45 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
 
 def _result(sim: _Sim, options: SimOptions) -> SimRun:
     reqs = sim.requests
-    seqs = [s for s in sim.seqs if s is not None]
-    if len(seqs) != len(reqs) or any(s.finish_s != s.finish_s for s in seqs):
-        raise ScenarioError("simulation did not finish every request")  # a scheduler bug, never expected
-    arrival = np.array([s.arrival_s for s in seqs])
-    first = np.array([s.first_s for s in seqs])
-    finish = np.array([s.finish_s for s in seqs])
-    out = np.array([s.req.output_tokens for s in seqs])
+    if sim.compiled is not None:
+        arrival = np.fromiter((q.arrival_s for q in reqs), dtype=float, count=len(reqs))
+        first, finish, itl = sim.compiled.first_s, sim.compiled.finish_s, sim.compiled.itl_s
+        out = np.fromiter((q.output_tokens for q in reqs), dtype=np.int64, count=len(reqs))
+        prompt = np.fromiter((q.prompt_tokens for q in reqs), dtype=np.int64, count=len(reqs))
+        hit = np.zeros(len(reqs), dtype=np.int64)
+        if np.isnan(finish).any():
+            raise ScenarioError("simulation did not finish every request")  # a scheduler bug, never expected
+    else:
+        seqs = [s for s in sim.seqs if s is not None]
+        if len(seqs) != len(reqs) or any(s.finish_s != s.finish_s for s in seqs):
+            raise ScenarioError("simulation did not finish every request")  # a scheduler bug, never expected
+        arrival = np.array([s.arrival_s for s in seqs])
+        first = np.array([s.first_s for s in seqs])
+        finish = np.array([s.finish_s for s in seqs])
+        out = np.array([s.req.output_tokens for s in seqs])
+        prompt = np.array([s.req.prompt_tokens for s in seqs])
+        hit = np.array([max(s.hit, 0) for s in seqs])
+        itl = _all_gaps(seqs, sim.replicas)
     tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1), 0.0)
-    itl = _all_gaps(seqs, sim.replicas)
     t0, t1 = float(arrival.min()), float(finish.max())
     duration = t1 - t0
     return SimRun(
         arrival_s=arrival,
         first_token_s=first,
         finish_s=finish,
-        prompt_tokens=np.array([s.req.prompt_tokens for s in seqs]),
+        prompt_tokens=prompt,
         output_tokens=out,
-        hit_tokens=np.array([max(s.hit, 0) for s in seqs]),
+        hit_tokens=hit,
         tpot_s=tpot,
         itl_s=itl,
-        preemptions=sum(rp.preemptions for rp in sim.replicas),
+        preemptions=(sum(kr.preemptions for kr in sim.compiled.replicas) if sim.compiled is not None
+                     else sum(rp.preemptions for rp in sim.replicas)),
         mean_in_flight=(in_flight_area(arrival, finish) if sim.alone() else sim.area) / duration if duration > 0
         else float(sim.in_flight),
         duration_s=duration,
-        iterations=sum(len(rp.times) for rp in sim.replicas),
+        iterations=(sum(kr.times.size for kr in sim.compiled.replicas) if sim.compiled is not None
+                    else sum(len(rp.times) for rp in sim.replicas)),
         kv_capacity_tokens=sim.kv_capacity_tokens,
-        timeline=tuple(_downsample(rp, options.timeline_points) for rp in sim.replicas),
-        kv_blocks=tuple(_kv_blocks(rp) for rp in sim.replicas),
+        timeline=_timelines(sim, options.timeline_points),
+        kv_blocks=_end_blocks(sim),
     )

@@ -32,6 +32,11 @@ class StepTimes:
         self._rise: dict[int, tuple[list[float], list[float]]] = {}
         self._prefill: dict[tuple[int, int], tuple[float, float]] = {}
 
+    @property
+    def chunk_tokens(self) -> int:
+        """The largest prefill tabulated per cached bucket (serving.chunk_tokens)."""
+        return self._chunk
+
     def decode_row(self, batch_size: int) -> list[float]:
         """decode_step(batch, context).step_s on the context grid (0, pitch, 2 × pitch, …)."""
         row = self._decode.get(batch_size)
@@ -57,17 +62,23 @@ class StepTimes:
         f = x - i
         return row[i] + f * (row[i + 1] - row[i]) if f else row[i]
 
+    def prefill_rows(self, cached_tokens: int) -> tuple[list[float], list[float]]:
+        """prefill_step(n new tokens after ``cached_tokens``) for n = 0 … chunk_tokens: its
+        time_s and marginal_s (``cached_tokens`` on the CACHED_GRID_TOKENS grid)."""
+        rows = self._rows.get(cached_tokens)
+        if rows is None:
+            n = np.arange(self._chunk + 1, dtype=float)
+            st = prefill_step(tokens=n + cached_tokens, cached_tokens=cached_tokens, **self._kw)
+            rows = (np.asarray(st.time_s, dtype=float).tolist(), np.asarray(st.marginal_s, dtype=float).tolist())
+            self._rows[cached_tokens] = rows
+        return rows
+
     def prefill_s(self, tokens: int, cached_tokens: float, *, riding: bool = False) -> float:
         """prefill_step(tokens new after cached_tokens).time_s (cached rounded to the grid);
         ``riding``: its marginal cost inside a decode iteration (PrefillStep.marginal_s)."""
         c = int(round(cached_tokens / CACHED_GRID_TOKENS)) * CACHED_GRID_TOKENS
         if tokens <= self._chunk:
-            rows = self._rows.get(c)
-            if rows is None:
-                n = np.arange(self._chunk + 1, dtype=float)
-                st = prefill_step(tokens=n + c, cached_tokens=c, **self._kw)
-                rows = (np.asarray(st.time_s, dtype=float).tolist(), np.asarray(st.marginal_s, dtype=float).tolist())
-                self._rows[c] = rows
+            rows = self._rows.get(c) or self.prefill_rows(c)
             return rows[1][tokens] if riding else rows[0][tokens]
         key = (tokens, c)
         pair = self._prefill.get(key)
