@@ -39,7 +39,7 @@ from planner.simulate.steptimes import CACHED_GRID_TOKENS, CONTEXT_GRID_TOKENS, 
 __all__: list[str] = []
 
 # Why the kernel returned.
-DONE, NEED_DECODE_ROW, NEED_PREFILL_ROW, NEED_PREFILL_EXACT = 0, 1, 2, 3
+DONE, NEED_DECODE_ROW, NEED_PREFILL_ROW, NEED_PREFILL_EXACT, NEED_SPACE = 0, 1, 2, 3, 4
 
 # Integer state (st[...]).
 S_K = 0  # arrivals taken
@@ -82,39 +82,26 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _njit(fn: F) -> F:
     """numba.njit, typed: compiled on first call, cached on disk beside this module."""
-    return cast(F, numba.njit(cache=True, nogil=True)(fn))
-
-
-@_njit
-def _grow(a: np.ndarray, n: int) -> np.ndarray:
-    """``a``, or a copy twice as long when index ``n`` is past its end."""
-    if n < a.shape[0]:
-        return a
-    b = np.empty(max(2 * a.shape[0], 16), dtype=a.dtype)
-    b[:a.shape[0]] = a
-    return b
+    return cast(F, numba.njit(cache=True, nogil=True, error_model="numpy")(fn))
 
 
 @_njit
 def _close_run(st: np.ndarray, seg_j: np.ndarray, seg_a: np.ndarray, seg_b: np.ndarray, j: int, a: int,
-               b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Record sequence ``j``'s run of emissions in iterations a..b."""
+               b: int) -> None:
+    """Record sequence ``j``'s run of emissions in iterations a..b (room checked when the iteration was planned)."""
     ns = st[S_NSEG]
-    seg_j = _grow(seg_j, ns)
-    seg_a = _grow(seg_a, ns)
-    seg_b = _grow(seg_b, ns)
     seg_j[ns] = j
     seg_a[ns] = a
     seg_b[ns] = b
     st[S_NSEG] = ns + 1
-    return seg_j, seg_a, seg_b
 
 
 @_njit
-def _preempt(st: np.ndarray, v: int, prompt: np.ndarray, kv: np.ndarray, target: np.ndarray, blocks: np.ndarray,
+def _preempt(st: np.ndarray, v: int, prompt: np.ndarray, kv: np.ndarray, fill: np.ndarray, target: np.ndarray,
+             blocks: np.ndarray,
              generated: np.ndarray, seg_start: np.ndarray, active: np.ndarray, decoding: np.ndarray,
              waiting: np.ndarray, prefilling: np.ndarray, seg_j: np.ndarray, seg_a: np.ndarray,
-             seg_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+             seg_b: np.ndarray) -> None:
     """Preempt running sequence ``v`` (already off the running list) by recompute: it goes back to
     the head of the queue with prompt + generated tokens to prefill; its blocks are freed."""
     if decoding[v]:
@@ -127,11 +114,12 @@ def _preempt(st: np.ndarray, v: int, prompt: np.ndarray, kv: np.ndarray, target:
                 w += 1
         st[S_NPRE] = w
     if seg_start[v] >= 0:
-        seg_j, seg_a, seg_b = _close_run(st, seg_j, seg_a, seg_b, v, seg_start[v], st[S_NTIMES] - 1)
+        _close_run(st, seg_j, seg_a, seg_b, v, seg_start[v], st[S_NTIMES] - 1)
     seg_start[v] = -1
     st[S_FREE] += blocks[v]
     blocks[v] = 0
     kv[v] = 0
+    fill[v] = 0
     target[v] = prompt[v] + generated[v]
     st[S_PREEMPT] += 1
     active[v] = False
@@ -139,24 +127,23 @@ def _preempt(st: np.ndarray, v: int, prompt: np.ndarray, kv: np.ndarray, target:
     st[S_WHEAD] = (st[S_WHEAD] - 1 + cap_w) % cap_w
     waiting[st[S_WHEAD]] = v
     st[S_WLEN] += 1
-    return seg_j, seg_a, seg_b
 
 
 @_njit
 def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params: np.ndarray, st: np.ndarray,
-                   fst: np.ndarray, kv: np.ndarray, target: np.ndarray, blocks: np.ndarray, generated: np.ndarray,
-                   seg_start: np.ndarray, active: np.ndarray, decoding: np.ndarray, first_s: np.ndarray,
+                   fst: np.ndarray, kv: np.ndarray, fill: np.ndarray, target: np.ndarray, blocks: np.ndarray,
+                   generated: np.ndarray, seg_start: np.ndarray, active: np.ndarray, decoding: np.ndarray, first_s: np.ndarray,
                    finish_s: np.ndarray, waiting: np.ndarray, running: np.ndarray, prefilling: np.ndarray,
                    piece_s: np.ndarray, piece_n: np.ndarray, dec_idx: np.ndarray, dec_rows: np.ndarray,
                    pre_idx: np.ndarray, pre_time: np.ndarray, pre_marg: np.ndarray, times: np.ndarray,
                    batch_s: np.ndarray, free_s: np.ndarray, seg_j: np.ndarray, seg_a: np.ndarray,
-                   seg_b: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                               np.ndarray]:
-    """Run until every arrival is served (DONE) or a step-time table is missing (NEED_*).
+                   seg_b: np.ndarray) -> int:
+    """Run until every arrival is served (DONE), a step-time table is missing or an output
+    is full (NEED_*: the caller fills or grows it and calls again; it resumes where it was).
 
-    ``arr``: arrival times in the order handled, then +inf.  Returns the reason and the
-    growable outputs: iteration end times, decode batch and free blocks per iteration,
-    closed runs of emissions (sequence, first and last iteration)."""
+    ``arr``: arrival times in the order handled, then +inf.  Outputs: iteration end times,
+    decode batch and free blocks per iteration, closed runs of emissions (sequence, first
+    and last iteration)."""
     m = prompt.shape[0]
     cap_w = waiting.shape[0]
     bt = params[P_BT]
@@ -170,7 +157,7 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
         if phase == IDLE:  # the next arrival starts it
             k = st[S_K]
             if k >= m:
-                return DONE, times, batch_s, free_s, seg_j, seg_a, seg_b
+                return DONE
             fst[F_T] = arr[k]
             waiting[(st[S_WHEAD] + st[S_WLEN]) % cap_w] = k
             st[S_WLEN] += 1
@@ -179,6 +166,10 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
             st[S_ATTEMPTS] = -1
             continue
         if phase == PLAN:
+            # room for this iteration and for every run it may close (no array is replaced in here:
+            # the caller grows them, keeping reference counting out of the loop)
+            if st[S_NTIMES] >= times.shape[0] or st[S_NSEG] + 2 * (st[S_NRUN] + st[S_WLEN]) + 2 > seg_j.shape[0]:
+                return NEED_SPACE
             if st[S_ATTEMPTS] < 0:
                 st[S_ATTEMPTS] = st[S_NRUN] + 2
             # 1. one token per decoding sequence: blocks for those opening one
@@ -190,7 +181,7 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
                 if decoding[j]:
                     nd += 1
                     ctx += kv[j]
-                    if kv[j] % bt == 0:
+                    if fill[j] == 0:
                         need += 1
             while st[S_FREE] < need:  # no cached prefix to evict: preempt the newest
                 st[S_NRUN] -= 1
@@ -198,9 +189,9 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
                 if decoding[v]:
                     ctx -= kv[v]
                     nd -= 1
-                    if kv[v] % bt == 0:
+                    if fill[v] == 0:
                         need -= 1
-                seg_j, seg_a, seg_b = _preempt(st, v, prompt, kv, target, blocks, generated, seg_start, active,
+                _preempt(st, v, prompt, kv, fill, target, blocks, generated, seg_start, active,
                                                decoding, waiting, prefilling, seg_j, seg_a, seg_b)
             free = st[S_FREE] - need
             nrun = st[S_NRUN]
@@ -270,7 +261,7 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
             r = dec_idx[nd]
             if r < 0:
                 st[S_ASK] = nd
-                return NEED_DECODE_ROW, times, batch_s, free_s, seg_j, seg_a, seg_b
+                return NEED_DECODE_ROW
             x = (st[S_CTX] / nd + 1.0) / grid
             i = int(x)
             f = x - i
@@ -285,13 +276,13 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
                 r = pre_idx[c // cgrid]
                 if r < 0:
                     st[S_ASK] = c
-                    return NEED_PREFILL_ROW, times, batch_s, free_s, seg_j, seg_a, seg_b
+                    return NEED_PREFILL_ROW
                 dt += pre_marg[r, ntot] if nd else pre_time[r, ntot]
             else:
                 if st[S_EXACT_TOKENS] != ntot or st[S_EXACT_CACHED] != c:
                     st[S_ASK] = c
                     st[S_ASK_TOKENS] = ntot
-                    return NEED_PREFILL_EXACT, times, batch_s, free_s, seg_j, seg_a, seg_b
+                    return NEED_PREFILL_EXACT
                 dt += fst[F_EXACT_MARGINAL] if nd else fst[F_EXACT_TIME]
         st[S_ATTEMPTS] -= 1
         if not dt > 0:
@@ -299,7 +290,7 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
                 st[S_PHASE] = IDLE
                 continue
             st[S_NRUN] -= 1  # prefills stuck on blocks: free the newest
-            seg_j, seg_a, seg_b = _preempt(st, running[st[S_NRUN]], prompt, kv, target, blocks, generated,
+            _preempt(st, running[st[S_NRUN]], prompt, kv, fill, target, blocks, generated,
                                            seg_start, active, decoding, waiting, prefilling, seg_j, seg_a, seg_b)
             st[S_PHASE] = PLAN if st[S_ATTEMPTS] > 0 else IDLE
             continue
@@ -313,22 +304,22 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
         st[S_K] = k
         # 3. end the iteration
         idx = st[S_NTIMES]
-        times = _grow(times, idx)
-        batch_s = _grow(batch_s, idx)
-        free_s = _grow(free_s, idx)
         times[idx] = end
         nrun = st[S_NRUN]
         finished = False
         for q in range(nrun):
             j = running[q]
             if decoding[j]:
-                if kv[j] % bt == 0:
+                if fill[j] == 0:
                     blocks[j] += 1
                 kv[j] += 1
+                fill[j] += 1
+                if fill[j] == bt:
+                    fill[j] = 0
                 generated[j] += 1
                 if generated[j] >= out[j]:  # finished: close its run, free its blocks
                     decoding[j] = False
-                    seg_j, seg_a, seg_b = _close_run(st, seg_j, seg_a, seg_b, j, seg_start[j], idx)
+                    _close_run(st, seg_j, seg_a, seg_b, j, seg_start[j], idx)
                     seg_start[j] = -1
                     finish_s[j] = end
                     st[S_FREE] += blocks[j]
@@ -339,6 +330,7 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
         for p in range(npieces):
             s = piece_s[p]
             kv[s] += piece_n[p]
+            fill[s] = kv[s] % bt
             if kv[s] < target[s]:
                 continue
             completed = True
@@ -348,7 +340,7 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
             if seg_start[s] < 0:
                 seg_start[s] = idx
             if generated[s] >= out[s]:
-                seg_j, seg_a, seg_b = _close_run(st, seg_j, seg_a, seg_b, s, seg_start[s], idx)
+                _close_run(st, seg_j, seg_a, seg_b, s, seg_start[s], idx)
                 seg_start[s] = -1
                 finish_s[s] = end
                 st[S_FREE] += blocks[s]
@@ -385,21 +377,22 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
 @_njit
 def gather_gaps(times: np.ndarray, ptr: np.ndarray, seg_a: np.ndarray, seg_b: np.ndarray, total: int) -> np.ndarray:
     """Every request's inter-token gaps, request by request: the differences of its emission
-    times (its runs of iterations in ``times``, ``seg_a[g]..seg_b[g]`` for g in
-    ``ptr[i]..ptr[i + 1]``, concatenated), as np.diff of them would give."""
+    times (its runs of iterations ``seg_a[g]..seg_b[g]`` in ``times``, for g in
+    ``ptr[i]..ptr[i + 1]``, concatenated), the subtractions np.diff of them does."""
     gaps = np.empty(total, dtype=np.float64)
     pos = 0
     for i in range(ptr.shape[0] - 1):
-        first = True
-        prev = 0.0
+        last = -1
         for g in range(ptr[i], ptr[i + 1]):
-            for e in range(seg_a[g], seg_b[g] + 1):
-                v = times[e]
-                if not first:
-                    gaps[pos] = v - prev
-                    pos += 1
-                prev = v
-                first = False
+            a = seg_a[g]
+            b = seg_b[g]
+            if last >= 0:  # from the previous run's last emission to this one's first
+                gaps[pos] = times[a] - times[last]
+                pos += 1
+            for e in range(a, b):
+                gaps[pos + e - a] = times[e + 1] - times[e]
+            pos += b - a
+            last = b
     return gaps
 
 
@@ -479,19 +472,21 @@ def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray
                np.zeros(m, np.bool_), np.zeros(m, np.bool_), np.full(m, math.nan), np.full(m, math.nan)]
     target, kv, generated, seg_start, active, decoding, first_s, finish_s = per_seq
     blocks = np.zeros(m, np.int64)
-    grow_f = np.empty(max(16, 64 * m), np.float64)
-    outs: tuple[np.ndarray, ...] = (grow_f, np.empty(grow_f.size, np.int64), np.empty(grow_f.size, np.int64),
-            np.empty(max(16, m), np.int64), np.empty(max(16, m), np.int64), np.empty(max(16, m), np.int64))
+    fill = np.zeros(m, np.int64)  # kv mod block_tokens
+    outs = [np.empty(max(16, 32 * m), np.float64), np.empty(max(16, 32 * m), np.int64),
+            np.empty(max(16, 32 * m), np.int64), np.empty(2 * m + 16, np.int64), np.empty(2 * m + 16, np.int64),
+            np.empty(2 * m + 16, np.int64)]
     waiting, running, prefilling, piece_s, piece_n = (np.zeros(n, np.int64) for _ in range(5))
     while True:
-        code, *rest = replica_kernel(
-            arr, prompt, out, params, st, fst, kv, target, blocks, generated, seg_start, active, decoding, first_s,
+        code = replica_kernel(
+            arr, prompt, out, params, st, fst, kv, fill, target, blocks, generated, seg_start, active, decoding, first_s,
             finish_s, waiting, running, prefilling, piece_s, piece_n, tables.dec_idx, tables.dec_rows, tables.pre_idx,
             tables.pre_time, tables.pre_marg, *outs)
-        outs = tuple(rest)
         if code == DONE:
             break
-        if code == NEED_DECODE_ROW:
+        if code == NEED_SPACE:
+            outs = [np.concatenate([a, np.empty_like(a)]) for a in outs]
+        elif code == NEED_DECODE_ROW:
             tables.add_decode_row(int(st[S_ASK]))
         elif code == NEED_PREFILL_ROW:
             tables.add_prefill_row(int(st[S_ASK]))
