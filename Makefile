@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 PORT ?= 8501
 RUFF_FLAGS := --line-length 120 --select E,F,W,I,B,UP --ignore E501,B008 --target-version py311
 
-.PHONY: setup run migrate test lint typecheck pytest clean
+.PHONY: setup run migrate warm test lint typecheck pytest clean
 
 $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,12 @@ setup: $(STAMP)
 migrate: setup
 	$(PY) -c 'import sys; from planner.store.migrate import main; sys.exit(main(["upgrade"]))'
 
-run: setup migrate
+# Compile the simulator's kernel (planner/simulate/kernel.py, numba) once: it is cached beside
+# the module, so later starts load it in a fraction of a second and no page waits for the compiler.
+warm: setup
+	$(PY) -c 'from planner.simulate.kernel import warm; warm()'
+
+run: setup migrate warm
 	$(VENV)/bin/streamlit run app.py --server.headless=true --server.port=$(PORT) \
 		--browser.gatherUsageStats=false --client.toolbarMode=minimal
 

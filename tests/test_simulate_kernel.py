@@ -88,6 +88,24 @@ def test_compiled_equals_the_python_replica(name: str, monkeypatch: pytest.Monke
         assert max(max(t["batch_size"]) for t in run.timeline) <= 2
 
 
+def test_outputs_grown_mid_run_resume_where_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long outputs one at a time: many iterations per request fill the kernel's first buffers;
+    it returns asking for room, the caller grows them, and the run resumes bit-identically."""
+    codes: list[int] = []
+    real = kernel_mod.replica_kernel
+
+    def recording(*args: Any) -> int:
+        code = real(*args)
+        codes.append(code)
+        return code
+
+    monkeypatch.setattr(kernel_mod, "replica_kernel", recording)
+    scenario = Scenario(workload={"prompt_tokens": 64, "output_tokens": 400})
+    _three_ways(scenario, sim_options(requests=40, rate_req_s=0.05, lengths="fixed", seed=46), monkeypatch)
+    assert kernel_mod.NEED_SPACE in codes
+    assert codes[-1] == kernel_mod.DONE
+
+
 def test_a_named_prefix_keeps_the_python_replica(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel has no prefix cache: a stream that names a prefix runs the Python replica."""
     calls: list[int] = []

@@ -30,6 +30,9 @@ before these changes; same seed, bit-identical run):
 * replicas alone (:mod:`planner.simulate.alone`): round robin (or one replica), colocated, open
   loop, no chat turns, no replica joining: each replica runs on its own arrivals without the
   shared event queue, a run planned up to its next arrival instead of cut;
+* compiled (:mod:`planner.simulate.kernel`, numba): replicas alone whose requests name no
+  prefix run the same scheduler as compiled code, one iteration at a time, and the gaps are
+  gathered compiled too (tests/test_simulate_kernel.py holds it to the Python replica);
 * inter-token gaps: slices of each replica's np.diff(iteration times), copied into place;
 * the cyclic garbage collector is paused while a run builds its millions of objects.
 """

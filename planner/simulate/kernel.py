@@ -97,6 +97,38 @@ def _close_run(st: np.ndarray, seg_j: np.ndarray, seg_a: np.ndarray, seg_b: np.n
 
 
 @_njit
+def _piece(st: np.ndarray, s: int, kv: np.ndarray, target: np.ndarray, blocks: np.ndarray, bt: int, chunked: bool,
+           chunk: int, ntot: int, npieces: int) -> int:
+    """How many of ``s``'s prefill tokens join this iteration's chunk (its blocks taken), or 0:
+    none left, the chunk full (or a whole prefill that does not fit it), blocks short."""
+    n = target[s] - kv[s]
+    if chunked:
+        n = min(n, chunk - ntot)
+    elif npieces and ntot + n > chunk:
+        return 0
+    if n <= 0:
+        return 0
+    nb = -(-(kv[s] + n) // bt) - blocks[s]
+    if st[S_FREE] < nb:
+        return 0
+    st[S_FREE] -= nb
+    blocks[s] += nb
+    return n
+
+
+@_njit
+def _finish(st: np.ndarray, j: int, idx: int, end: float, seg_start: np.ndarray, finish_s: np.ndarray,
+            blocks: np.ndarray, active: np.ndarray, seg_j: np.ndarray, seg_a: np.ndarray, seg_b: np.ndarray) -> None:
+    """Sequence ``j`` finished in iteration ``idx`` (ending at ``end``): close its run, free its blocks."""
+    _close_run(st, seg_j, seg_a, seg_b, j, seg_start[j], idx)
+    seg_start[j] = -1
+    finish_s[j] = end
+    st[S_FREE] += blocks[j]
+    blocks[j] = 0
+    active[j] = False
+
+
+@_njit
 def _preempt(st: np.ndarray, v: int, prompt: np.ndarray, kv: np.ndarray, fill: np.ndarray, target: np.ndarray,
              blocks: np.ndarray,
              generated: np.ndarray, seg_start: np.ndarray, active: np.ndarray, decoding: np.ndarray,
@@ -193,7 +225,7 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
                         need -= 1
                 _preempt(st, v, prompt, kv, fill, target, blocks, generated, seg_start, active,
                                                decoding, waiting, prefilling, seg_j, seg_a, seg_b)
-            free = st[S_FREE] - need
+            st[S_FREE] -= need
             nrun = st[S_NRUN]
             # 2. one prefill chunk: in-progress prefills, then waiting requests (FCFS)
             ntot = 0
@@ -201,18 +233,9 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
             npieces = 0
             for q in range(st[S_NPRE]):
                 s = prefilling[q]
-                n = target[s] - kv[s]
-                if chunked:
-                    n = min(n, chunk - ntot)
-                elif npieces and ntot + n > chunk:
-                    break
+                n = _piece(st, s, kv, target, blocks, bt, chunked, chunk, ntot, npieces)
                 if n <= 0:
                     break
-                nb = -(-(kv[s] + n) // bt) - blocks[s]
-                if free < nb:
-                    break
-                free -= nb
-                blocks[s] += nb
                 piece_s[npieces] = s
                 piece_n[npieces] = n
                 npieces += 1
@@ -220,18 +243,9 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
                 cw += n * kv[s]
             while st[S_WLEN] > 0 and nrun < max_batch:
                 s = waiting[st[S_WHEAD]]
-                if kv[s] >= target[s] or (chunked and ntot >= chunk):
+                n = _piece(st, s, kv, target, blocks, bt, chunked, chunk, ntot, npieces)
+                if n <= 0:
                     break
-                n = target[s] - kv[s]
-                if chunked:
-                    n = min(n, chunk - ntot)
-                elif npieces and ntot + n > chunk:
-                    break
-                nb = -(-(kv[s] + n) // bt) - blocks[s]
-                if free < nb:
-                    break
-                free -= nb
-                blocks[s] += nb
                 st[S_WHEAD] = (st[S_WHEAD] + 1) % cap_w
                 st[S_WLEN] -= 1
                 active[s] = True
@@ -244,7 +258,6 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
                 npieces += 1
                 ntot += n
                 cw += n * kv[s]
-            st[S_FREE] = free
             st[S_NRUN] = nrun
             st[S_ND] = nd
             st[S_CTX] = ctx
@@ -317,14 +330,9 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
                 if fill[j] == bt:
                     fill[j] = 0
                 generated[j] += 1
-                if generated[j] >= out[j]:  # finished: close its run, free its blocks
+                if generated[j] >= out[j]:
                     decoding[j] = False
-                    _close_run(st, seg_j, seg_a, seg_b, j, seg_start[j], idx)
-                    seg_start[j] = -1
-                    finish_s[j] = end
-                    st[S_FREE] += blocks[j]
-                    blocks[j] = 0
-                    active[j] = False
+                    _finish(st, j, idx, end, seg_start, finish_s, blocks, active, seg_j, seg_a, seg_b)
                     finished = True
         completed = False
         for p in range(npieces):
@@ -340,12 +348,7 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
             if seg_start[s] < 0:
                 seg_start[s] = idx
             if generated[s] >= out[s]:
-                _close_run(st, seg_j, seg_a, seg_b, s, seg_start[s], idx)
-                seg_start[s] = -1
-                finish_s[s] = end
-                st[S_FREE] += blocks[s]
-                blocks[s] = 0
-                active[s] = False
+                _finish(st, s, idx, end, seg_start, finish_s, blocks, active, seg_j, seg_a, seg_b)
                 finished = True
             else:
                 decoding[s] = True
@@ -548,3 +551,13 @@ def run_compiled(tables: Tables, requests: Sequence[Request], order: np.ndarray,
     times = np.concatenate([r.times for r in runs])
     itl = gather_gaps(times, ptr, a, b, total)
     return Compiled(replicas=tuple(runs), first_s=first, finish_s=finish, itl_s=itl)
+
+
+def warm() -> None:
+    """Compile the kernels now (or load them from numba's cache beside this module): a tiny
+    plain run, so that the first simulation a user asks for does not wait for the compiler."""
+    from planner.simulate.engine import simulate
+    from planner.simulate.options import sim_options
+    from planner.spec.scenario import Scenario
+
+    simulate(Scenario(), sim_options(requests=20, rate_req_s=1.0, seed=0))
