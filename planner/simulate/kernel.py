@@ -113,7 +113,7 @@ def _piece(st: np.ndarray, s: int, kv: np.ndarray, target: np.ndarray, blocks: n
         return 0
     st[S_FREE] -= nb
     blocks[s] += nb
-    return n
+    return int(n)
 
 
 @_njit
