@@ -50,7 +50,7 @@ def test_alone_equals_the_shared_event_queue(name: str, monkeypatch: pytest.Monk
         run_alone(*args)
 
     monkeypatch.setattr(engine, "run_alone", counting)
-    monkeypatch.setattr(engine._Sim, "plain", lambda self: False)
+    monkeypatch.setattr(engine._Sim, "compiles", lambda self: False)
     alone = _run(name)
     assert calls, "the case must take the alone path"
     monkeypatch.setattr(engine._Sim, "alone", lambda self: False)

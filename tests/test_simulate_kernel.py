@@ -1,13 +1,15 @@
 """The compiled replica (planner.simulate.kernel) gives the run the Python replica gives.
 
-For request streams that name no prefix, replicas simulated alone run as compiled code.
+Replicas simulated alone run as compiled code (prefix caches included; chat turns and
+streams with very many prefixes keep the Python replica).
 Each case below is run three ways: compiled (as the engine chooses), the Python replica
 alone on the same arrivals, and every replica on the engine's one event queue.  Every
 per-request array, every timeline point and every run total must be equal, not merely
 close: the kernel schedules the same iterations and sums the same step times in the
 same order.  Hypothesis draws the cases over what the scheduler branches on: block size,
 chunked or whole prefills (prompts longer than the chunk), the batch cap, a KV budget
-small enough to preempt, bursty arrivals, outputs of one token.
+small enough to preempt and evict, bursty arrivals, outputs of one token, shared
+prefixes (one system prompt, or several keys competing for the cache).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner import Scenario  # noqa: E402
 from planner.errors import InsufficientMemoryError  # noqa: E402
-from planner.simulate import SimRun, engine, sim_options, simulate  # noqa: E402
+from planner.simulate import Request, SimRun, engine, sim_options, simulate  # noqa: E402
 from planner.simulate import kernel as kernel_mod  # noqa: E402
 
 ARRAYS = ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens", "hit_tokens", "tpot_s", "itl_s")
@@ -41,7 +43,8 @@ def _assert_same(a: SimRun, b: SimRun, what: str) -> None:
         assert getattr(a, k) == getattr(b, k), (what, k)
 
 
-def _three_ways(scenario: Scenario, options: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[SimRun, int]:
+def _three_ways(scenario: Scenario, options: Any, monkeypatch: pytest.MonkeyPatch,
+                requests: tuple[Request, ...] | None = None) -> tuple[SimRun, int]:
     """The compiled run (checked equal to the other two) and how many compiled runs it took."""
     calls: list[int] = []
     real = kernel_mod.run_compiled
@@ -52,13 +55,13 @@ def _three_ways(scenario: Scenario, options: Any, monkeypatch: pytest.MonkeyPatc
 
     with monkeypatch.context() as m:
         m.setattr(kernel_mod, "run_compiled", counting)
-        compiled = simulate(scenario, options)
+        compiled = simulate(scenario, options, requests)
     with monkeypatch.context() as m:
-        m.setattr(engine._Sim, "plain", lambda self: False)
-        python_alone = simulate(scenario, options)
+        m.setattr(engine._Sim, "compiles", lambda self: False)
+        python_alone = simulate(scenario, options, requests)
     with monkeypatch.context() as m:
         m.setattr(engine._Sim, "alone", lambda self: False)
-        shared = simulate(scenario, options)
+        shared = simulate(scenario, options, requests)
     _assert_same(compiled, python_alone, "compiled vs Python replica alone")
     _assert_same(compiled, shared, "compiled vs the shared event queue")
     return compiled, len(calls)
@@ -72,6 +75,8 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "whole_prefills": ({"serving": {"chunk_tokens": 1024}},
                        {"requests": 200, "rate_req_s": 6.0, "chunked_prefill": False, "seed": 43}),
     "batch_cap_2": ({}, {"requests": 150, "rate_req_s": 9.0, "max_batch": 2, "seed": 44}),
+    "system_prefix": ({"workload": {"prefix_tokens": 1024, "prefix_hit_rate": 0.7}},
+                      {"requests": 300, "rate_req_s": 12.0, "replicas": 2, "seed": 47}),
 }
 
 
@@ -86,6 +91,8 @@ def test_compiled_equals_the_python_replica(name: str, monkeypatch: pytest.Monke
         assert run.prompt_tokens.max() > 1024  # prefills longer than a chunk, priced exactly
     if name == "batch_cap_2":
         assert max(max(t["batch_size"]) for t in run.timeline) <= 2
+    if name == "system_prefix":
+        assert run.hit_tokens.sum() > 0  # prefix hits
 
 
 def test_outputs_grown_mid_run_resume_where_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,17 +113,43 @@ def test_outputs_grown_mid_run_resume_where_they_were(monkeypatch: pytest.Monkey
     assert codes[-1] == kernel_mod.DONE
 
 
-def test_a_named_prefix_keeps_the_python_replica(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kernel has no prefix cache: a stream that names a prefix runs the Python replica."""
+def _keyed(n: int, keys: int, seed: int, *, rate_req_s: float, prompt: int = 1500, prefix: int = 1024,
+           output: int = 120) -> tuple[Request, ...]:
+    """``n`` requests spread over ``keys`` prefixes (some with none), lengths jittered."""
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(1.0 / rate_req_s, n))
+    k = rng.integers(-1, keys, n)
+    p = prompt + rng.integers(-200, 200, n)
+    o = np.maximum(1, output + rng.integers(-100, 100, n))
+    return tuple(Request(float(t[i]), int(p[i]), int(o[i]), None if k[i] < 0 else f"k{k[i]}",
+                         0 if k[i] < 0 else prefix) for i in range(n))
+
+
+def test_prefixes_competing_for_a_small_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six prefixes, a KV budget that holds few of them: hits, LRU evictions and preemptions,
+    the same in both replicas."""
+    reqs = _keyed(240, 6, 48, rate_req_s=10.0)
+    opts = sim_options(requests=len(reqs), replicas=2, kv_capacity_tokens=9_000, seed=48)
+    run, calls = _three_ways(Scenario(), opts, monkeypatch, reqs)
+    assert calls == 1
+    assert run.hit_tokens.sum() > 0
+    assert run.preemptions > 0
+    assert any(b.cached > 0 for b in run.kv_blocks)  # unreferenced prefixes stay cached at the end
+
+
+def test_many_prefixes_keep_the_python_replica(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over MAX_KERNEL_PREFIX_KEYS distinct prefixes (an eviction scans them all), and chat turns
+    (a conversation cached on finish), run the Python replica."""
     calls: list[int] = []
     monkeypatch.setattr(kernel_mod, "run_compiled", lambda *a, **k: calls.append(1))
-    run = simulate(Scenario(workload={"prefix_tokens": 512, "prefix_hit_rate": 0.8}),
-                   sim_options(requests=100, rate_req_s=5.0, seed=45))
+    monkeypatch.setattr(kernel_mod, "MAX_KERNEL_PREFIX_KEYS", 3)
+    reqs = _keyed(60, 4, 49, rate_req_s=4.0)
+    run = simulate(Scenario(), sim_options(requests=len(reqs), seed=49), reqs)
     assert not calls
     assert run.hit_tokens.sum() > 0
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     block_tokens=st.sampled_from([1, 8, 16, 32]),
     chunk_tokens=st.sampled_from([64, 512, 2048]),
@@ -129,14 +162,19 @@ def test_a_named_prefix_keeps_the_python_replica(monkeypatch: pytest.MonkeyPatch
     lengths=st.sampled_from(["lognormal", "fixed"]),
     arrival=st.sampled_from(["poisson", "gamma"]),
     per_replica_rate=st.floats(0.5, 20.0),
+    prefix_tokens=st.sampled_from([0, 16, 700]),
+    prefix_hit_rate=st.sampled_from([0.3, 1.0]),
     seed=st.integers(0, 2**16),
 )
 def test_compiled_equals_the_python_replica_anywhere(block_tokens: int, chunk_tokens: int, chunked: bool,
                                                      replicas: int, max_batch: int | None, kv_tokens: int | None,
                                                      prompt_tokens: int, output_tokens: int, lengths: str,
-                                                     arrival: str, per_replica_rate: float, seed: int,
+                                                     arrival: str, per_replica_rate: float, prefix_tokens: int,
+                                                     prefix_hit_rate: float, seed: int,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    scenario = Scenario(workload={"prompt_tokens": prompt_tokens, "output_tokens": output_tokens},
+    scenario = Scenario(workload={"prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
+                                  "prefix_tokens": min(prefix_tokens, prompt_tokens),
+                                  "prefix_hit_rate": prefix_hit_rate},
                         serving={"block_tokens": block_tokens, "chunk_tokens": chunk_tokens})
     options = sim_options(requests=60 * replicas, rate_req_s=per_replica_rate * replicas, replicas=replicas,
                           chunked_prefill=chunked, max_batch=max_batch, kv_capacity_tokens=kv_tokens,
@@ -145,4 +183,16 @@ def test_compiled_equals_the_python_replica_anywhere(block_tokens: int, chunk_to
         _, calls = _three_ways(scenario, options, monkeypatch)
     except InsufficientMemoryError:
         assume(False)  # a request longer than the KV budget: refused before any path runs
+    assert calls == 1
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=st.integers(1, 8), block_tokens=st.sampled_from([8, 16, 64]), replicas=st.integers(1, 3),
+       kv_tokens=st.sampled_from([5_000, 9_000, 40_000]), rate_req_s=st.floats(2.0, 30.0),
+       prefix=st.sampled_from([64, 500, 1024]), seed=st.integers(0, 2**16))
+def test_keyed_prefixes_anywhere(keys: int, block_tokens: int, replicas: int, kv_tokens: int, rate_req_s: float,
+                                 prefix: int, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    reqs = _keyed(50 * replicas, keys, seed, rate_req_s=rate_req_s, prefix=prefix)
+    opts = sim_options(requests=len(reqs), replicas=replicas, kv_capacity_tokens=kv_tokens, seed=seed)
+    _, calls = _three_ways(Scenario(serving={"block_tokens": block_tokens}), opts, monkeypatch, reqs)
     assert calls == 1

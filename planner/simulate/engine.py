@@ -30,9 +30,10 @@ before these changes; same seed, bit-identical run):
 * replicas alone (:mod:`planner.simulate.alone`): round robin (or one replica), colocated, open
   loop, no chat turns, no replica joining: each replica runs on its own arrivals without the
   shared event queue, a run planned up to its next arrival instead of cut;
-* compiled (:mod:`planner.simulate.kernel`, numba): replicas alone whose requests name no
-  prefix run the same scheduler as compiled code, one iteration at a time, and the gaps are
-  gathered compiled too (tests/test_simulate_kernel.py holds it to the Python replica);
+* compiled (:mod:`planner.simulate.kernel`, numba): replicas alone (no chat turns, at most
+  MAX_KERNEL_PREFIX_KEYS prefixes) run the same scheduler as compiled code, one iteration at a
+  time, and the gaps are gathered compiled too (tests/test_simulate_kernel.py holds it to the
+  Python replica);
 * inter-token gaps: slices of each replica's np.diff(iteration times), copied into place;
 * the cyclic garbage collector is paused while a run builds its millions of objects.
 """
@@ -62,7 +63,7 @@ from planner.spec.defaults import DEFAULT_MAX_BATCH
 from planner.spec.scenario import Scenario
 
 if TYPE_CHECKING:
-    from planner.simulate.kernel import Compiled
+    from planner.simulate.kernel import Compiled, Stream
 
 __all__ = ["KvBlocks", "SimRun", "simulate"]
 
@@ -184,7 +185,8 @@ class _Sim:
         self.next_root = 0
         self.pending_transfer: dict[int, _Seq] = {}
         self.now, self.now_pushed = 0.0, -math.inf  # the event being handled: its time, when it was queued
-        self.compiled: Compiled | None = None  # the replicas' compiled runs (run_compiled), if taken
+        self.compiled: Compiled | None = None  # the replicas' compiled runs (run_compiled), if taken,
+        self.stream: Stream | None = None  # and the request stream as arrays
 
     def push(self, t: float, kind: int, arg: int, pushed: float = -math.inf) -> None:
         """Queue an event at ``t``; ``pushed``: when it was queued (-inf: before the run)."""
@@ -262,25 +264,31 @@ class _Sim:
         return (not self.back and not self.joining and not self.children and o.concurrency is None
                 and (o.router == "round_robin" or len(self.front) == 1))
 
-    def plain(self) -> bool:
-        """Whether no request names a prefix (nothing for a prefix cache to hold): with
-        :meth:`alone`, each replica runs as compiled code (planner.simulate.kernel)."""
-        return all(q.prefix_key is None and not q.cache_on_finish for q in self.requests)
+    def compiles(self) -> bool:
+        """Whether each replica alone can run as compiled code (planner.simulate.kernel): no
+        conversation cached on finish (chat turns), at most MAX_KERNEL_PREFIX_KEYS prefixes."""
+        from planner.simulate.kernel import MAX_KERNEL_PREFIX_KEYS  # numba: loaded when first needed
+
+        keys = {q.prefix_key for q in self.requests if q.prefix_key is not None}
+        return len(keys) <= MAX_KERNEL_PREFIX_KEYS and not any(q.cache_on_finish for q in self.requests)
 
     def run(self) -> None:
         o = self.options
         if self.alone():
-            order = alone_order(self.requests)
             n = len(self.front)
-            if self.plain():
-                from planner.simulate.kernel import Tables, run_compiled  # numba: loaded when first needed
+            if self.compiles():
+                from planner.simulate.kernel import Tables, run_compiled, stream_arrays
 
+                stream = stream_arrays(self.requests)
+                order = np.argsort(stream.arrival_s, kind="stable")  # alone_order, from the arrays
                 rep = self.front[0]
                 tables = Tables(self.steps, max_batch=rep.max_batch, max_context_tokens=self.longest + 1)
-                self.compiled = run_compiled(tables, self.requests, order, replicas=n, capacity_blocks=rep.capacity,
+                self.compiled = run_compiled(tables, stream, order, replicas=n, capacity_blocks=rep.capacity,
                                              block_tokens=rep.bt, max_batch=rep.max_batch,
                                              chunk_tokens=rep.chunk_tokens, chunked=rep.chunked)
+                self.stream = stream
                 return
+            order = alone_order(self.requests)
             order_l = order.tolist()
             for ri, rp in enumerate(self.front):
                 run_alone(rp, order_l[ri::n], self.requests, self.seqs)
@@ -383,9 +391,10 @@ def _kv_blocks(rep: _Replica) -> KvBlocks:
 
 
 def _end_blocks(sim: _Sim) -> tuple[KvBlocks, ...]:
-    """Each replica's KV blocks at the end (a compiled replica holds no prefix cache)."""
+    """Each replica's KV blocks at the end."""
     if sim.compiled is not None:
-        return tuple(KvBlocks(capacity=rp.capacity, free=kr.free, cached=0, referenced=kr.held_blocks)
+        return tuple(KvBlocks(capacity=rp.capacity, free=kr.free, cached=kr.cached_blocks,
+                              referenced=kr.referenced_blocks)
                      for rp, kr in zip(sim.front, sim.compiled.replicas, strict=True))
     return tuple(_kv_blocks(rp) for rp in sim.replicas)
 
@@ -412,12 +421,10 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
 
 def _result(sim: _Sim, options: SimOptions) -> SimRun:
     reqs = sim.requests
-    if sim.compiled is not None:
-        arrival = np.fromiter((q.arrival_s for q in reqs), dtype=float, count=len(reqs))
-        first, finish, itl = sim.compiled.first_s, sim.compiled.finish_s, sim.compiled.itl_s
-        out = np.fromiter((q.output_tokens for q in reqs), dtype=np.int64, count=len(reqs))
-        prompt = np.fromiter((q.prompt_tokens for q in reqs), dtype=np.int64, count=len(reqs))
-        hit = np.zeros(len(reqs), dtype=np.int64)
+    if sim.compiled is not None and sim.stream is not None:
+        arrival, prompt, out = sim.stream.arrival_s, sim.stream.prompt_tokens, sim.stream.output_tokens
+        c = sim.compiled
+        first, finish, itl, hit = c.first_s, c.finish_s, c.itl_s, c.hit_tokens
         if np.isnan(finish).any():
             raise ScenarioError("simulation did not finish every request")  # a scheduler bug, never expected
     else:

@@ -1,19 +1,23 @@
-"""A replica running alone, compiled (numba): the engine's fast path for plain request streams.
+"""A replica running alone, compiled (numba): the engine's fast path.
 
 The alone path (:mod:`planner.simulate.alone`) runs each replica on its own arrivals.
-When no request names a prefix (no prefix cache, no conversation cached on finish) a
-replica's state is a few integers per sequence, and this module runs it as compiled code:
-the same scheduler as :class:`planner.simulate.replica._Replica`, one iteration at a time
-(the order the engine's runs of decode iterations are proven equal to), on the same step
-times summed in the same order, so a run is bit-identical to the Python replica's
-(tests/test_simulate_kernel.py holds the two together).
+This module runs such a replica as compiled code when the stream has no chat turns (no
+conversation cached on finish) and at most MAX_KERNEL_PREFIX_KEYS distinct prefixes: the
+same scheduler as :class:`planner.simulate.replica._Replica` (paged blocks, the prefix
+cache with its LRU eviction, preemption by recompute), one iteration at a time (the order
+the engine's runs of decode iterations are proven equal to), on the same step times summed
+in the same order, so a run is bit-identical to the Python replica's
+(tests/test_simulate_kernel.py holds the two together).  A replica's state is arrays: one
+row per field and a column per sequence (``q``), one column per prefix key (``ent``).
 
 One iteration, as the Python replica:
 
 1. every decoding sequence gets one token; one whose KV length is a multiple of
-   ``block_tokens`` takes a block (short of blocks: preempt the newest sequence, by recompute);
-2. one prefill chunk: in-progress prefills, then waiting requests (FCFS), while the chunk
-   budget, the batch cap and the blocks allow;
+   ``block_tokens`` takes a block (short of blocks: evict the least recently used prefix no
+   sequence references, else preempt the newest sequence, by recompute);
+2. one prefill chunk: in-progress prefills, then waiting requests (FCFS, each starting from
+   its prefix's cached full blocks), while the chunk budget, the batch cap and the blocks allow;
+   a prefill that completes keeps its prefix cached;
 3. its time: ``decode_step(B, mean live context) + prefill_step(chunk tokens, mean cached)``
    from the tables of :class:`planner.simulate.steptimes.StepTimes`.
 
@@ -38,6 +42,9 @@ from planner.simulate.steptimes import CACHED_GRID_TOKENS, CONTEXT_GRID_TOKENS, 
 
 __all__: list[str] = []
 
+# The most distinct prefix keys a compiled run holds (an eviction scans them); more: the Python replica.
+MAX_KERNEL_PREFIX_KEYS = 1024
+
 # Why the kernel returned.
 DONE, NEED_DECODE_ROW, NEED_PREFILL_ROW, NEED_PREFILL_EXACT, NEED_SPACE = 0, 1, 2, 3, 4
 
@@ -61,7 +68,8 @@ S_ASK = 15  # what a NEED_* return asks for: batch size, cached bucket (tokens),
 S_ASK_TOKENS = 16  # prefill tokens (NEED_PREFILL_EXACT)
 S_EXACT_TOKENS = 17  # the exact prefill held in fst[F_EXACT_*]: its tokens,
 S_EXACT_CACHED = 18  # and its cached tokens (-1: none)
-N_STATE = 19
+S_STAMP = 19  # prefix-cache uses so far (an entry's stamp: its last use; the oldest is evicted first)
+N_STATE = 20
 
 # Float state (fst[...]).
 F_T = 0  # replica time
@@ -73,6 +81,28 @@ N_FSTATE = 4
 # Parameters (params[...]).
 P_CAPACITY, P_BT, P_MAX_BATCH, P_CHUNK, P_CHUNKED, P_GRID, P_CACHED_GRID = range(7)
 N_PARAMS = 7
+
+# Per sequence (q[row, sequence]), in the order handled.
+Q_PROMPT = 0  # prompt tokens
+Q_OUT = 1  # output tokens
+Q_PKEY = 2  # its prefix: key (index into the entries; -1: none)
+Q_PTOK = 3  # and tokens
+Q_TARGET = 4  # tokens to hold in KV before decoding
+Q_KV = 5  # tokens whose KV the replica holds
+Q_FILL = 6  # kv mod block_tokens
+Q_SHARED = 7  # of kv, from its prefix entry
+Q_BLOCKS = 8  # private blocks
+Q_GEN = 9  # tokens generated
+Q_SEG = 10  # first iteration of its open run of emissions (-1: none)
+Q_HIT = 11  # prefix tokens found cached when first admitted (-1: not yet)
+Q_ACTIVE = 12  # in the batch
+Q_DECODING = 13  # in the batch with its KV complete
+Q_ATTACHED = 14  # holds a reference to its prefix's entry
+N_Q = 15
+
+# Prefix-cache entries (ent[row, key]), one per key.
+E_TOKENS, E_BLOCKS, E_REFS, E_STAMP = range(4)  # E_STAMP -1: no entry
+N_E = 4
 
 IDLE, PLAN, PRICE = 0, 1, 2
 
@@ -97,64 +127,143 @@ def _close_run(st: np.ndarray, seg_j: np.ndarray, seg_a: np.ndarray, seg_b: np.n
 
 
 @_njit
-def _piece(st: np.ndarray, s: int, kv: np.ndarray, target: np.ndarray, blocks: np.ndarray, bt: int, chunked: bool,
-           chunk: int, ntot: int, npieces: int) -> int:
+def _evict_one(st: np.ndarray, ent: np.ndarray) -> bool:
+    """Drop the least recently used prefix entry no sequence references; False: none."""
+    best = -1
+    for k in range(ent.shape[1]):
+        if ent[E_STAMP, k] >= 0 and ent[E_REFS, k] == 0 and (best < 0 or ent[E_STAMP, k] < ent[E_STAMP, best]):
+            best = k
+    if best < 0:
+        return False
+    st[S_FREE] += ent[E_BLOCKS, best]
+    ent[E_STAMP, best] = -1
+    ent[E_TOKENS, best] = 0
+    ent[E_BLOCKS, best] = 0
+    return True
+
+
+@_njit
+def _alloc(st: np.ndarray, q: np.ndarray, ent: np.ndarray, s: int, n: int, bt: int) -> bool:
+    """Blocks for ``n`` more tokens of ``s`` (evicting unreferenced prefixes when short); False: short."""
+    need = -(-(q[Q_KV, s] + n - q[Q_SHARED, s]) // bt) - q[Q_BLOCKS, s]
+    while st[S_FREE] < need:
+        if not _evict_one(st, ent):
+            return False
+    st[S_FREE] -= need
+    q[Q_BLOCKS, s] += need
+    return True
+
+
+@_njit
+def _attach(st: np.ndarray, q: np.ndarray, ent: np.ndarray, s: int, bt: int) -> None:
+    """``s`` starts from its prefix's cached full blocks, if any (a reference; the entry's use)."""
+    k = q[Q_PKEY, s]
+    if k < 0 or ent[E_STAMP, k] < 0:
+        return
+    hit = min(ent[E_TOKENS, k], q[Q_PTOK, s], q[Q_TARGET, s] - 1) // bt * bt
+    if hit > 0:
+        ent[E_REFS, k] += 1
+        st[S_STAMP] += 1
+        ent[E_STAMP, k] = st[S_STAMP]
+        q[Q_ATTACHED, s] = 1
+        q[Q_SHARED, s] = hit
+        q[Q_KV, s] = hit
+        q[Q_FILL, s] = 0
+
+
+@_njit
+def _detach(q: np.ndarray, ent: np.ndarray, s: int) -> None:
+    if q[Q_ATTACHED, s]:
+        ent[E_REFS, q[Q_PKEY, s]] -= 1
+    q[Q_ATTACHED, s] = 0
+    q[Q_SHARED, s] = 0
+    q[Q_KV, s] = 0
+    q[Q_FILL, s] = 0
+
+
+@_njit
+def _release(st: np.ndarray, q: np.ndarray, ent: np.ndarray, s: int) -> None:
+    """Free ``s``'s private blocks and its reference to its prefix entry."""
+    st[S_FREE] += q[Q_BLOCKS, s]
+    q[Q_BLOCKS, s] = 0
+    if q[Q_ATTACHED, s]:
+        ent[E_REFS, q[Q_PKEY, s]] -= 1
+        q[Q_ATTACHED, s] = 0
+    q[Q_SHARED, s] = 0
+
+
+@_njit
+def _upsert(st: np.ndarray, q: np.ndarray, ent: np.ndarray, s: int, tokens: int, bt: int) -> None:
+    """Keep ``s``'s first ``tokens`` (full blocks) as its prefix's cached entry."""
+    k = q[Q_PKEY, s]
+    tokens = min(tokens, q[Q_KV, s]) // bt * bt
+    if k < 0 or tokens <= 0:
+        return
+    keep = q[Q_SHARED, s] // bt if q[Q_ATTACHED, s] else 0
+    if ent[E_STAMP, k] >= 0:
+        if ent[E_TOKENS, k] >= tokens or ent[E_REFS, k] > (1 if q[Q_ATTACHED, s] else 0):
+            return
+        st[S_FREE] += ent[E_BLOCKS, k] - keep
+    take = min(tokens // bt - keep, q[Q_BLOCKS, s])
+    q[Q_BLOCKS, s] -= take
+    ent[E_TOKENS, k] = (keep + take) * bt
+    ent[E_BLOCKS, k] = keep + take
+    ent[E_REFS, k] = 1
+    st[S_STAMP] += 1
+    ent[E_STAMP, k] = st[S_STAMP]
+    q[Q_ATTACHED, s] = 1
+    q[Q_SHARED, s] = ent[E_TOKENS, k]
+
+
+@_njit
+def _piece(st: np.ndarray, q: np.ndarray, ent: np.ndarray, s: int, bt: int, chunked: bool, chunk: int, ntot: int,
+           npieces: int) -> int:
     """How many of ``s``'s prefill tokens join this iteration's chunk (its blocks taken), or 0:
     none left, the chunk full (or a whole prefill that does not fit it), blocks short."""
-    n = target[s] - kv[s]
+    n = q[Q_TARGET, s] - q[Q_KV, s]
     if chunked:
         n = min(n, chunk - ntot)
     elif npieces and ntot + n > chunk:
         return 0
-    if n <= 0:
+    if n <= 0 or not _alloc(st, q, ent, s, n, bt):
         return 0
-    nb = -(-(kv[s] + n) // bt) - blocks[s]
-    if st[S_FREE] < nb:
-        return 0
-    st[S_FREE] -= nb
-    blocks[s] += nb
     return int(n)
 
 
 @_njit
-def _finish(st: np.ndarray, j: int, idx: int, end: float, seg_start: np.ndarray, finish_s: np.ndarray,
-            blocks: np.ndarray, active: np.ndarray, seg_j: np.ndarray, seg_a: np.ndarray, seg_b: np.ndarray) -> None:
+def _finish(st: np.ndarray, q: np.ndarray, ent: np.ndarray, j: int, idx: int, end: float, finish_s: np.ndarray,
+            seg_j: np.ndarray, seg_a: np.ndarray, seg_b: np.ndarray) -> None:
     """Sequence ``j`` finished in iteration ``idx`` (ending at ``end``): close its run, free its blocks."""
-    _close_run(st, seg_j, seg_a, seg_b, j, seg_start[j], idx)
-    seg_start[j] = -1
+    _close_run(st, seg_j, seg_a, seg_b, j, q[Q_SEG, j], idx)
+    q[Q_SEG, j] = -1
     finish_s[j] = end
-    st[S_FREE] += blocks[j]
-    blocks[j] = 0
-    active[j] = False
+    _release(st, q, ent, j)
+    q[Q_ACTIVE, j] = 0
 
 
 @_njit
-def _preempt(st: np.ndarray, v: int, prompt: np.ndarray, kv: np.ndarray, fill: np.ndarray, target: np.ndarray,
-             blocks: np.ndarray,
-             generated: np.ndarray, seg_start: np.ndarray, active: np.ndarray, decoding: np.ndarray,
-             waiting: np.ndarray, prefilling: np.ndarray, seg_j: np.ndarray, seg_a: np.ndarray,
-             seg_b: np.ndarray) -> None:
+def _preempt(st: np.ndarray, q: np.ndarray, ent: np.ndarray, v: int, waiting: np.ndarray, prefilling: np.ndarray,
+             seg_j: np.ndarray, seg_a: np.ndarray, seg_b: np.ndarray) -> None:
     """Preempt running sequence ``v`` (already off the running list) by recompute: it goes back to
     the head of the queue with prompt + generated tokens to prefill; its blocks are freed."""
-    if decoding[v]:
-        decoding[v] = False
+    if q[Q_DECODING, v]:
+        q[Q_DECODING, v] = 0
     else:
         w = 0
-        for q in range(st[S_NPRE]):
-            if prefilling[q] != v:
-                prefilling[w] = prefilling[q]
+        for i in range(st[S_NPRE]):
+            if prefilling[i] != v:
+                prefilling[w] = prefilling[i]
                 w += 1
         st[S_NPRE] = w
-    if seg_start[v] >= 0:
-        _close_run(st, seg_j, seg_a, seg_b, v, seg_start[v], st[S_NTIMES] - 1)
-    seg_start[v] = -1
-    st[S_FREE] += blocks[v]
-    blocks[v] = 0
-    kv[v] = 0
-    fill[v] = 0
-    target[v] = prompt[v] + generated[v]
+    if q[Q_SEG, v] >= 0:
+        _close_run(st, seg_j, seg_a, seg_b, v, q[Q_SEG, v], st[S_NTIMES] - 1)
+    q[Q_SEG, v] = -1
+    _release(st, q, ent, v)
+    q[Q_KV, v] = 0
+    q[Q_FILL, v] = 0
+    q[Q_TARGET, v] = q[Q_PROMPT, v] + q[Q_GEN, v]
     st[S_PREEMPT] += 1
-    active[v] = False
+    q[Q_ACTIVE, v] = 0
     cap_w = waiting.shape[0]
     st[S_WHEAD] = (st[S_WHEAD] - 1 + cap_w) % cap_w
     waiting[st[S_WHEAD]] = v
@@ -162,21 +271,19 @@ def _preempt(st: np.ndarray, v: int, prompt: np.ndarray, kv: np.ndarray, fill: n
 
 
 @_njit
-def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params: np.ndarray, st: np.ndarray,
-                   fst: np.ndarray, kv: np.ndarray, fill: np.ndarray, target: np.ndarray, blocks: np.ndarray,
-                   generated: np.ndarray, seg_start: np.ndarray, active: np.ndarray, decoding: np.ndarray, first_s: np.ndarray,
-                   finish_s: np.ndarray, waiting: np.ndarray, running: np.ndarray, prefilling: np.ndarray,
-                   piece_s: np.ndarray, piece_n: np.ndarray, dec_idx: np.ndarray, dec_rows: np.ndarray,
-                   pre_idx: np.ndarray, pre_time: np.ndarray, pre_marg: np.ndarray, times: np.ndarray,
-                   batch_s: np.ndarray, free_s: np.ndarray, seg_j: np.ndarray, seg_a: np.ndarray,
-                   seg_b: np.ndarray) -> int:
+def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.ndarray, q: np.ndarray,
+                   ent: np.ndarray, first_s: np.ndarray, finish_s: np.ndarray, waiting: np.ndarray,
+                   running: np.ndarray, prefilling: np.ndarray, piece_s: np.ndarray, piece_n: np.ndarray,
+                   done: np.ndarray, dec_idx: np.ndarray, dec_rows: np.ndarray, pre_idx: np.ndarray,
+                   pre_time: np.ndarray, pre_marg: np.ndarray, times: np.ndarray, batch_s: np.ndarray,
+                   free_s: np.ndarray, seg_j: np.ndarray, seg_a: np.ndarray, seg_b: np.ndarray) -> int:
     """Run until every arrival is served (DONE), a step-time table is missing or an output
     is full (NEED_*: the caller fills or grows it and calls again; it resumes where it was).
 
     ``arr``: arrival times in the order handled, then +inf.  Outputs: iteration end times,
     decode batch and free blocks per iteration, closed runs of emissions (sequence, first
     and last iteration)."""
-    m = prompt.shape[0]
+    m = q.shape[1]
     cap_w = waiting.shape[0]
     bt = params[P_BT]
     max_batch = params[P_MAX_BATCH]
@@ -208,56 +315,63 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
             nd = 0
             need = 0
             ctx = 0
-            for q in range(st[S_NRUN]):
-                j = running[q]
-                if decoding[j]:
+            for i in range(st[S_NRUN]):
+                j = running[i]
+                if q[Q_DECODING, j]:
                     nd += 1
-                    ctx += kv[j]
-                    if fill[j] == 0:
+                    ctx += q[Q_KV, j]
+                    if q[Q_FILL, j] == 0:
                         need += 1
-            while st[S_FREE] < need:  # no cached prefix to evict: preempt the newest
+            while st[S_FREE] < need:  # evict an unreferenced prefix, else preempt the newest
+                if _evict_one(st, ent):
+                    continue
                 st[S_NRUN] -= 1
                 v = running[st[S_NRUN]]
-                if decoding[v]:
-                    ctx -= kv[v]
+                if q[Q_DECODING, v]:
+                    ctx -= q[Q_KV, v]
                     nd -= 1
-                    if fill[v] == 0:
+                    if q[Q_FILL, v] == 0:
                         need -= 1
-                _preempt(st, v, prompt, kv, fill, target, blocks, generated, seg_start, active,
-                                               decoding, waiting, prefilling, seg_j, seg_a, seg_b)
+                _preempt(st, q, ent, v, waiting, prefilling, seg_j, seg_a, seg_b)
             st[S_FREE] -= need
             nrun = st[S_NRUN]
             # 2. one prefill chunk: in-progress prefills, then waiting requests (FCFS)
             ntot = 0
             cw = 0.0
             npieces = 0
-            for q in range(st[S_NPRE]):
-                s = prefilling[q]
-                n = _piece(st, s, kv, target, blocks, bt, chunked, chunk, ntot, npieces)
+            for i in range(st[S_NPRE]):
+                s = prefilling[i]
+                n = _piece(st, q, ent, s, bt, chunked, chunk, ntot, npieces)
                 if n <= 0:
                     break
                 piece_s[npieces] = s
                 piece_n[npieces] = n
                 npieces += 1
                 ntot += n
-                cw += n * kv[s]
+                cw += n * q[Q_KV, s]
             while st[S_WLEN] > 0 and nrun < max_batch:
                 s = waiting[st[S_WHEAD]]
-                n = _piece(st, s, kv, target, blocks, bt, chunked, chunk, ntot, npieces)
+                if q[Q_KV, s] >= q[Q_TARGET, s] or (chunked and ntot >= chunk):
+                    break
+                _attach(st, q, ent, s, bt)
+                n = _piece(st, q, ent, s, bt, chunked, chunk, ntot, npieces)
                 if n <= 0:
+                    _detach(q, ent, s)
                     break
                 st[S_WHEAD] = (st[S_WHEAD] + 1) % cap_w
                 st[S_WLEN] -= 1
-                active[s] = True
+                q[Q_ACTIVE, s] = 1
                 running[nrun] = s
                 nrun += 1
                 prefilling[st[S_NPRE]] = s
                 st[S_NPRE] += 1
+                if q[Q_HIT, s] < 0:
+                    q[Q_HIT, s] = q[Q_SHARED, s]
                 piece_s[npieces] = s
                 piece_n[npieces] = n
                 npieces += 1
                 ntot += n
-                cw += n * kv[s]
+                cw += n * q[Q_KV, s]
             st[S_NRUN] = nrun
             st[S_ND] = nd
             st[S_CTX] = ctx
@@ -303,8 +417,7 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
                 st[S_PHASE] = IDLE
                 continue
             st[S_NRUN] -= 1  # prefills stuck on blocks: free the newest
-            _preempt(st, running[st[S_NRUN]], prompt, kv, fill, target, blocks, generated,
-                                           seg_start, active, decoding, waiting, prefilling, seg_j, seg_a, seg_b)
+            _preempt(st, q, ent, running[st[S_NRUN]], waiting, prefilling, seg_j, seg_a, seg_b)
             st[S_PHASE] = PLAN if st[S_ATTEMPTS] > 0 else IDLE
             continue
         # the iteration ends at t + dt; arrivals at or before then are seen by its end
@@ -319,52 +432,56 @@ def replica_kernel(arr: np.ndarray, prompt: np.ndarray, out: np.ndarray, params:
         idx = st[S_NTIMES]
         times[idx] = end
         nrun = st[S_NRUN]
-        finished = False
-        for q in range(nrun):
-            j = running[q]
-            if decoding[j]:
-                if fill[j] == 0:
-                    blocks[j] += 1
-                kv[j] += 1
-                fill[j] += 1
-                if fill[j] == bt:
-                    fill[j] = 0
-                generated[j] += 1
-                if generated[j] >= out[j]:
-                    decoding[j] = False
-                    _finish(st, j, idx, end, seg_start, finish_s, blocks, active, seg_j, seg_a, seg_b)
-                    finished = True
+        ndone = 0  # finished this iteration: closed after the prefills (whose prefix entries see their references)
+        for i in range(nrun):
+            j = running[i]
+            if q[Q_DECODING, j]:
+                if q[Q_FILL, j] == 0:
+                    q[Q_BLOCKS, j] += 1
+                q[Q_KV, j] += 1
+                q[Q_FILL, j] += 1
+                if q[Q_FILL, j] == bt:
+                    q[Q_FILL, j] = 0
+                q[Q_GEN, j] += 1
+                if q[Q_GEN, j] >= q[Q_OUT, j]:
+                    q[Q_DECODING, j] = 0
+                    done[ndone] = j
+                    ndone += 1
         completed = False
         for p in range(npieces):
             s = piece_s[p]
-            kv[s] += piece_n[p]
-            fill[s] = kv[s] % bt
-            if kv[s] < target[s]:
+            q[Q_KV, s] += piece_n[p]
+            q[Q_FILL, s] = q[Q_KV, s] % bt
+            if q[Q_KV, s] < q[Q_TARGET, s]:
                 continue
             completed = True
-            generated[s] += 1  # the prefill's last position samples the next token
+            q[Q_GEN, s] += 1  # the prefill's last position samples the next token
             if first_s[s] != first_s[s]:  # NaN: its first token
                 first_s[s] = end
-            if seg_start[s] < 0:
-                seg_start[s] = idx
-            if generated[s] >= out[s]:
-                _finish(st, s, idx, end, seg_start, finish_s, blocks, active, seg_j, seg_a, seg_b)
-                finished = True
+            if q[Q_SEG, s] < 0:
+                q[Q_SEG, s] = idx
+            if q[Q_PKEY, s] >= 0 and q[Q_PTOK, s] > 0:
+                _upsert(st, q, ent, s, q[Q_PTOK, s], bt)
+            if q[Q_GEN, s] >= q[Q_OUT, s]:
+                done[ndone] = s
+                ndone += 1
             else:
-                decoding[s] = True
+                q[Q_DECODING, s] = 1
         if completed:
             w = 0
-            for q in range(st[S_NPRE]):
-                s = prefilling[q]
-                if kv[s] < target[s]:
+            for i in range(st[S_NPRE]):
+                s = prefilling[i]
+                if q[Q_KV, s] < q[Q_TARGET, s]:
                     prefilling[w] = s
                     w += 1
             st[S_NPRE] = w
-        if finished:
+        for i in range(ndone):
+            _finish(st, q, ent, done[i], idx, end, finish_s, seg_j, seg_a, seg_b)
+        if ndone:
             w = 0
-            for q in range(nrun):
-                j = running[q]
-                if active[j]:
+            for i in range(nrun):
+                j = running[i]
+                if q[Q_ACTIVE, j]:
                     running[w] = j
                     w += 1
             st[S_NRUN] = w
@@ -439,30 +556,32 @@ def _doubled(rows: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class ReplicaRun:
     """One replica's compiled run: per iteration (end time, decode batch, free blocks after it),
-    per sequence in the order handled (first token, finish), its closed runs of emissions
-    (sequence, first and last iteration), preemptions, and its blocks at the end."""
+    per sequence in the order handled (first token, finish, prefix tokens found cached), its
+    closed runs of emissions (sequence, first and last iteration), preemptions, and its
+    blocks at the end."""
 
     times: np.ndarray
     batch_size: np.ndarray
     free_blocks: np.ndarray
     first_s: np.ndarray
     finish_s: np.ndarray
+    hit_tokens: np.ndarray
     seg_seq: np.ndarray
     seg_first: np.ndarray
     seg_last: np.ndarray
     preemptions: int
     free: int
-    held_blocks: int  # by sequences (none once every request finished)
+    cached_blocks: int  # held by prefix entries no sequence references
+    referenced_blocks: int  # held by referenced prefix entries or by sequences' private blocks
 
 
-def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray, *,
-                capacity_blocks: int, block_tokens: int, max_batch: int, chunk_tokens: int,
-                chunked: bool) -> ReplicaRun:
-    """Serve one replica's requests (arrival order) alone, compiled."""
+def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
+                prefix_key: np.ndarray, prefix_tokens: np.ndarray, *, keys: int, capacity_blocks: int,
+                block_tokens: int, max_batch: int, chunk_tokens: int, chunked: bool) -> ReplicaRun:
+    """Serve one replica's requests (arrival order) alone, compiled.  ``prefix_key``: an index
+    below ``keys`` per request (-1: none)."""
     m = int(prompt_tokens.size)
     arr = np.append(np.asarray(arrival_s, dtype=np.float64), math.inf)
-    prompt = np.ascontiguousarray(prompt_tokens, dtype=np.int64)
-    out = np.ascontiguousarray(output_tokens, dtype=np.int64)
     params = np.zeros(N_PARAMS, dtype=np.int64)
     params[[P_CAPACITY, P_BT, P_MAX_BATCH, P_CHUNK, P_CHUNKED, P_GRID, P_CACHED_GRID]] = (
         capacity_blocks, block_tokens, max_batch, chunk_tokens, int(chunked), CONTEXT_GRID_TOKENS, CACHED_GRID_TOKENS)
@@ -470,21 +589,24 @@ def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray
     st[S_FREE] = capacity_blocks
     st[S_EXACT_TOKENS] = st[S_EXACT_CACHED] = -1
     fst = np.zeros(N_FSTATE, dtype=np.float64)
+    q = np.zeros((N_Q, m), dtype=np.int64)
+    q[Q_PROMPT] = q[Q_TARGET] = prompt_tokens
+    q[Q_OUT] = output_tokens
+    q[Q_PKEY] = prefix_key
+    q[Q_PTOK] = prefix_tokens
+    q[Q_SEG] = q[Q_HIT] = -1
+    ent = np.zeros((N_E, max(keys, 1)), dtype=np.int64)
+    ent[E_STAMP] = -1
+    first_s, finish_s = np.full(m, math.nan), np.full(m, math.nan)
     n = max(m, 1)
-    per_seq = [prompt.copy(), np.zeros(m, np.int64), np.zeros(m, np.int64), np.full(m, -1, np.int64),
-               np.zeros(m, np.bool_), np.zeros(m, np.bool_), np.full(m, math.nan), np.full(m, math.nan)]
-    target, kv, generated, seg_start, active, decoding, first_s, finish_s = per_seq
-    blocks = np.zeros(m, np.int64)
-    fill = np.zeros(m, np.int64)  # kv mod block_tokens
     outs = [np.empty(max(16, 32 * m), np.float64), np.empty(max(16, 32 * m), np.int64),
             np.empty(max(16, 32 * m), np.int64), np.empty(2 * m + 16, np.int64), np.empty(2 * m + 16, np.int64),
             np.empty(2 * m + 16, np.int64)]
-    waiting, running, prefilling, piece_s, piece_n = (np.zeros(n, np.int64) for _ in range(5))
+    waiting, running, prefilling, piece_s, piece_n, done = (np.zeros(n, np.int64) for _ in range(6))
     while True:
-        code = replica_kernel(
-            arr, prompt, out, params, st, fst, kv, fill, target, blocks, generated, seg_start, active, decoding, first_s,
-            finish_s, waiting, running, prefilling, piece_s, piece_n, tables.dec_idx, tables.dec_rows, tables.pre_idx,
-            tables.pre_time, tables.pre_marg, *outs)
+        code = replica_kernel(arr, params, st, fst, q, ent, first_s, finish_s, waiting, running, prefilling, piece_s,
+                              piece_n, done, tables.dec_idx, tables.dec_rows, tables.pre_idx, tables.pre_time,
+                              tables.pre_marg, *outs)
         if code == DONE:
             break
         if code == NEED_SPACE:
@@ -500,10 +622,14 @@ def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray
             st[S_EXACT_TOKENS], st[S_EXACT_CACHED] = tokens, cached
     ni, ns = int(st[S_NTIMES]), int(st[S_NSEG])
     times, batch, free_series, seg_j, seg_a, seg_b = outs
+    live = ent[E_STAMP] >= 0
+    unreferenced = live & (ent[E_REFS] == 0)
     return ReplicaRun(times=times[:ni].copy(), batch_size=batch[:ni].copy(), free_blocks=free_series[:ni].copy(),
-                      first_s=first_s, finish_s=finish_s, seg_seq=seg_j[:ns].copy(), seg_first=seg_a[:ns].copy(),
-                      seg_last=seg_b[:ns].copy(), preemptions=int(st[S_PREEMPT]), free=int(st[S_FREE]),
-                      held_blocks=int(blocks.sum()))
+                      first_s=first_s, finish_s=finish_s, hit_tokens=np.maximum(q[Q_HIT], 0),
+                      seg_seq=seg_j[:ns].copy(), seg_first=seg_a[:ns].copy(), seg_last=seg_b[:ns].copy(),
+                      preemptions=int(st[S_PREEMPT]), free=int(st[S_FREE]),
+                      cached_blocks=int(ent[E_BLOCKS][unreferenced].sum()),
+                      referenced_blocks=int(q[Q_BLOCKS].sum() + ent[E_BLOCKS][live & ~unreferenced].sum()))
 
 
 @dataclass(frozen=True)
@@ -513,30 +639,56 @@ class Compiled:
     replicas: tuple[ReplicaRun, ...]
     first_s: np.ndarray
     finish_s: np.ndarray
+    hit_tokens: np.ndarray
     itl_s: np.ndarray
 
 
-def run_compiled(tables: Tables, requests: Sequence[Request], order: np.ndarray, *, replicas: int,
-                 capacity_blocks: int, block_tokens: int, max_batch: int, chunk_tokens: int,
-                 chunked: bool) -> Compiled:
+@dataclass(frozen=True)
+class Stream:
+    """A request stream as arrays (request order), its prefixes as key indices."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    prefix_key: np.ndarray  # index into the stream's distinct keys, -1: none
+    prefix_tokens: np.ndarray
+    keys: int  # distinct prefix keys
+
+
+def stream_arrays(requests: Sequence[Request]) -> Stream:
+    n = len(requests)
+    index: dict[str, int] = {}
+    pkey = np.fromiter((-1 if q.prefix_key is None else index.setdefault(q.prefix_key, len(index)) for q in requests),
+                       dtype=np.int64, count=n)
+    return Stream(arrival_s=np.fromiter((q.arrival_s for q in requests), dtype=np.float64, count=n),
+                  prompt_tokens=np.fromiter((q.prompt_tokens for q in requests), dtype=np.int64, count=n),
+                  output_tokens=np.fromiter((q.output_tokens for q in requests), dtype=np.int64, count=n),
+                  prefix_key=pkey,
+                  prefix_tokens=np.fromiter((q.prefix_tokens for q in requests), dtype=np.int64, count=n),
+                  keys=len(index))
+
+
+def run_compiled(tables: Tables, stream: Stream, order: np.ndarray, *, replicas: int, capacity_blocks: int,
+                 block_tokens: int, max_batch: int, chunk_tokens: int, chunked: bool) -> Compiled:
     """Each of ``replicas`` replicas serves every replicas-th request of ``order`` (the order
     arrivals are handled: round robin), alone and compiled."""
-    n_req = len(requests)
-    arrival = np.fromiter((q.arrival_s for q in requests), dtype=np.float64, count=n_req)
-    prompt = np.fromiter((q.prompt_tokens for q in requests), dtype=np.int64, count=n_req)
-    output = np.fromiter((q.output_tokens for q in requests), dtype=np.int64, count=n_req)
+    n_req = stream.arrival_s.size
     first = np.full(n_req, math.nan)
     finish = np.full(n_req, math.nan)
+    hit = np.zeros(n_req, dtype=np.int64)
     runs: list[ReplicaRun] = []
     seg_req, seg_a, seg_b = [], [], []
     offset = 0
     for ri in range(replicas):
         idx = order[ri::replicas]
-        run = run_replica(tables, arrival[idx], prompt[idx], output[idx], capacity_blocks=capacity_blocks,
-                          block_tokens=block_tokens, max_batch=max_batch, chunk_tokens=chunk_tokens, chunked=chunked)
+        run = run_replica(tables, stream.arrival_s[idx], stream.prompt_tokens[idx], stream.output_tokens[idx],
+                          stream.prefix_key[idx], stream.prefix_tokens[idx], keys=stream.keys,
+                          capacity_blocks=capacity_blocks, block_tokens=block_tokens, max_batch=max_batch,
+                          chunk_tokens=chunk_tokens, chunked=chunked)
         runs.append(run)
         first[idx] = run.first_s
         finish[idx] = run.finish_s
+        hit[idx] = run.hit_tokens
         seg_req.append(idx[run.seg_seq])
         seg_a.append(run.seg_first + offset)
         seg_b.append(run.seg_last + offset)
@@ -550,12 +702,12 @@ def run_compiled(tables: Tables, requests: Sequence[Request], order: np.ndarray,
     total = int((b - a).sum() + np.maximum(per_req - 1, 0).sum())
     times = np.concatenate([r.times for r in runs])
     itl = gather_gaps(times, ptr, a, b, total)
-    return Compiled(replicas=tuple(runs), first_s=first, finish_s=finish, itl_s=itl)
+    return Compiled(replicas=tuple(runs), first_s=first, finish_s=finish, hit_tokens=hit, itl_s=itl)
 
 
 def warm() -> None:
     """Compile the kernels now (or load them from numba's cache beside this module): a tiny
-    plain run, so that the first simulation a user asks for does not wait for the compiler."""
+    run, so that the first simulation a user asks for does not wait for the compiler."""
     from planner.simulate.engine import simulate
     from planner.simulate.options import sim_options
     from planner.spec.scenario import Scenario
