@@ -196,3 +196,15 @@ def test_keyed_prefixes_anywhere(keys: int, block_tokens: int, replicas: int, kv
     opts = sim_options(requests=len(reqs), replicas=replicas, kv_capacity_tokens=kv_tokens, seed=seed)
     _, calls = _three_ways(Scenario(serving={"block_tokens": block_tokens}), opts, monkeypatch, reqs)
     assert calls == 1
+
+
+def test_without_numba_the_python_replica_gives_the_same_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where numba cannot be imported (a Python it has no wheel for), the engine runs the Python
+    replica: slower, the same numbers."""
+    scenario, opts = Scenario(), sim_options(requests=120, rate_req_s=10.0, replicas=2, seed=50)
+    compiled = simulate(scenario, opts)
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
+    monkeypatch.delitem(sys.modules, "planner.simulate.kernel")
+    fallback = simulate(scenario, opts)
+    assert "planner.simulate.kernel" not in sys.modules  # it could not be loaded
+    _assert_same(compiled, fallback, "compiled vs without numba")

@@ -267,8 +267,10 @@ class _Sim:
     def compiles(self) -> bool:
         """Whether each replica alone can run as compiled code (planner.simulate.kernel): no
         conversation cached on finish (chat turns), at most MAX_KERNEL_PREFIX_KEYS prefixes."""
-        from planner.simulate.kernel import MAX_KERNEL_PREFIX_KEYS  # numba: loaded when first needed
-
+        try:
+            from planner.simulate.kernel import MAX_KERNEL_PREFIX_KEYS  # numba: loaded when first needed
+        except ImportError:  # numba not installed for this Python: the Python replica, same results
+            return False
         keys = {q.prefix_key for q in self.requests if q.prefix_key is not None}
         return len(keys) <= MAX_KERNEL_PREFIX_KEYS and not any(q.cache_on_finish for q in self.requests)
 
