@@ -2,12 +2,15 @@
 (and per CPU second of this process, steadier on a shared machine).
 
     .venv/bin/python bench/simulate.py [--requests N] [--rate R] [--replicas N]
+        [--prefix-tokens N --prefix-hit-rate F] [--no-kernel]
 
 Scenario: the default (llama-3.1-8b, h100-sxm, 2,000/250-token lognormal lengths).  With
 ``--replicas N`` the rate defaults to N × 5 req/s (the same load per replica).  Runs over
 the simulator's MAX_SIM_REQUESTS bound (a bench is not untrusted input) go straight to SimOptions.
 The compiled kernel (planner.simulate.kernel) is made ready first and timed apart: numba compiles
-it once per checkout (about 6 s here) and caches it; later runs load it.
+it once per checkout (about 6 s here) and caches it; later runs load it.  ``--no-kernel`` runs the
+Python replica instead (the same results, for comparison); ``--prefix-tokens`` with
+``--prefix-hit-rate`` gives the requests a shared system prompt (the prefix cache at work).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -30,8 +34,15 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=None)
     ap.add_argument("--replicas", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prefix-tokens", type=int, default=0)
+    ap.add_argument("--prefix-hit-rate", type=float, default=0.0)
+    ap.add_argument("--no-kernel", action="store_true")
     args = ap.parse_args()
-    scenario = Scenario()
+    scenario = Scenario(workload={"prefix_tokens": args.prefix_tokens, "prefix_hit_rate": args.prefix_hit_rate})
+    if args.no_kernel:
+        from planner.simulate import engine
+
+        patch.object(engine._Sim, "compiles", return_value=False).start()
     args.rate = args.rate if args.rate is not None else 5.0 * args.replicas
     options = sim_options(requests=min(args.requests, MAX_SIM_REQUESTS), rate_req_s=args.rate, seed=args.seed,
                           replicas=args.replicas)

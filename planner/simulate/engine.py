@@ -290,10 +290,9 @@ class _Sim:
                                              chunk_tokens=rep.chunk_tokens, chunked=rep.chunked)
                 self.stream = stream
                 return
-            order = alone_order(self.requests)
-            order_l = order.tolist()
+            order = alone_order(self.requests).tolist()
             for ri, rp in enumerate(self.front):
-                run_alone(rp, order_l[ri::n], self.requests, self.seqs)
+                run_alone(rp, order[ri::n], self.requests, self.seqs)
             return
         if o.concurrency is not None:
             for _ in range(min(o.concurrency, len(self.roots))):
