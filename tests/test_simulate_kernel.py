@@ -75,6 +75,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "whole_prefills": ({"serving": {"chunk_tokens": 1024}},
                        {"requests": 200, "rate_req_s": 6.0, "chunked_prefill": False, "seed": 43}),
     "batch_cap_2": ({}, {"requests": 150, "rate_req_s": 9.0, "max_batch": 2, "seed": 44}),
+    "idle_replicas": ({}, {"requests": 3, "rate_req_s": 1.0, "replicas": 5, "seed": 51}),
     "system_prefix": ({"workload": {"prefix_tokens": 1024, "prefix_hit_rate": 0.7}},
                       {"requests": 300, "rate_req_s": 12.0, "replicas": 2, "seed": 47}),
 }
@@ -93,6 +94,8 @@ def test_compiled_equals_the_python_replica(name: str, monkeypatch: pytest.Monke
         assert max(max(t["batch_size"]) for t in run.timeline) <= 2
     if name == "system_prefix":
         assert run.hit_tokens.sum() > 0  # prefix hits
+    if name == "idle_replicas":
+        assert sum(not t["t_s"] for t in run.timeline) == 2  # two replicas got no request
 
 
 def test_outputs_grown_mid_run_resume_where_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
