@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the servers package, when run as a script
 
-from servers.serving import run_server, serve_announced  # noqa: E402
+from servers.serving import read_request, run_server, serve_announced  # noqa: E402
 from servers.sse_frames import SSE_HEAD, chunked, event, ok_stream, tok  # noqa: E402
 
 OK_TOKENS = 5
@@ -32,12 +32,7 @@ CUT_AFTER = 3
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, faults: list[str],
                  counter: list[int]) -> None:
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":", 1)[1])
-        await reader.readexactly(length)
+        await read_request(reader)
         fault = faults[counter[0] % len(faults)]
         counter[0] += 1
         if fault in ("500", "429"):

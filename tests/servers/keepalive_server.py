@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the servers package, when run as a script
 
-from servers.serving import run_server, serve_announced  # noqa: E402
+from servers.serving import read_request, run_server, serve_announced  # noqa: E402
 from servers.sse_frames import DONE, chunked, event, tok  # noqa: E402
 
 TOKENS = 5
@@ -43,12 +43,7 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dro
     counted = False
     try:
         while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":", 1)[1])
-            await reader.readexactly(length)
+            head = await read_request(reader)
             if head.startswith(b"GET /stats "):
                 body = json.dumps(STATS).encode()
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
