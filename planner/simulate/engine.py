@@ -63,7 +63,7 @@ from planner.spec.defaults import DEFAULT_MAX_BATCH
 from planner.spec.scenario import Scenario
 
 if TYPE_CHECKING:
-    from planner.simulate.kernel import Compiled, Stream
+    from planner.simulate.kernel import Compiled
 
 __all__ = ["KvBlocks", "SimRun", "simulate"]
 
@@ -185,8 +185,7 @@ class _Sim:
         self.next_root = 0
         self.pending_transfer: dict[int, _Seq] = {}
         self.now, self.now_pushed = 0.0, -math.inf  # the event being handled: its time, when it was queued
-        self.compiled: Compiled | None = None  # the replicas' compiled runs (run_compiled), if taken,
-        self.stream: Stream | None = None  # and the request stream as arrays
+        self.compiled: Compiled | None = None  # the replicas' compiled runs (run_compiled), if taken
 
     def push(self, t: float, kind: int, arg: int, pushed: float = -math.inf) -> None:
         """Queue an event at ``t``; ``pushed``: when it was queued (-inf: before the run)."""
@@ -281,14 +280,12 @@ class _Sim:
             if self.compiles():
                 from planner.simulate.kernel import Tables, run_compiled, stream_arrays
 
-                stream = stream_arrays(self.requests)
-                order = np.argsort(stream.arrival_s, kind="stable")  # alone_order, from the arrays
                 rep = self.front[0]
                 tables = Tables(self.steps, max_batch=rep.max_batch, max_context_tokens=self.longest + 1)
-                self.compiled = run_compiled(tables, stream, order, replicas=n, capacity_blocks=rep.capacity,
-                                             block_tokens=rep.bt, max_batch=rep.max_batch,
-                                             chunk_tokens=rep.chunk_tokens, chunked=rep.chunked)
-                self.stream = stream
+                self.compiled = run_compiled(tables, stream_arrays(self.requests), replicas=n,
+                                             capacity_blocks=rep.capacity, block_tokens=rep.bt,
+                                             max_batch=rep.max_batch, chunk_tokens=rep.chunk_tokens,
+                                             chunked=rep.chunked)
                 return
             order = alone_order(self.requests).tolist()
             for ri, rp in enumerate(self.front):
@@ -422,9 +419,9 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
 
 def _result(sim: _Sim, options: SimOptions) -> SimRun:
     reqs = sim.requests
-    if sim.compiled is not None and sim.stream is not None:
-        arrival, prompt, out = sim.stream.arrival_s, sim.stream.prompt_tokens, sim.stream.output_tokens
+    if sim.compiled is not None:
         c = sim.compiled
+        arrival, prompt, out = c.stream.arrival_s, c.stream.prompt_tokens, c.stream.output_tokens
         first, finish, itl, hit = c.first_s, c.finish_s, c.itl_s, c.hit_tokens
         if np.isnan(finish).any():
             raise ScenarioError("simulation did not finish every request")  # a scheduler bug, never expected

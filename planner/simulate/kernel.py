@@ -633,17 +633,6 @@ def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray
 
 
 @dataclass(frozen=True)
-class Compiled:
-    """The replicas' compiled runs and what they give per request (request order)."""
-
-    replicas: tuple[ReplicaRun, ...]
-    first_s: np.ndarray
-    finish_s: np.ndarray
-    hit_tokens: np.ndarray
-    itl_s: np.ndarray
-
-
-@dataclass(frozen=True)
 class Stream:
     """A request stream as arrays (request order), its prefixes as key indices."""
 
@@ -668,11 +657,24 @@ def stream_arrays(requests: Sequence[Request]) -> Stream:
                   keys=len(index))
 
 
-def run_compiled(tables: Tables, stream: Stream, order: np.ndarray, *, replicas: int, capacity_blocks: int,
-                 block_tokens: int, max_batch: int, chunk_tokens: int, chunked: bool) -> Compiled:
-    """Each of ``replicas`` replicas serves every replicas-th request of ``order`` (the order
-    arrivals are handled: round robin), alone and compiled."""
+@dataclass(frozen=True)
+class Compiled:
+    """The replicas' compiled runs and what they give per request (request order)."""
+
+    stream: Stream
+    replicas: tuple[ReplicaRun, ...]
+    first_s: np.ndarray
+    finish_s: np.ndarray
+    hit_tokens: np.ndarray
+    itl_s: np.ndarray
+
+
+def run_compiled(tables: Tables, stream: Stream, *, replicas: int, capacity_blocks: int, block_tokens: int,
+                 max_batch: int, chunk_tokens: int, chunked: bool) -> Compiled:
+    """Each of ``replicas`` replicas serves every replicas-th request in the order arrivals are
+    handled (by time, then index: round robin), alone and compiled."""
     n_req = stream.arrival_s.size
+    order = np.argsort(stream.arrival_s, kind="stable")
     first = np.full(n_req, math.nan)
     finish = np.full(n_req, math.nan)
     hit = np.zeros(n_req, dtype=np.int64)
@@ -702,7 +704,7 @@ def run_compiled(tables: Tables, stream: Stream, order: np.ndarray, *, replicas:
     total = int((b - a).sum() + np.maximum(per_req - 1, 0).sum())
     times = np.concatenate([r.times for r in runs])
     itl = gather_gaps(times, ptr, a, b, total)
-    return Compiled(replicas=tuple(runs), first_s=first, finish_s=finish, hit_tokens=hit, itl_s=itl)
+    return Compiled(stream=stream, replicas=tuple(runs), first_s=first, finish_s=finish, hit_tokens=hit, itl_s=itl)
 
 
 def warm() -> None:
