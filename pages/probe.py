@@ -17,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._charts import show_chart
+from pages._format import plain
 from pages._sidebar import page_scenario, request_load
 from pages._store import store_engine
 from planner import PlannerError
@@ -33,6 +34,8 @@ from planner.probe import (
     save_run,
     with_prediction,
 )
+from planner.probe.client import ERROR_DETAIL_CHARS
+from planner.probe.summary import first_failure
 
 POLL_S = 0.5  # how often the page looks at a running probe
 
@@ -66,7 +69,7 @@ if st.button("Run probe", type="primary", key="pr_run", disabled=job is not None
     except ValueError:
         st.error("Concurrency levels: give comma-separated integers, e.g. 1,2,4,8")
     except PlannerError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
 
 
 @st.fragment(run_every=POLL_S)
@@ -105,8 +108,13 @@ def _outcome(run: ProbeRun) -> None:
     elif run.outcome == "ok" and not run.cancelled:
         st.success(f"Done: run {run.run_id}, {run.succeeded} requests over {len(run.levels)} levels, none failed.")
     for lv in run.levels:
-        if text := failure_summary(lv):
+        if text := failure_summary(lv, detail=False):
             st.error(text)
+            first = first_failure(lv)
+            if first is not None and first.error_detail:  # the endpoint's words: text, never Markdown
+                st.caption(f"The first failure ({first.error}) said, redacted and cut to {ERROR_DETAIL_CHARS} "
+                           "characters:")
+                st.code(first.error_detail, language=None, wrap_lines=True)
         if lv.client is not None and lv.client.warning:
             st.warning(f"{level_label(lv)}: {lv.client.warning}")
 
@@ -114,7 +122,7 @@ def _outcome(run: ProbeRun) -> None:
 if job is not None:
     _running()
 if note := st.session_state.pop("probe_note", None):
-    (st.error if note[0] == "error" else st.warning)(note[1])
+    (st.error if note[0] == "error" else st.warning)(plain(note[1]))
 
 run = st.session_state.get("probe_run")
 if run is not None and not run.levels:
