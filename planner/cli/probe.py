@@ -138,7 +138,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--url", required=True, help="server root or /v1/... URL (checked against PROBE_ALLOWED_HOSTS)")
     p.add_argument("--model", required=True, help="model name sent to the endpoint")
     p.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key")
-    p.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
+    p.add_argument("--endpoint", choices=("completions", "chat"), default=None,
+                   help="API to probe (default: the one the --url path names, else completions)")
     load = p.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=_int_list, default=None, help="closed-loop levels, e.g. 1,4,16")
     load.add_argument("--rate", type=float, default=None, help="open-loop requests per second")
