@@ -176,6 +176,8 @@ if run is not None and run.levels:
         cal, calibrated = st.session_state["probe_cal"]
         st.write(f"bandwidth {cal.bandwidth_efficiency:.3f} · compute {cal.compute_efficiency:.3f} · "
                  f"step overhead {cal.step_overhead_s * 1e3:.2f} ms · rms log error {cal.rms_log_error:.3f}")
+        for text in cal.warnings:  # a value at its bound, an error over the limit: the fit says nothing
+            st.warning(f"Calibration: {text}", icon=None)
         st.dataframe(pd.DataFrame([r.model_dump() for r in cal.residuals]), hide_index=True, key="pr_resid")
         if st.button("Use the calibrated scenario", key="pr_use"):
             request_load(calibrated, label=f"calibrated from probe run {cal.run_id}")

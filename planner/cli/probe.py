@@ -114,6 +114,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
             **cal.model_dump(mode="json"),
             "scenario": calibrated_scenario(scenario, cal).model_dump(mode="json"),
         }})
+    for text in (run.calibration or {}).get("warnings", ()):
+        print(f"warning: calibration: {text}", file=sys.stderr)
     if args.save or args.save_calibrated:
         _save(args, run)
     payload = run.to_json_dict(samples=args.samples)
