@@ -125,7 +125,8 @@ def client_report(parts: Sequence[ClientStats], records: Sequence[RequestRecord]
     warning = None
     if reasons:
         warning = ("TTFT and TPOT include client delay: " + "; ".join(reasons)
-                   + ". Use more --workers, fewer streams or a less loaded machine.")
+                   + ". Use more client processes (the CLI's --workers, the Live probe page's \"Client processes\"), "
+                   "fewer streams or a less loaded machine.")
     names = sorted({p.event_loop for p in parts})
     return ClientReport(
         event_loop="+".join(names) if names else "none", workers=max(len(parts), 1),
