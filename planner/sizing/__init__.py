@@ -53,6 +53,7 @@ from planner.sizing.operating import (
     mean_prefill,
     operating_arrays,
     replica_memory,
+    scenario_draft,
     workload_stats,
 )
 from planner.sizing.plan import (
@@ -67,6 +68,7 @@ from planner.sizing.replica import (
     RooflineResult,
     decode_at,
     derive_context,
+    draft_section,
     memory_section,
     prefill_section,
     roofline_section,
@@ -123,6 +125,8 @@ __all__ = [
     "day_profile",
     "decode_at",
     "derive_context",
+    "draft_section",
+    "scenario_draft",
     "disaggregated_load",
     "fleet_arrays",
     "fleet_sections",

@@ -186,6 +186,23 @@ class Speculative(BaseModel):
     draft_tokens: Annotated[int, Field(ge=0, le=16)] = 0
     acceptance: Fraction = 0.7
     draft_cost: NonNegFloat = 0.05
+    # What drafts, charged in the memory ledger (planner.physics.draft): None: an
+    # EAGLE-style head of ``draft_layers`` decoder layers of the target's shape (it
+    # shares the target's embedding and LM head); a catalog model id: a separate
+    # draft model with its own weights and KV cache.
+    draft_model: CatalogId | None = None
+    draft_layers: Annotated[int, Field(ge=1, le=8)] = 1
+    draft_weights_dtype: WeightsDtype | None = None  # None: the target's weights_dtype
+
+    @field_validator("draft_model", mode="after")
+    @classmethod
+    def _known_draft(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                get_model(value)
+            except PlannerError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
 
 class Efficiency(BaseModel):
