@@ -25,6 +25,17 @@ cols[0].metric("Max sequences", shown(m.max_sequences, fmt=",.1f"), help=f"at {m
 cols[1].metric("HBM per GPU", shown(m.hbm_bytes, "bytes"))
 cols[2].metric("GPUs per replica", f"{m.gpus_per_replica}")
 cols[3].metric("Fits", "yes" if m.fits else "no")
+if m.draft_name:  # speculative decoding: the drafter's weights and KV are charged beside the target's
+    st.caption(f"Speculative decoding drafts with {m.draft_name}: its weights come out of the KV budget and "
+               "every sequence holds its KV too (derivations below: memory.draft_*).")
+    cols = st.columns(4)
+    cols[0].metric("Draft weights per GPU", shown(m.draft_weight_bytes_per_gpu, "bytes"),
+                   help=f"{shown(m.draft_weight_bytes, 'bytes')} in all, sharded over TP {scenario.parallel.tp}")
+    cols[1].metric("Draft KV per token", shown(m.draft_kv_bytes_per_token, "bytes"),
+                   help=f"{shown(m.draft_kv_bytes_per_token_per_gpu, 'bytes')} per GPU")
+    cols[2].metric("KV per token, target + draft", shown(m.kv_bytes_per_token_per_gpu
+                                                        + m.draft_kv_bytes_per_token_per_gpu, "bytes"),
+                   help="per GPU: what each token of the engine's KV pool holds")
 
 st.subheader("One GPU's HBM")
 parts = pd.DataFrame(cached_curve("memory_breakdown", scenario))

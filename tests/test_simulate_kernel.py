@@ -31,7 +31,8 @@ from planner.simulate import Request, SimRun, engine, sim_options, simulate  # n
 from planner.simulate import kernel as kernel_mod  # noqa: E402
 
 ARRAYS = ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens", "hit_tokens", "tpot_s", "itl_s")
-TOTALS = ("preemptions", "mean_in_flight", "duration_s", "iterations", "kv_capacity_tokens", "timeline", "kv_blocks")
+TOTALS = ("preemptions", "mean_in_flight", "duration_s", "iterations", "kv_capacity_tokens", "timeline", "kv_blocks",
+          "verify_passes", "verify_tokens")
 
 
 def _assert_same(a: SimRun, b: SimRun, what: str) -> None:
@@ -78,6 +79,17 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "idle_replicas": ({}, {"requests": 3, "rate_req_s": 1.0, "replicas": 5, "seed": 51}),
     "system_prefix": ({"workload": {"prefix_tokens": 1024, "prefix_hit_rate": 0.7}},
                       {"requests": 300, "rate_req_s": 12.0, "replicas": 2, "seed": 47}),
+    # speculative decoding: verify passes emitting bursts (planner.simulate.speculation)
+    "spec_rr_4": ({"speculative": {"draft_tokens": 4, "acceptance": 0.7}},
+                  {"requests": 400, "rate_req_s": 30.0, "replicas": 4, "seed": 61}),
+    "spec_preempting": ({"serving": {"block_tokens": 32}, "speculative": {"draft_tokens": 6, "acceptance": 0.8}},
+                        {"requests": 300, "rate_req_s": 24.0, "replicas": 2, "arrival": "gamma", "burstiness": 0.3,
+                         "kv_capacity_tokens": 20_000, "seed": 62}),
+    "spec_whole_prefills": ({"serving": {"chunk_tokens": 1024}, "speculative": {"draft_tokens": 2}},
+                            {"requests": 150, "rate_req_s": 6.0, "chunked_prefill": False, "seed": 63}),
+    "spec_system_prefix": ({"workload": {"prefix_tokens": 1024, "prefix_hit_rate": 0.7},
+                            "speculative": {"draft_tokens": 3, "acceptance": 0.6}},
+                           {"requests": 200, "rate_req_s": 12.0, "replicas": 2, "seed": 64}),
 }
 
 
@@ -86,8 +98,13 @@ def test_compiled_equals_the_python_replica(name: str, monkeypatch: pytest.Monke
     sc_kw, opt_kw = CASES[name]
     run, calls = _three_ways(Scenario(**sc_kw), sim_options(**opt_kw), monkeypatch)
     assert calls == 1  # the compiled path was taken
-    if name == "preempting":
+    if name in ("preempting", "spec_preempting"):
         assert run.preemptions > 0  # the case exercises preemption
+    if name.startswith("spec_"):
+        assert run.verify_passes > 0 and run.verify_tokens > run.verify_passes  # bursts of several tokens
+        assert np.any(run.itl_s == 0.0)
+    else:
+        assert run.verify_passes == 0
     if name == "whole_prefills":
         assert run.prompt_tokens.max() > 1024  # prefills longer than a chunk, priced exactly
     if name == "batch_cap_2":
@@ -211,3 +228,41 @@ def test_without_numba_the_python_replica_gives_the_same_run(monkeypatch: pytest
     fallback = simulate(scenario, opts)
     assert "planner.simulate.kernel" not in sys.modules  # it could not be loaded
     _assert_same(compiled, fallback, "compiled vs without numba")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    draft_tokens=st.integers(1, 8),
+    acceptance=st.sampled_from([0.0, 0.5, 0.8, 1.0]),
+    block_tokens=st.sampled_from([1, 8, 16]),
+    chunk_tokens=st.sampled_from([64, 512]),
+    chunked=st.booleans(),
+    replicas=st.integers(1, 3),
+    max_batch=st.sampled_from([None, 1, 4]),
+    kv_tokens=st.sampled_from([None, 4_000, 12_000]),
+    prompt_tokens=st.integers(8, 2_000),
+    output_tokens=st.integers(1, 300),
+    prefix_tokens=st.sampled_from([0, 700]),
+    per_replica_rate=st.floats(0.5, 20.0),
+    seed=st.integers(0, 2**16),
+)
+def test_speculative_compiled_equals_the_python_replica_anywhere(
+        draft_tokens: int, acceptance: float, block_tokens: int, chunk_tokens: int, chunked: bool, replicas: int,
+        max_batch: int | None, kv_tokens: int | None, prompt_tokens: int, output_tokens: int, prefix_tokens: int,
+        per_replica_rate: float, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Verify passes with bursts drawn per (request, pass), preemption under a small KV budget, the
+    batch cap, chunked or whole prefills, a shared prefix: the kernel and the Python replica agree."""
+    scenario = Scenario(workload={"prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
+                                  "prefix_tokens": min(prefix_tokens, prompt_tokens), "prefix_hit_rate": 0.5},
+                        serving={"block_tokens": block_tokens, "chunk_tokens": chunk_tokens},
+                        speculative={"draft_tokens": draft_tokens, "acceptance": acceptance})
+    options = sim_options(requests=50 * replicas, rate_req_s=per_replica_rate * replicas, replicas=replicas,
+                          chunked_prefill=chunked, max_batch=max_batch, kv_capacity_tokens=kv_tokens,
+                          lengths="lognormal", arrival="gamma", burstiness=0.4, seed=seed)
+    try:
+        run, calls = _three_ways(scenario, options, monkeypatch)
+    except InsufficientMemoryError:
+        assume(False)
+        return
+    assert calls == 1
+    assert run.itl_s.size == int(np.maximum(run.output_tokens - 1, 0).sum())

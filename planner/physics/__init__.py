@@ -14,6 +14,7 @@ from planner.physics.comm import (
     layer_comm_s,
     p2p_s,
 )
+from planner.physics.draft import DraftMemory, draft_memory, eagle_head_params
 from planner.physics.lengths import (
     MAX_TRACE_CSV_BYTES,
     LengthSamples,
@@ -127,6 +128,8 @@ from planner.physics.terms import (
 )
 
 __all__ = [
+    "draft_memory",
+    "eagle_head_params",
     "ACTIVATION_BYTES",
     "ACTIVATION_BYTES_PER_TOKEN_FACTOR",
     "ACTIVATION_ELEMENT_BYTES",
@@ -139,6 +142,7 @@ __all__ = [
     "DEFAULT_NON_TORCH_BYTES",
     "DEFAULT_VOCAB",
     "DecodeCycle",
+    "DraftMemory",
     "DecodeStep",
     "LINK_DIRECTIONS",
     "LOGIT_ELEMENT_BYTES",

@@ -15,8 +15,9 @@ Each replica runs iterations back to back while it has work.  One iteration:
 Step times come from :mod:`planner.physics.step` with the scenario's resolved efficiencies.
 KV lives in paged blocks of ``serving.block_tokens``; the capacity is the plan's KV
 budget / KV bytes per token per GPU.  Requests sharing a ``prefix_key`` reuse cached
-full blocks (prefix sharing).  Deterministic for a given seed.  Speculative
-decoding is not simulated (one token per sequence per iteration).
+full blocks (prefix sharing).  Deterministic for a given seed.  With speculative
+decoding each decode iteration is a verify pass at the planner's speculative cycle time
+and each sequence emits a burst of accepted tokens + 1 (:mod:`planner.simulate.speculation`).
 
 Speed without changing a result (tests/test_simulate_speed_equivalence.py holds runs recorded
 before these changes; same seed, bit-identical run):
@@ -53,9 +54,10 @@ from planner.physics.link import kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.techniques import kv_transfer_s
 from planner.simulate.alone import alone_order, in_flight_area, run_alone
 from planner.simulate.arrivals import Request, generate_requests
-from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions
+from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions, check_sim_size
 from planner.simulate.replica import _Replica, _Seq
 from planner.simulate.router import choose_replica
+from planner.simulate.speculation import _SpecReplica, spec_draws
 from planner.simulate.steptimes import StepTimes
 from planner.sizing.plan import plan_resolved
 from planner.spec.context import resolve
@@ -98,6 +100,10 @@ class SimRun:
     kv_capacity_tokens: int
     timeline: tuple[dict[str, Any], ...]  # per replica: t_s, batch_size, kv_utilization (downsampled)
     kv_blocks: tuple[KvBlocks, ...] = ()  # per replica, at the end of the run
+    # Speculative decoding: verify passes (sequence × iteration) and the tokens they emitted
+    # (their ratio: the simulated mean tokens per pass; 0, 0 without speculation).
+    verify_passes: int = 0
+    verify_tokens: int = 0
 
     @property
     def requests(self) -> int:
@@ -130,7 +136,7 @@ class _Sim:
         if options.kv_capacity_tokens is not None:
             cap_tokens = options.kv_capacity_tokens
         else:
-            kg = p.memory.kv_bytes_per_token_per_gpu
+            kg = p.memory.kv_bytes_per_token_per_gpu + p.memory.draft_kv_bytes_per_token_per_gpu  # target + drafter
             cap_tokens = int(max(p.memory.kv_budget_bytes, 0.0) // kg) * scenario.parallel.ep if kg > 0 else 0
         blocks = cap_tokens // bt
         longest = max(q.prompt_tokens + q.output_tokens for q in requests)
@@ -153,7 +159,15 @@ class _Sim:
         steps = self.steps = StepTimes(r, max_context_tokens=longest + 1, chunk_tokens=s.chunk_tokens)
         max_batch = options.max_batch or s.batch_size or DEFAULT_MAX_BATCH
 
+        sp = scenario.speculative
+        self.draws = (spec_draws(draft_tokens=sp.draft_tokens, acceptance=sp.acceptance, seed=options.seed)
+                      if sp.draft_tokens > 0 else None)
+
         def rep(role: str) -> _Replica:
+            if self.draws is not None:
+                return _SpecReplica(draws=self.draws, role=role, capacity_blocks=blocks, block_tokens=bt,
+                                    max_batch=max_batch, chunk_tokens=s.chunk_tokens, chunked=options.chunked_prefill,
+                                    steps=steps)
             return _Replica(role=role, capacity_blocks=blocks, block_tokens=bt, max_batch=max_batch,
                             chunk_tokens=s.chunk_tokens, chunked=options.chunked_prefill, steps=steps)
 
@@ -285,7 +299,7 @@ class _Sim:
                 self.compiled = run_compiled(tables, stream_arrays(self.requests), replicas=n,
                                              capacity_blocks=rep.capacity, block_tokens=rep.bt,
                                              max_batch=rep.max_batch, chunk_tokens=rep.chunk_tokens,
-                                             chunked=rep.chunked)
+                                             chunked=rep.chunked, draws=self.draws)
                 return
             order = alone_order(self.requests).tolist()
             for ri, rp in enumerate(self.front):
@@ -337,6 +351,8 @@ def _all_gaps(seqs: list[_Seq], replicas: list[_Replica]) -> np.ndarray:
         pos += len(rp.times)
     times = np.concatenate([np.asarray(rp.times, dtype=float) for rp in replicas]) if pos else np.zeros(0)
     diff = np.diff(times)  # across two replicas' iterations: never read
+    if replicas and replicas[0].speculative:
+        return _burst_gaps(seqs, times, offsets)
     total = sum(b - a for s in seqs for _, a, b in s.segs) + sum(len(s.segs) - 1 for s in seqs if s.segs)
     out = np.empty(total, dtype=float)
     pos = 0
@@ -352,6 +368,21 @@ def _all_gaps(seqs: list[_Seq], replicas: list[_Replica]) -> np.ndarray:
             out[pos:pos + emitted.size - 1] = np.diff(emitted)
             pos += emitted.size - 1
     return out
+
+
+def _burst_gaps(seqs: list[_Seq], times: np.ndarray, offsets: dict[int, int]) -> np.ndarray:
+    """Speculation: each emission carries ``counts`` tokens at one time (a burst), so a
+    sequence's gaps are np.diff of its emission times each repeated by its count (zero gaps
+    inside a burst)."""
+    parts: list[np.ndarray] = []
+    for s in seqs:
+        if not s.segs:
+            continue
+        emitted = np.concatenate([times[offsets[id(tl)] + a:offsets[id(tl)] + b + 1] for tl, a, b in s.segs])
+        if emitted.size != len(s.counts):
+            raise ScenarioError("simulation: emissions and bursts disagree")  # a scheduler bug, never expected
+        parts.append(np.diff(np.repeat(emitted, s.counts)))
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def _at(series: Sequence[Any] | np.ndarray, idx: np.ndarray) -> list[Any]:
@@ -409,6 +440,8 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
         reqs = tuple(requests) if requests is not None else generate_requests(scenario, options)
         if not reqs:
             raise ScenarioError("requests: empty; give at least one request")
+        check_sim_size(prompt_tokens=[q.prompt_tokens for q in reqs], output_tokens=[q.output_tokens for q in reqs],
+                       chunk_tokens=scenario.serving.chunk_tokens, chunked=options.chunked_prefill)
         sim = _Sim(scenario=scenario, options=options, requests=reqs)
         sim.run()
         return _result(sim, options)
@@ -458,4 +491,15 @@ def _result(sim: _Sim, options: SimOptions) -> SimRun:
         kv_capacity_tokens=sim.kv_capacity_tokens,
         timeline=_timelines(sim, options.timeline_points),
         kv_blocks=_end_blocks(sim),
+        verify_passes=_verify(sim)[0],
+        verify_tokens=_verify(sim)[1],
     )
+
+
+def _verify(sim: _Sim) -> tuple[int, int]:
+    """(verify passes, tokens they emitted) over the replicas (0, 0 without speculation)."""
+    if sim.compiled is not None:
+        return (sum(kr.verify_passes for kr in sim.compiled.replicas),
+                sum(kr.verify_tokens for kr in sim.compiled.replicas))
+    reps = [rp for rp in sim.replicas if isinstance(rp, _SpecReplica)]
+    return sum(rp.spec_passes for rp in reps), sum(rp.spec_tokens for rp in reps)

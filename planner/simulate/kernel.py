@@ -38,6 +38,7 @@ import numba
 import numpy as np
 
 from planner.simulate.arrivals import Request
+from planner.simulate.speculation import SpecDraws
 from planner.simulate.steptimes import CACHED_GRID_TOKENS, CONTEXT_GRID_TOKENS, StepTimes
 
 __all__: list[str] = []
@@ -69,7 +70,10 @@ S_ASK_TOKENS = 16  # prefill tokens (NEED_PREFILL_EXACT)
 S_EXACT_TOKENS = 17  # the exact prefill held in fst[F_EXACT_*]: its tokens,
 S_EXACT_CACHED = 18  # and its cached tokens (-1: none)
 S_STAMP = 19  # prefix-cache uses so far (an entry's stamp: its last use; the oldest is evicted first)
-N_STATE = 20
+S_NLOG = 20  # speculation: emissions logged (sequence, tokens)
+S_VPASS = 21  # speculation: verify passes (sequence × iteration)
+S_VTOK = 22  # speculation: tokens they emitted
+N_STATE = 23
 
 # Float state (fst[...]).
 F_T = 0  # replica time
@@ -79,8 +83,8 @@ F_EXACT_MARGINAL = 3
 N_FSTATE = 4
 
 # Parameters (params[...]).
-P_CAPACITY, P_BT, P_MAX_BATCH, P_CHUNK, P_CHUNKED, P_GRID, P_CACHED_GRID = range(7)
-N_PARAMS = 7
+P_CAPACITY, P_BT, P_MAX_BATCH, P_CHUNK, P_CHUNKED, P_GRID, P_CACHED_GRID, P_SPEC_K, P_SPEC_SEED = range(9)
+N_PARAMS = 9  # P_SPEC_K: draft tokens (0: no speculation); P_SPEC_SEED: the hashed seed (speculation.seed_hash)
 
 # Per sequence (q[row, sequence]), in the order handled.
 Q_PROMPT = 0  # prompt tokens
@@ -98,7 +102,10 @@ Q_HIT = 11  # prefix tokens found cached when first admitted (-1: not yet)
 Q_ACTIVE = 12  # in the batch
 Q_DECODING = 13  # in the batch with its KV complete
 Q_ATTACHED = 14  # holds a reference to its prefix's entry
-N_Q = 15
+Q_REQ = 15  # its request's index (speculation's draws are keyed on it)
+Q_PASS = 16  # speculation: verify passes so far
+Q_ACC = 17  # speculation: tokens the planned pass emits
+N_Q = 18
 
 # Prefix-cache entries (ent[row, key]), one per key.
 E_TOKENS, E_BLOCKS, E_REFS, E_STAMP = range(4)  # E_STAMP -1: no entry
@@ -113,6 +120,27 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _njit(fn: F) -> F:
     """numba.njit, typed: compiled on first call, cached on disk beside this module."""
     return cast(F, numba.njit(cache=True, nogil=True, error_model="numpy")(fn))
+
+
+@_njit
+def _hash32(x: int) -> int:
+    """planner.simulate.speculation.hash32, compiled (every product below 2^59)."""
+    x = x & 0xFFFFFFFF
+    x = (((x >> 16) ^ x) * 0x45D9F3B) & 0xFFFFFFFF
+    x = (((x >> 16) ^ x) * 0x45D9F3B) & 0xFFFFFFFF
+    return (x >> 16) ^ x
+
+
+@_njit
+def _spec_tokens(seed_h: int, request: int, passes: int, thresholds: np.ndarray) -> int:
+    """planner.simulate.speculation.SpecDraws.tokens, compiled: 1 + draft tokens accepted."""
+    h = _hash32(_hash32(seed_h ^ (request & 0xFFFFFFFF)) ^ (passes & 0xFFFFFFFF))
+    a = 1
+    for i in range(thresholds.shape[0]):
+        if h >= thresholds[i]:
+            break
+        a += 1
+    return a
 
 
 @_njit
@@ -275,14 +303,16 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
                    ent: np.ndarray, first_s: np.ndarray, finish_s: np.ndarray, waiting: np.ndarray,
                    running: np.ndarray, prefilling: np.ndarray, piece_s: np.ndarray, piece_n: np.ndarray,
                    done: np.ndarray, dec_idx: np.ndarray, dec_rows: np.ndarray, pre_idx: np.ndarray,
-                   pre_time: np.ndarray, pre_marg: np.ndarray, times: np.ndarray, batch_s: np.ndarray,
-                   free_s: np.ndarray, seg_j: np.ndarray, seg_a: np.ndarray, seg_b: np.ndarray) -> int:
+                   pre_time: np.ndarray, pre_marg: np.ndarray, spec_thr: np.ndarray, times: np.ndarray,
+                   batch_s: np.ndarray, free_s: np.ndarray, seg_j: np.ndarray, seg_a: np.ndarray, seg_b: np.ndarray,
+                   log_j: np.ndarray, log_c: np.ndarray) -> int:
     """Run until every arrival is served (DONE), a step-time table is missing or an output
     is full (NEED_*: the caller fills or grows it and calls again; it resumes where it was).
 
     ``arr``: arrival times in the order handled, then +inf.  Outputs: iteration end times,
     decode batch and free blocks per iteration, closed runs of emissions (sequence, first
-    and last iteration)."""
+    and last iteration); with speculation (``params[P_SPEC_K]`` > 0) every emission's tokens
+    (sequence, count) in ``log_j``, ``log_c`` (planner.simulate.speculation)."""
     m = q.shape[1]
     cap_w = waiting.shape[0]
     bt = params[P_BT]
@@ -291,6 +321,8 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
     chunked = params[P_CHUNKED] != 0
     grid = params[P_GRID]
     cgrid = params[P_CACHED_GRID]
+    spec = params[P_SPEC_K] > 0
+    seed_h = params[P_SPEC_SEED]
     while True:
         phase = st[S_PHASE]
         if phase == IDLE:  # the next arrival starts it
@@ -309,31 +341,54 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
             # the caller grows them, keeping reference counting out of the loop)
             if st[S_NTIMES] >= times.shape[0] or st[S_NSEG] + 2 * (st[S_NRUN] + st[S_WLEN]) + 2 > seg_j.shape[0]:
                 return NEED_SPACE
+            if spec and st[S_NLOG] + st[S_NRUN] + st[S_WLEN] + 1 > log_j.shape[0]:
+                return NEED_SPACE
             if st[S_ATTEMPTS] < 0:
                 st[S_ATTEMPTS] = st[S_NRUN] + 2
             # 1. one token per decoding sequence: blocks for those opening one
             nd = 0
             need = 0
             ctx = 0
-            for i in range(st[S_NRUN]):
-                j = running[i]
-                if q[Q_DECODING, j]:
-                    nd += 1
-                    ctx += q[Q_KV, j]
-                    if q[Q_FILL, j] == 0:
-                        need += 1
-            while st[S_FREE] < need:  # evict an unreferenced prefix, else preempt the newest
-                if _evict_one(st, ent):
-                    continue
-                st[S_NRUN] -= 1
-                v = running[st[S_NRUN]]
-                if q[Q_DECODING, v]:
-                    ctx -= q[Q_KV, v]
-                    nd -= 1
-                    if q[Q_FILL, v] == 0:
-                        need -= 1
-                _preempt(st, q, ent, v, waiting, prefilling, seg_j, seg_a, seg_b)
-            st[S_FREE] -= need
+            if spec:  # a verify pass: each sequence (batch order) takes blocks for its burst (_SpecReplica)
+                i = 0
+                while i < st[S_NRUN]:
+                    j = running[i]
+                    i += 1
+                    if not q[Q_DECODING, j]:
+                        continue
+                    a = min(_spec_tokens(seed_h, q[Q_REQ, j], q[Q_PASS, j], spec_thr), q[Q_OUT, j] - q[Q_GEN, j])
+                    ok = True
+                    while not _alloc(st, q, ent, j, a, bt):
+                        st[S_NRUN] -= 1
+                        v = running[st[S_NRUN]]
+                        _preempt(st, q, ent, v, waiting, prefilling, seg_j, seg_a, seg_b)
+                        if v == j:
+                            ok = False
+                            break
+                    if ok:
+                        q[Q_ACC, j] = a
+                        nd += 1
+                        ctx += q[Q_KV, j]
+            else:
+                for i in range(st[S_NRUN]):
+                    j = running[i]
+                    if q[Q_DECODING, j]:
+                        nd += 1
+                        ctx += q[Q_KV, j]
+                        if q[Q_FILL, j] == 0:
+                            need += 1
+                while st[S_FREE] < need:  # evict an unreferenced prefix, else preempt the newest
+                    if _evict_one(st, ent):
+                        continue
+                    st[S_NRUN] -= 1
+                    v = running[st[S_NRUN]]
+                    if q[Q_DECODING, v]:
+                        ctx -= q[Q_KV, v]
+                        nd -= 1
+                        if q[Q_FILL, v] == 0:
+                            need -= 1
+                    _preempt(st, q, ent, v, waiting, prefilling, seg_j, seg_a, seg_b)
+                st[S_FREE] -= need
             nrun = st[S_NRUN]
             # 2. one prefill chunk: in-progress prefills, then waiting requests (FCFS)
             ntot = 0
@@ -436,13 +491,25 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
         for i in range(nrun):
             j = running[i]
             if q[Q_DECODING, j]:
-                if q[Q_FILL, j] == 0:
-                    q[Q_BLOCKS, j] += 1
-                q[Q_KV, j] += 1
-                q[Q_FILL, j] += 1
-                if q[Q_FILL, j] == bt:
-                    q[Q_FILL, j] = 0
-                q[Q_GEN, j] += 1
+                if spec:  # its burst: the blocks were taken when planned
+                    a = q[Q_ACC, j]
+                    q[Q_KV, j] += a
+                    q[Q_FILL, j] = q[Q_KV, j] % bt
+                    q[Q_GEN, j] += a
+                    q[Q_PASS, j] += 1
+                    log_j[st[S_NLOG]] = j
+                    log_c[st[S_NLOG]] = a
+                    st[S_NLOG] += 1
+                    st[S_VPASS] += 1
+                    st[S_VTOK] += a
+                else:
+                    if q[Q_FILL, j] == 0:
+                        q[Q_BLOCKS, j] += 1
+                    q[Q_KV, j] += 1
+                    q[Q_FILL, j] += 1
+                    if q[Q_FILL, j] == bt:
+                        q[Q_FILL, j] = 0
+                    q[Q_GEN, j] += 1
                 if q[Q_GEN, j] >= q[Q_OUT, j]:
                     q[Q_DECODING, j] = 0
                     done[ndone] = j
@@ -456,6 +523,10 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
                 continue
             completed = True
             q[Q_GEN, s] += 1  # the prefill's last position samples the next token
+            if spec:
+                log_j[st[S_NLOG]] = s
+                log_c[st[S_NLOG]] = 1
+                st[S_NLOG] += 1
             if first_s[s] != first_s[s]:  # NaN: its first token
                 first_s[s] = end
             if q[Q_SEG, s] < 0:
@@ -516,6 +587,33 @@ def gather_gaps(times: np.ndarray, ptr: np.ndarray, seg_a: np.ndarray, seg_b: np
     return gaps
 
 
+@_njit
+def gather_burst_gaps(times: np.ndarray, ptr: np.ndarray, seg_a: np.ndarray, seg_b: np.ndarray, cptr: np.ndarray,
+                      counts: np.ndarray, total: int) -> np.ndarray:
+    """Speculation: every request's gaps when each emission carries ``counts`` tokens (its
+    emissions' tokens in order, ``cptr[i]..cptr[i + 1]``): np.diff of its emission times
+    each repeated by its count, as planner.simulate.engine._burst_gaps takes it."""
+    gaps = np.empty(total, dtype=np.float64)
+    pos = 0
+    for i in range(ptr.shape[0] - 1):
+        c = cptr[i]
+        have = False
+        last_t = 0.0
+        for g in range(ptr[i], ptr[i + 1]):
+            for e in range(seg_a[g], seg_b[g] + 1):
+                t = times[e]
+                if have:
+                    gaps[pos] = t - last_t
+                    pos += 1
+                for _ in range(counts[c] - 1):
+                    gaps[pos] = 0.0
+                    pos += 1
+                c += 1
+                have = True
+                last_t = t
+    return gaps
+
+
 class Tables:
     """The kernel's step-time tables, filled from a StepTimes as the kernel asks (shared by
     the replicas of one run)."""
@@ -573,18 +671,27 @@ class ReplicaRun:
     free: int
     cached_blocks: int  # held by prefix entries no sequence references
     referenced_blocks: int  # held by referenced prefix entries or by sequences' private blocks
+    # speculation: every emission's (sequence, tokens) in the order emitted; passes and their tokens
+    log_seq: np.ndarray
+    log_count: np.ndarray
+    verify_passes: int
+    verify_tokens: int
 
 
 def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
                 prefix_key: np.ndarray, prefix_tokens: np.ndarray, *, keys: int, capacity_blocks: int,
-                block_tokens: int, max_batch: int, chunk_tokens: int, chunked: bool) -> ReplicaRun:
+                block_tokens: int, max_batch: int, chunk_tokens: int, chunked: bool,
+                request_index: np.ndarray | None = None, draws: SpecDraws | None = None) -> ReplicaRun:
     """Serve one replica's requests (arrival order) alone, compiled.  ``prefix_key``: an index
-    below ``keys`` per request (-1: none)."""
+    below ``keys`` per request (-1: none); ``draws``: speculation (``request_index`` keys them)."""
     m = int(prompt_tokens.size)
     arr = np.append(np.asarray(arrival_s, dtype=np.float64), math.inf)
     params = np.zeros(N_PARAMS, dtype=np.int64)
     params[[P_CAPACITY, P_BT, P_MAX_BATCH, P_CHUNK, P_CHUNKED, P_GRID, P_CACHED_GRID]] = (
         capacity_blocks, block_tokens, max_batch, chunk_tokens, int(chunked), CONTEXT_GRID_TOKENS, CACHED_GRID_TOKENS)
+    if draws is not None:
+        params[P_SPEC_K], params[P_SPEC_SEED] = draws.draft_tokens, draws.seed_h
+    thresholds = np.array(draws.thresholds if draws is not None else (0,), dtype=np.int64)
     st = np.zeros(N_STATE, dtype=np.int64)
     st[S_FREE] = capacity_blocks
     st[S_EXACT_TOKENS] = st[S_EXACT_CACHED] = -1
@@ -595,6 +702,7 @@ def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray
     q[Q_PKEY] = prefix_key
     q[Q_PTOK] = prefix_tokens
     q[Q_SEG] = q[Q_HIT] = -1
+    q[Q_REQ] = np.arange(m) if request_index is None else request_index
     ent = np.zeros((N_E, max(keys, 1)), dtype=np.int64)
     ent[E_STAMP] = -1
     first_s, finish_s = np.full(m, math.nan), np.full(m, math.nan)
@@ -602,11 +710,13 @@ def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray
     outs = [np.empty(max(16, 32 * m), np.float64), np.empty(max(16, 32 * m), np.int64),
             np.empty(max(16, 32 * m), np.int64), np.empty(2 * m + 16, np.int64), np.empty(2 * m + 16, np.int64),
             np.empty(2 * m + 16, np.int64)]
+    n_log = max(16, 32 * m) if draws is not None else 16
+    outs += [np.empty(n_log, np.int64), np.empty(n_log, np.int64)]
     waiting, running, prefilling, piece_s, piece_n, done = (np.zeros(n, np.int64) for _ in range(6))
     while True:
         code = replica_kernel(arr, params, st, fst, q, ent, first_s, finish_s, waiting, running, prefilling, piece_s,
                               piece_n, done, tables.dec_idx, tables.dec_rows, tables.pre_idx, tables.pre_time,
-                              tables.pre_marg, *outs)
+                              tables.pre_marg, thresholds, *outs)
         if code == DONE:
             break
         if code == NEED_SPACE:
@@ -620,8 +730,8 @@ def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray
             fst[F_EXACT_TIME] = tables.steps.prefill_s(tokens, cached)
             fst[F_EXACT_MARGINAL] = tables.steps.prefill_s(tokens, cached, riding=True)
             st[S_EXACT_TOKENS], st[S_EXACT_CACHED] = tokens, cached
-    ni, ns = int(st[S_NTIMES]), int(st[S_NSEG])
-    times, batch, free_series, seg_j, seg_a, seg_b = outs
+    ni, ns, nl = int(st[S_NTIMES]), int(st[S_NSEG]), int(st[S_NLOG])
+    times, batch, free_series, seg_j, seg_a, seg_b, log_j, log_c = outs
     live = ent[E_STAMP] >= 0
     unreferenced = live & (ent[E_REFS] == 0)
     return ReplicaRun(times=times[:ni].copy(), batch_size=batch[:ni].copy(), free_blocks=free_series[:ni].copy(),
@@ -629,7 +739,9 @@ def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray
                       seg_seq=seg_j[:ns].copy(), seg_first=seg_a[:ns].copy(), seg_last=seg_b[:ns].copy(),
                       preemptions=int(st[S_PREEMPT]), free=int(st[S_FREE]),
                       cached_blocks=int(ent[E_BLOCKS][unreferenced].sum()),
-                      referenced_blocks=int(q[Q_BLOCKS].sum() + ent[E_BLOCKS][live & ~unreferenced].sum()))
+                      referenced_blocks=int(q[Q_BLOCKS].sum() + ent[E_BLOCKS][live & ~unreferenced].sum()),
+                      log_seq=log_j[:nl].copy(), log_count=log_c[:nl].copy(), verify_passes=int(st[S_VPASS]),
+                      verify_tokens=int(st[S_VTOK]))
 
 
 @dataclass(frozen=True)
@@ -670,7 +782,7 @@ class Compiled:
 
 
 def run_compiled(tables: Tables, stream: Stream, *, replicas: int, capacity_blocks: int, block_tokens: int,
-                 max_batch: int, chunk_tokens: int, chunked: bool) -> Compiled:
+                 max_batch: int, chunk_tokens: int, chunked: bool, draws: SpecDraws | None = None) -> Compiled:
     """Each of ``replicas`` replicas serves every replicas-th request in the order arrivals are
     handled (by time, then index: round robin), alone and compiled."""
     n_req = stream.arrival_s.size
@@ -679,15 +791,17 @@ def run_compiled(tables: Tables, stream: Stream, *, replicas: int, capacity_bloc
     finish = np.full(n_req, math.nan)
     hit = np.zeros(n_req, dtype=np.int64)
     runs: list[ReplicaRun] = []
-    seg_req, seg_a, seg_b = [], [], []
+    seg_req, seg_a, seg_b, log_req, log_count = [], [], [], [], []
     offset = 0
     for ri in range(replicas):
         idx = order[ri::replicas]
         run = run_replica(tables, stream.arrival_s[idx], stream.prompt_tokens[idx], stream.output_tokens[idx],
                           stream.prefix_key[idx], stream.prefix_tokens[idx], keys=stream.keys,
                           capacity_blocks=capacity_blocks, block_tokens=block_tokens, max_batch=max_batch,
-                          chunk_tokens=chunk_tokens, chunked=chunked)
+                          chunk_tokens=chunk_tokens, chunked=chunked, request_index=idx, draws=draws)
         runs.append(run)
+        log_req.append(idx[run.log_seq])
+        log_count.append(run.log_count)
         first[idx] = run.first_s
         finish[idx] = run.finish_s
         hit[idx] = run.hit_tokens
@@ -701,9 +815,18 @@ def run_compiled(tables: Tables, stream: Stream, *, replicas: int, capacity_bloc
     per_req = np.bincount(req, minlength=n_req)
     ptr = np.zeros(n_req + 1, dtype=np.int64)
     np.cumsum(per_req, out=ptr[1:])
-    total = int((b - a).sum() + np.maximum(per_req - 1, 0).sum())
     times = np.concatenate([r.times for r in runs])
-    itl = gather_gaps(times, ptr, a, b, total)
+    if draws is not None:  # bursts: each request's emissions' tokens, in the order emitted
+        lreq = np.concatenate(log_req)
+        by_lreq = np.argsort(lreq, kind="stable")
+        counts = np.concatenate(log_count)[by_lreq]
+        cptr = np.zeros(n_req + 1, dtype=np.int64)
+        np.cumsum(np.bincount(lreq, minlength=n_req), out=cptr[1:])
+        total = int(counts.sum() - (np.diff(cptr) > 0).sum())
+        itl = gather_burst_gaps(times, ptr, a, b, cptr, counts, total)
+    else:
+        total = int((b - a).sum() + np.maximum(per_req - 1, 0).sum())
+        itl = gather_gaps(times, ptr, a, b, total)
     return Compiled(stream=stream, replicas=tuple(runs), first_s=first, finish_s=finish, hit_tokens=hit, itl_s=itl)
 
 

@@ -39,7 +39,7 @@ class _Entry:
 class _Seq:
     __slots__ = ("idx", "req", "out", "arrival_s", "target", "kv", "shared", "entry", "blocks", "generated",
                  "first_s", "finish_s", "segs", "seg_start", "hit", "preemptions", "active", "decoding", "clock0",
-                 "admitted")
+                 "admitted", "passes", "counts")
 
     def __init__(self, idx: int, req: Request, arrival_s: float) -> None:
         self.idx = idx
@@ -62,9 +62,13 @@ class _Seq:
         self.decoding = False  # in the batch with its KV complete (the replica's token clock runs it)
         self.clock0 = 0  # the replica's clock when kv, generated and blocks were last brought up to date
         self.admitted = -1  # the replica's admission count when it last joined the batch
+        self.passes = 0  # speculative verify passes so far (planner.simulate.speculation)
+        self.counts: list[int] = []  # speculation: tokens emitted at each emission, in order
 
 
 class _Replica(_DecodeRuns):
+    speculative = False  # one token per decoding sequence per iteration (planner.simulate.speculation: bursts)
+
     def __init__(self, *, role: str, capacity_blocks: int, block_tokens: int, max_batch: int,
                  chunk_tokens: int, chunked: bool, steps: StepTimes) -> None:
         self.role = role
@@ -299,6 +303,11 @@ class _Replica(_DecodeRuns):
             self.free_series.append(self.free)
             self._ndec = 0
             return
+        self._settle(t, sim, idx, done)
+
+    def _settle(self, t: float, sim: _Host, idx: int, done: list[_Seq]) -> None:
+        """End iteration ``idx`` at ``t``: decoders in ``done`` reached their output; the
+        prefill pieces land (a completed prefill samples its first token)."""
         for s in done:
             self._leave(s)
         handoff: list[_Seq] = []
@@ -309,6 +318,8 @@ class _Replica(_DecodeRuns):
                 continue
             completed = True
             s.generated += 1  # the prefill's last position samples the next token
+            if self.speculative:
+                s.counts.append(1)
             if s.first_s != s.first_s:  # NaN: first token
                 s.first_s = t
             if s.seg_start < 0:

@@ -65,6 +65,7 @@ from planner.sizing.operating import (
     mean_prefill,
     operating_arrays,
     replica_memory,
+    scenario_draft,
     workload_stats,
 )
 from planner.sizing.plan import (
@@ -79,6 +80,7 @@ from planner.sizing.replica import (
     RooflineResult,
     decode_at,
     derive_context,
+    draft_section,
     memory_section,
     prefill_section,
     roofline_section,
@@ -145,6 +147,8 @@ __all__ = [
     "day_profile",
     "decode_at",
     "derive_context",
+    "draft_section",
+    "scenario_draft",
     "disaggregated_load",
     "fleet_arrays",
     "fleet_sections",

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from planner.physics.draft import draft_memory
 from planner.physics.memory import (
     activation_peak_bytes,
     activation_profile_tokens,
@@ -74,6 +75,7 @@ from planner.sizing.modes import (
     disaggregated_load,
 )
 from planner.sizing.workload import MAX_PROMPT_CLASSES, WorkloadStats, workload_stats
+from planner.spec.catalog import get_model
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
 
@@ -91,6 +93,7 @@ __all__ = [
     "mean_prefill",
     "operating_arrays",
     "replica_memory",
+    "scenario_draft",
     "workload_stats",
 ]
 
@@ -232,8 +235,31 @@ class ReplicaMemory:
 
     weight_bytes_per_gpu: Arr
     activation_bytes: Arr  # the engine's profile-run peak (0 with the seeds' accounting)
-    kv_budget_bytes: Arr
-    kv_bytes_per_token_per_gpu: Arr
+    kv_budget_bytes: Arr  # net of the drafter's weights (speculation: planner.physics.draft)
+    kv_bytes_per_token_per_gpu: Arr  # the target's
+    draft_weight_bytes_per_gpu: Arr  # speculation's drafter (0: off)
+    draft_kv_bytes_per_token_per_gpu: Arr
+
+    @property
+    def cache_bytes_per_token_per_gpu(self) -> Arr:
+        """KV bytes per token the engine's pool holds: target + drafter."""
+        return np.asarray(self.kv_bytes_per_token_per_gpu) + np.asarray(self.draft_kv_bytes_per_token_per_gpu)
+
+
+def scenario_draft(r: Resolved, *, tp: ArrayLike) -> tuple[Arr, Arr]:
+    """(draft weight bytes per GPU, draft KV bytes/token per GPU) per layout (zeros: speculation off)."""
+    s = r.scenario
+    sp = s.speculative
+    tp_a = np.asarray(tp, float)
+    if sp.draft_tokens <= 0:
+        return np.zeros_like(tp_a), np.zeros_like(tp_a)
+    draft = get_model(sp.draft_model) if sp.draft_model is not None else None
+    rows = {int(t): draft_memory(target=r.model, draft=draft, draft_tokens=sp.draft_tokens,
+                                 draft_layers=sp.draft_layers, weights_dtype=sp.draft_weights_dtype or s.weights_dtype,
+                                 kv_dtype=s.kv_dtype, tp=int(t)) for t in np.unique(tp_a)}
+    w = np.vectorize(lambda t: rows[int(t)].weight_bytes_per_gpu, otypes=[float])(tp_a)
+    k = np.vectorize(lambda t: rows[int(t)].kv_bytes_per_token_per_gpu, otypes=[float])(tp_a)
+    return w, k
 
 
 def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike) -> ReplicaMemory:
@@ -246,8 +272,12 @@ def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike) 
     budget = np.asarray(kv_budget_bytes(gpu=r.gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
                                         memory_utilization=util, activation_bytes=act))
     kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=tp, pp=pp))
+    dw, dk = scenario_draft(r, tp=tp)
+    if s.speculative.draft_tokens > 0:
+        budget = np.maximum(budget - dw, 0.0)
     return ReplicaMemory(weight_bytes_per_gpu=wg, activation_bytes=act, kv_budget_bytes=budget,
-                         kv_bytes_per_token_per_gpu=kg)
+                         kv_bytes_per_token_per_gpu=kg, draft_weight_bytes_per_gpu=dw,
+                         draft_kv_bytes_per_token_per_gpu=dk)
 
 
 def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr, b: Arr, riding: bool
@@ -339,7 +369,7 @@ def operating_arrays(
 
     mem = replica_memory(r, tp=tp_c, pp=pp_c, ep=ep_c)
     wg, budget = mem.weight_bytes_per_gpu, mem.kv_budget_bytes
-    kv_ok, max_seq = _kv_capacity(budget, mem.kv_bytes_per_token_per_gpu, ep_c, st, b)
+    kv_ok, max_seq = _kv_capacity(budget, mem.cache_bytes_per_token_per_gpu, ep_c, st, b)
     cyc, sv, pc = _service_times(r, st, tp=tp_c, pp=pp_c, ep=ep_c, b=b, riding=mode == "colocated")
     # The load model's gap quantile is asked at the stall percentile (p99 of all token
     # gaps); slo.itl_percentile is the percentile of per-request TPOT (below).

@@ -10,6 +10,7 @@ import math
 
 from numpy.typing import ArrayLike
 
+from planner.physics.draft import DraftMemory, draft_memory
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
     contiguous_reservation_bytes,
@@ -38,6 +39,7 @@ from planner.physics.techniques import (
 )
 from planner.sizing.operating import MeanPrefill, OperatingArrays, chunk_times_at, mean_prefill, replica_memory
 from planner.sizing.results import DecodeResult, MemoryResult, PrefillResult, RooflineResult
+from planner.spec.catalog import get_model
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
 from planner.spec.derivation import Derivation, Origin, fmt_num
@@ -50,6 +52,7 @@ __all__ = [
     "RooflineResult",
     "decode_at",
     "derive_context",
+    "draft_section",
     "memory_section",
     "prefill_section",
     "roofline_section",
@@ -118,8 +121,9 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     util = s.serving.memory_utilization
     # The same numbers operating_arrays sizes the batch with (one computation, two readers).
     rm = replica_memory(r, tp=p.tp, pp=p.pp, ep=p.ep)
-    wg, kg = float(rm.weight_bytes_per_gpu), float(rm.kv_bytes_per_token_per_gpu)
+    wg, kg = float(rm.weight_bytes_per_gpu), float(rm.cache_bytes_per_token_per_gpu)
     act, budget = float(rm.activation_bytes), float(rm.kv_budget_bytes)
+    dm = draft_section(r, d, target_kv_bytes_per_token_per_gpu=float(rm.kv_bytes_per_token_per_gpu))
     # Sequences are spread over EP attention groups: each GPU holds 1/EP of them.
     pre = float(s.workload.prefix_tokens)
     h = s.workload.prefix_hit_rate if pre > 0 else 0.0
@@ -142,14 +146,17 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
            k, "bytes")
     _d(d, "memory.kv_bytes_per_sequence", "context tokens × KV bytes/token",
        f"{context_tokens} × {fmt_num(k)}", k * context_tokens, "bytes")
+    dw = f" − {fmt_num(dm.weight_bytes_per_gpu)}" if dm.kind != "none" else ""
+    dwf = " − draft weights per GPU" if dm.kind != "none" else ""
     if util is None:
-        _d(d, "memory.kv_budget_bytes", "max(0, HBM − weights per GPU − reserved)",
-           f"max(0, {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(s.serving.reserved_bytes)})", budget, "bytes")
+        _d(d, "memory.kv_budget_bytes", f"max(0, HBM − weights per GPU − reserved{dwf})",
+           f"max(0, {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(s.serving.reserved_bytes)}{dw})", budget,
+           "bytes")
     else:
         _d(d, "memory.kv_budget_bytes",
-           "max(0, memory_utilization × CUDA-visible HBM − weights per GPU − activation peak − non-torch)",
+           f"max(0, memory_utilization × CUDA-visible HBM − weights per GPU − activation peak − non-torch{dwf})",
            f"max(0, {util} × {fmt_num(engine_hbm_bytes(gpu))} − {fmt_num(wg)} − {fmt_num(act)} − "
-           f"{fmt_num(DEFAULT_NON_TORCH_BYTES)})",
+           f"{fmt_num(DEFAULT_NON_TORCH_BYTES)}{dw})",
            budget, "bytes")
     alone = f"{fmt_num(budget)} / ({context_tokens} × {fmt_num(kg)})"
     if pre > 0 and h > 0:
@@ -159,7 +166,8 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
            f"max({alone}, max(0, {fmt_num(budget)} − {fmt_num(pre)} × {fmt_num(kg)}) / (({context_tokens} − {h} × "
            f"{fmt_num(pre)}) × {fmt_num(kg)})) × {p.ep}", seqs, "sequences")
     else:
-        _d(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × EP",
+        _d(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × EP"
+           + (" (KV bytes/token: target + draft)" if dm.kind != "none" else ""),
            f"{alone} × {p.ep}", seqs, "sequences")
     unshared, shared = prefix_sharing_bytes(kv_bytes_per_token=k, prefix_tokens=s.workload.prefix_tokens,
                                             sequences=max(int(seqs), 1))
@@ -169,7 +177,7 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
         weight_bytes=w,
         weight_bytes_per_gpu=wg,
         kv_bytes_per_token=k,
-        kv_bytes_per_token_per_gpu=kg,
+        kv_bytes_per_token_per_gpu=float(rm.kv_bytes_per_token_per_gpu),
         context_tokens=context_tokens,
         kv_bytes_per_sequence=k * context_tokens,
         reserved_bytes=s.serving.reserved_bytes if util is None else DEFAULT_NON_TORCH_BYTES,
@@ -182,7 +190,51 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
         paged_reservation_bytes=paged_reservation_bytes(
             kv_bytes_per_token=k, used_tokens=context_tokens, block_tokens=s.serving.block_tokens),
         prefix_sharing_saved_bytes=unshared - shared,
+        draft_name=dm.name,
+        draft_weight_bytes=dm.weight_bytes,
+        draft_weight_bytes_per_gpu=dm.weight_bytes_per_gpu,
+        draft_kv_bytes_per_token=dm.kv_bytes_per_token,
+        draft_kv_bytes_per_token_per_gpu=dm.kv_bytes_per_token_per_gpu,
     )
+
+
+def draft_section(r: Resolved, d: Deriv, *, target_kv_bytes_per_token_per_gpu: float) -> DraftMemory:
+    """The speculative drafter's rows of the memory ledger (planner.physics.draft), with derivations."""
+    s, p = r.scenario, r.scenario.parallel
+    sp = s.speculative
+    draft = get_model(sp.draft_model) if sp.draft_model is not None else None
+    dm = draft_memory(target=r.model, draft=draft, draft_tokens=sp.draft_tokens, draft_layers=sp.draft_layers,
+                      weights_dtype=sp.draft_weights_dtype or s.weights_dtype, kv_dtype=s.kv_dtype, tp=p.tp)
+    if dm.kind == "none":
+        return dm
+    m = draft or r.model
+    h = float(m.hidden or m.heads * m.head_dim)
+    if dm.kind == "head":
+        pc = r.params
+        emb = float(m.vocab or 0) * h * (1.0 if m.tie_embeddings else 2.0)
+        _d(d, "memory.draft_params", "L_d × (P − embedding − LM head) / n_layers + 2h² (EAGLE-style head)",
+           f"{sp.draft_layers} × ({fmt_num(pc.total)} − {fmt_num(emb)}) / {m.layers} + 2 × {fmt_num(h)} × {fmt_num(h)}",
+           dm.params, "parameters")
+        kv_sub = (f"{sp.draft_layers} × {fmt_num(kv_bytes_per_token(m, s.kv_dtype))} / {m.layers}")
+        kv_formula = "L_d × target KV bytes/token / n_layers"
+    else:
+        _d(d, "memory.draft_params", f"{m.id}'s parameters (from its shapes)", fmt_num(dm.params), dm.params,
+           "parameters")
+        kv_formula = "2 × n_layers × n_kv_heads × head_dim × dtype_bytes (the draft's)"
+        kv_sub = (f"2 × {m.layers} × {m.kv_heads} × {m.head_dim} × "
+                  f"{fmt_num(dm.kv_bytes_per_token / (2 * m.layers * m.kv_heads * m.head_dim))}")
+    _d(d, "memory.draft_weight_bytes", "draft parameters × bytes per weight",
+       f"{fmt_num(dm.params)} × {fmt_num(dm.bytes_per_weight)}", dm.weight_bytes, "bytes")
+    _d(d, "memory.draft_weight_bytes_per_gpu", "draft weights / TP (sharded over the target's TP group, "
+       "on every PP stage and EP group)", f"{fmt_num(dm.weight_bytes)} / {p.tp}", dm.weight_bytes_per_gpu, "bytes")
+    _d(d, "memory.draft_kv_bytes_per_token", kv_formula, kv_sub, dm.kv_bytes_per_token, "bytes")
+    _d(d, "memory.draft_kv_bytes_per_token_per_gpu", "draft KV/token × ceil(n_kv_heads / TP) / n_kv_heads",
+       f"{fmt_num(dm.kv_bytes_per_token)} × {math.ceil(m.kv_heads / p.tp) if m.attention != 'mla' else m.kv_heads}"
+       f" / {m.kv_heads}", dm.kv_bytes_per_token_per_gpu, "bytes")
+    _d(d, "memory.cache_bytes_per_token_per_gpu", "target KV/token per GPU + draft KV/token per GPU",
+       f"{fmt_num(target_kv_bytes_per_token_per_gpu)} + {fmt_num(dm.kv_bytes_per_token_per_gpu)}",
+       target_kv_bytes_per_token_per_gpu + dm.kv_bytes_per_token_per_gpu, "bytes")
+    return dm
 
 
 def decode_at(r: Resolved, *, batch_size: ArrayLike, live_context: ArrayLike) -> DecodeCycle:

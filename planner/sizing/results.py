@@ -43,6 +43,13 @@ class MemoryResult(BaseModel):
     contiguous_reservation_bytes: float
     paged_reservation_bytes: float
     prefix_sharing_saved_bytes: float
+    # Speculative decoding's drafter (planner.physics.draft; 0 with speculation off):
+    # kv_budget_bytes is already net of its weights, max_sequences counts its KV.
+    draft_name: str = ""
+    draft_weight_bytes: float = 0.0
+    draft_weight_bytes_per_gpu: float = 0.0
+    draft_kv_bytes_per_token: float = 0.0
+    draft_kv_bytes_per_token_per_gpu: float = 0.0
 
 
 class DecodeResult(BaseModel):

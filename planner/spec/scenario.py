@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from planner.errors import PlannerError, ScenarioError, validation_message
-from planner.io.jsonfile import MAX_JSON_DEPTH, parse_json, read_json
+from planner.io.jsonfile import MAX_JSON_DEPTH, SURROGATE_MESSAGE, lone_surrogate_path, parse_json, read_json
 from planner.spec.catalog import get_gpu, get_model
 from planner.spec.precision import KvDtype, WeightsDtype
 from planner.spec.profile import DAY_S, MAX_PROFILE_POINTS, ProfilePoint, check_profile
@@ -194,6 +194,23 @@ class Speculative(BaseModel):
     draft_tokens: Annotated[int, Field(ge=0, le=16)] = 0
     acceptance: Fraction = 0.7
     draft_cost: NonNegFloat = 0.05
+    # What drafts, charged in the memory ledger (planner.physics.draft): None: an
+    # EAGLE-style head of ``draft_layers`` decoder layers of the target's shape (it
+    # shares the target's embedding and LM head); a catalog model id: a separate
+    # draft model with its own weights and KV cache.
+    draft_model: CatalogId | None = None
+    draft_layers: Annotated[int, Field(ge=1, le=8)] = 1
+    draft_weights_dtype: WeightsDtype | None = None  # None: the target's weights_dtype
+
+    @field_validator("draft_model", mode="after")
+    @classmethod
+    def _known_draft(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                get_model(value)
+            except PlannerError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
 
 class Efficiency(BaseModel):
@@ -260,6 +277,15 @@ class Scenario(BaseModel):
     efficiency: Efficiency = Efficiency()
     fleet: Fleet = Fleet()
     cost: Cost = Cost()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_only(cls, data: Any) -> Any:
+        # A lone surrogate (a JSON "\ud800" escape, an undecodable argv byte) cannot be
+        # encoded by the store, a share token or a page: refused here, naming the field.
+        if isinstance(data, dict) and (where := lone_surrogate_path(data)) is not None:
+            raise ValueError(f"{where}: {SURROGATE_MESSAGE}")
+        return data
 
     @field_validator("model", mode="before")
     @classmethod

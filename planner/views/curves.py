@@ -141,6 +141,8 @@ def memory_breakdown(scenario: Scenario) -> list[Row]:
     # An engine budgets a fraction of the memory CUDA reports, not the datasheet figure.
     total = engine_hbm_bytes(r.gpu) if util is not None else mem.hbm_bytes
     rows: list[Row] = [{"part": "weights", "bytes": mem.weight_bytes_per_gpu}]
+    if mem.draft_weight_bytes_per_gpu > 0:  # speculative decoding's drafter
+        rows.append({"part": "draft weights", "bytes": mem.draft_weight_bytes_per_gpu})
     if util is None:
         rows.append({"part": "reserved", "bytes": mem.reserved_bytes})
     else:
@@ -164,6 +166,9 @@ def max_sequences_curve(scenario: Scenario, *, contexts: Sequence[int], kv_dtype
     rows: list[Row] = []
     for kd in kv_dtypes:
         kg = kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=kd, tp=p.tp, pp=p.pp)
+        # + the speculative drafter's KV (0 off), in the same KV dtype
+        kg = kg + mem.draft_kv_bytes_per_token_per_gpu * bytes_per_kv_element(kd) / bytes_per_kv_element(
+            scenario.kv_dtype)
         w = scenario.workload
         seqs = np.asarray(max_sequences(kv_budget_bytes=mem.kv_budget_bytes, kv_bytes_per_token_per_gpu=kg,
                                         context_tokens=ctx, prefix_tokens=float(w.prefix_tokens),

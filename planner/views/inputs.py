@@ -48,6 +48,11 @@ INPUT_HELP: dict[str, str] = {
                               f"{_D.speculative.acceptance:g}: EAGLE-3 reports 70–80% (seeds 000, 001).",
     "speculative.draft_cost": "One draft step's time as a fraction of one target decode step. Default "
                               f"{_D.speculative.draft_cost:g} (assumed: a draft ~1/20 of the target's size).",
+    "speculative.draft_model": "The separate draft model (a catalog id) whose weights and KV cache are charged "
+                               "beside the target's; empty: an EAGLE-style head of the target's own layers.",
+    "speculative.draft_layers": "Decoder layers of an EAGLE-style head (the target's shape). Default "
+                                f"{_D.speculative.draft_layers}.",
+    "speculative.draft_weights_dtype": "Precision of the draft's weights; empty: the target's weights precision.",
     "cost.usd_per_gpu_hour": "Price of one GPU for one hour, in US dollars. Empty: the catalog's default.",
 }
 

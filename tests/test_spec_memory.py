@@ -1,0 +1,111 @@
+"""Speculative decoding's drafter in the memory ledger (planner.physics.draft): golden rows by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from planner.physics.draft import draft_memory, eagle_head_params
+from planner.sizing.plan import plan
+from planner.spec.catalog import get_model
+from planner.spec.scenario import Scenario
+
+BASE = {"model": "llama-3.1-70b", "gpu": "h200-sxm", "weights_dtype": "fp8", "kv_dtype": "bf16"}
+DRAFT_8B = {"draft_tokens": 4, "draft_model": "llama-3.1-8b", "draft_weights_dtype": "bf16"}
+
+# Llama-3.1-8B (config.json: h 4096, 32 layers, 32 heads, 8 KV heads, head_dim 128, I 14336, V 128256):
+#   attention per layer = q 4096² + k,v 2 × 4096 × 1024 + o 4096² + 2 norms 2 × 4096
+#                       = 16,777,216 + 8,388,608 + 16,777,216 + 8,192 = 41,951,232
+#   MLP per layer       = 3 × 4096 × 14336 = 176,160,768
+#   32 layers           = 32 × 218,112,000 = 6,979,584,000
+#   embedding + LM head + final norm = 2 × 128256 × 4096 + 4096 = 1,050,677,248
+#   parameters = 8,030,261,248;  bf16 weights = 2 × that = 16,060,522,496 bytes (on one GPU at TP1)
+#   KV/token = 2 × 32 × 8 × 128 × 2 = 131,072 bytes
+# Llama-3.1-70B bf16 KV/token = 2 × 80 × 8 × 128 × 2 = 327,680 bytes.
+DRAFT_8B_WEIGHT_BYTES = 16_060_522_496
+DRAFT_8B_KV_BYTES_PER_TOKEN = 131_072
+TARGET_70B_KV_BYTES_PER_TOKEN = 327_680
+# The capacity reduction beside 70B fp8 on an H200 at TP1 (budget B before the draft, from the
+# engine accounting: today 0.9 × 150,110,011,392 − 70,553,706,496 − 1.705e9 activations − 1e9
+# non-torch = 61.84e9 bytes):
+#   max sequences ∝ (B − 16,060,522,496) / (327,680 + 131,072) against B / 327,680
+#   = 45.78e9 / 61.84e9 × 327,680 / 458,752 = 0.7403 × 0.7143 = 0.5288: capacity falls by 47.1%.
+
+
+def test_draft_model_weights_and_kv_by_hand() -> None:
+    dm = draft_memory(target=get_model("llama-3.1-70b"), draft=get_model("llama-3.1-8b"), draft_tokens=4,
+                      draft_layers=1, weights_dtype="bf16", kv_dtype="bf16", tp=1)
+    assert dm.kind == "model"
+    assert dm.params == 8_030_261_248
+    assert dm.weight_bytes == dm.weight_bytes_per_gpu == DRAFT_8B_WEIGHT_BYTES
+    assert dm.kv_bytes_per_token == dm.kv_bytes_per_token_per_gpu == DRAFT_8B_KV_BYTES_PER_TOKEN
+
+
+def test_draft_beside_70b_fp8_on_h200_cuts_capacity() -> None:
+    off = plan(Scenario(**BASE)).memory
+    on = plan(Scenario(**BASE, speculative=DRAFT_8B)).memory
+    assert off.draft_weight_bytes_per_gpu == 0.0 and off.draft_kv_bytes_per_token_per_gpu == 0.0
+    assert on.draft_weight_bytes_per_gpu == DRAFT_8B_WEIGHT_BYTES
+    assert on.draft_kv_bytes_per_token_per_gpu == DRAFT_8B_KV_BYTES_PER_TOKEN
+    assert on.kv_bytes_per_token_per_gpu == off.kv_bytes_per_token_per_gpu == TARGET_70B_KV_BYTES_PER_TOKEN
+    assert on.kv_budget_bytes == pytest.approx(off.kv_budget_bytes - DRAFT_8B_WEIGHT_BYTES, rel=1e-12)
+    hand = (off.kv_budget_bytes - DRAFT_8B_WEIGHT_BYTES) / off.kv_budget_bytes * TARGET_70B_KV_BYTES_PER_TOKEN / (
+        TARGET_70B_KV_BYTES_PER_TOKEN + DRAFT_8B_KV_BYTES_PER_TOKEN)
+    assert on.max_sequences / off.max_sequences == pytest.approx(hand, rel=1e-9)
+    assert on.max_sequences < 0.6 * off.max_sequences  # the draft costs this layout over 40% of its batch
+
+
+def test_draft_rows_have_derivations() -> None:
+    p = plan(Scenario(**BASE, speculative=DRAFT_8B))
+    d = p.derivations
+    for key in ("memory.draft_params", "memory.draft_weight_bytes", "memory.draft_weight_bytes_per_gpu",
+                "memory.draft_kv_bytes_per_token", "memory.draft_kv_bytes_per_token_per_gpu",
+                "memory.cache_bytes_per_token_per_gpu"):
+        assert key in d, key
+    assert d["memory.draft_weight_bytes"].value == DRAFT_8B_WEIGHT_BYTES
+    assert "draft weights per GPU" in d["memory.kv_budget_bytes"].formula
+    assert "target + draft" in d["memory.max_sequences"].formula
+    assert "2 × 32 × 8 × 128 × 2" == d["memory.draft_kv_bytes_per_token"].substituted
+
+
+def test_eagle_head_by_hand() -> None:
+    # 70B: embedding + LM head = 2 × 128256 × 8192 = 2,101,346,304; P = 70,553,706,496
+    # head = (P − 2,101,346,304) / 80 + 2 × 8192² = 855,654,502.4 + 134,217,728 = 989,872,230.4 parameters
+    # head KV/token = 327,680 / 80 = 4,096 bytes (one layer of the target's shape)
+    target = get_model("llama-3.1-70b")
+    assert eagle_head_params(target, layers=1) == pytest.approx(989_872_230.4, rel=1e-12)
+    dm = draft_memory(target=target, draft=None, draft_tokens=3, draft_layers=1, weights_dtype="fp8",
+                      kv_dtype="bf16", tp=1)
+    assert dm.kind == "head"
+    assert dm.weight_bytes == pytest.approx(989_872_230.4, rel=1e-12)
+    assert dm.kv_bytes_per_token == 4096
+    off = plan(Scenario(**BASE)).memory
+    on = plan(Scenario(**BASE, speculative={"draft_tokens": 3})).memory
+    assert on.kv_budget_bytes == pytest.approx(off.kv_budget_bytes - dm.weight_bytes, rel=1e-12)
+    assert 0.95 * off.max_sequences < on.max_sequences < off.max_sequences  # a head is small
+
+
+def test_draft_sharded_over_tp() -> None:
+    # TP2: each rank holds half the draft's weights and ceil(8 / 2) = 4 of its 8 KV heads.
+    dm = draft_memory(target=get_model("llama-3.1-70b"), draft=get_model("llama-3.1-8b"), draft_tokens=4,
+                      draft_layers=1, weights_dtype="bf16", kv_dtype="bf16", tp=2)
+    assert dm.weight_bytes_per_gpu == DRAFT_8B_WEIGHT_BYTES / 2
+    assert dm.kv_bytes_per_token_per_gpu == DRAFT_8B_KV_BYTES_PER_TOKEN / 2
+    on = plan(Scenario(**{**BASE, "parallel": {"tp": 2}}, speculative=DRAFT_8B)).memory
+    assert on.draft_weight_bytes_per_gpu == DRAFT_8B_WEIGHT_BYTES / 2
+
+
+def test_speculation_off_charges_nothing() -> None:
+    for spec in ({}, {"draft_tokens": 0, "draft_model": "llama-3.1-8b"}):
+        m = plan(Scenario(**BASE, speculative=spec)).memory
+        assert m.draft_weight_bytes_per_gpu == 0.0 and m.draft_name == ""
+        assert math.isclose(m.max_sequences, plan(Scenario(**BASE)).memory.max_sequences)
+
+
+def test_unknown_draft_model_names_the_field() -> None:
+    from planner.errors import ScenarioError
+    from planner.spec.scenario import scenario_from_dict
+
+    with pytest.raises(ScenarioError, match="draft_model"):
+        scenario_from_dict({**BASE, "speculative": {"draft_tokens": 2, "draft_model": "no-such-model"}})
