@@ -6,7 +6,8 @@
 
 Scenario: the default (llama-3.1-8b, h100-sxm, 2,000/250-token lognormal lengths).  With
 ``--replicas N`` the rate defaults to N × 5 req/s (the same load per replica).  Runs over
-the simulator's MAX_SIM_REQUESTS bound (a bench is not untrusted input) go straight to SimOptions.
+the simulator's MAX_SIM_REQUESTS bound (a bench is not untrusted input) go straight to SimOptions;
+its MAX_SIM_TOKEN_STEPS work bound is lifted.
 The compiled kernel (planner.simulate.kernel) is made ready first and timed apart: numba compiles
 it once per checkout (about 6 s here) and caches it; later runs load it.  ``--no-kernel`` runs the
 Python replica instead (the same results, for comparison); ``--prefix-tokens`` with
@@ -53,6 +54,9 @@ def main() -> None:
                           replicas=args.replicas)
     if args.requests > MAX_SIM_REQUESTS:
         options = options.model_copy(update={"requests": args.requests})
+    from planner.simulate import options as sim_opts
+
+    patch.object(sim_opts, "MAX_SIM_TOKEN_STEPS", 10**12).start()  # and its work bound (MAX_SIM_TOKEN_STEPS)
     start = time.perf_counter()
     warm()
     print(f"kernel ready in {time.perf_counter() - start:.2f} s (compiled, or loaded from numba's cache)")

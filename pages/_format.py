@@ -9,8 +9,9 @@ from numbers import Integral, Real
 from typing import Any
 
 from planner import SloCheck, derivation_value, human, label_for, readable
+from planner.io.formatting import markdown_code, markdown_text, one_line
 
-__all__ = ["MISSING", "check_line", "derivation_md", "is_number", "md", "plain", "readable", "round3", "shown", "usd"]
+__all__ = ["MISSING", "check_line", "code", "derivation_md", "is_number", "md", "plain", "readable", "round3", "shown", "usd", "web_url"]
 
 MISSING = "—"
 
@@ -46,9 +47,6 @@ def usd(value: Any, per: str = "") -> str:
     return shown(value, "USD") + per if is_number(value) else MISSING
 
 
-_MARKDOWN_LINKS = str.maketrans({c: "\\" + c for c in "[]<>`\\"})
-
-
 def md(text: str) -> str:
     """Text for a markdown element (a message, a help tooltip, an expander label) with each
     ``$`` escaped: two dollar amounts in one line would otherwise be typeset as LaTeX."""
@@ -56,10 +54,23 @@ def md(text: str) -> str:
 
 
 def plain(text: str) -> str:
-    """A message that may repeat a stranger's text (a link parameter, a file's
-    contents), for st.error/st.warning: link, HTML and code markup escaped, so
-    ``[click here](https://…)`` shows as typed instead of as a disguised link."""
-    return text.translate(_MARKDOWN_LINKS)
+    """A stranger's text (a link parameter, a stored scenario's name, description or
+    tag, a file's contents, an endpoint's reply) for any element that renders Markdown
+    (st.error/warning/info/success, st.table cells, captions, help): shown as typed, on
+    one line, never a link, image or markup (``planner.io.formatting.markdown_text``)."""
+    return markdown_text(str(text))
+
+
+def code(text: str) -> str:
+    """A stranger's text as an inline code span (a slug, an echoed value): literal, one line."""
+    return markdown_code(str(text))
+
+
+def web_url(text: str) -> str | None:
+    """``text`` when it is an http(s) address (a link column may draw it), else None: a
+    stranger's ``javascript:`` or ``data:`` URL (an inline spec's source_url) is no link."""
+    value = str(text or "").strip()
+    return value if value.lower().startswith(("https://", "http://")) and one_line(value) == value else None
 
 
 def derivation_md(dv: Any, *, reason: str | None = None, name: bool = False) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import streamlit as st
 
-from pages._format import plain
+from pages._format import code, plain
 from planner import (
     MAX_TOKEN_CHARS,
     PlannerError,
@@ -208,11 +208,11 @@ def saved_banner(scenario: Scenario | None) -> None:
     if not saved or scenario is None:
         return
     edited = loaded["json"] is not None and loaded["json"] != scenario.model_dump_json()
-    text = f"Saved scenario **{plain(saved['name'])}** (`{saved['slug']}`, version {saved['version']})"
+    text = f"Saved scenario **{plain(saved['name'])}** ({code(saved['slug'])}, version {saved['version']})"
     if edited:
         st.info(text + " · edited since it was loaded: save it on the Scenarios page to keep the change.")
     else:
-        st.info(text + f" · the link is `?scenario={saved['slug']}`")
+        st.info(text + " · the link is " + code(f"?scenario={saved['slug']}"))
 
 
 def copy_link(params: dict[str, str] | None) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import streamlit as st
 
 from pages._capacity import capacity_widgets
-from pages._format import plain
+from pages._format import code, plain
 from pages._link import (
     BASE,
     LOADED,
@@ -204,8 +204,8 @@ def _banner(gpu: str, model: str) -> None:
         return
     if pinned["gpu"]["id"] != gpu or pinned["model"]["id"] != model:
         return
-    st.warning(f"The catalog changed since {loaded['label']} was saved; it plans with the entries as saved:  \n"
-               + "  \n".join(f"`{line}`" for line in loaded["drift"]))
+    st.warning(f"The catalog changed since {plain(loaded['label'])} was saved; it plans with the entries as saved:  \n"
+               + "  \n".join(code(line) for line in loaded["drift"]))
     if st.button("Re-plan on the current catalog", key="replan_current"):
         st.session_state[PINNED] = None
         st.rerun()

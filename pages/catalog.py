@@ -8,7 +8,7 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from pages._format import plain, shown
+from pages._format import plain, shown, web_url
 from pages._sidebar import imported_models, page_scenario
 from planner import ModelSpec, PlannerError, load_catalog, param_counts, sig3
 from planner.store import parse_json_bytes
@@ -65,7 +65,9 @@ with models:
                      "layers": m.layers, "heads": m.heads, "KV heads": m.kv_heads, "head dim": m.head_dim,
                      "attention": m.attention, "experts": m.experts or None,
                      "max context (tokens)": m.max_context_tokens,
-                     "source": m.source_url or "imported", "note": m.source_note})
+                     # an imported or linked model's source_url is a stranger's: only http(s) is a link
+                     "source": web_url(m.source_url) or ("imported" if not m.source_url else None),
+                     "note": m.source_note})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={"source": st.column_config.LinkColumn()})
 with imp:

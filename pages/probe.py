@@ -17,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._charts import show_chart
+from pages._format import plain
 from pages._sidebar import page_scenario, request_load
 from pages._store import store_engine
 from planner import PlannerError
@@ -33,25 +34,34 @@ from planner.probe import (
     save_run,
     with_prediction,
 )
+from planner.probe.client import ERROR_DETAIL_CHARS
+from planner.probe.summary import first_failure
 
 POLL_S = 0.5  # how often the page looks at a running probe
+# the "API" choice → ProbeSettings.endpoint (None: the one the URL's path names)
+ENDPOINT_CHOICES: dict[str, str | None] = {"from the URL": None, "completions (/v1/completions)": "completions",
+                                           "chat (/v1/chat/completions)": "chat"}
 
 st.title("Live probe")
 scenario = page_scenario()
 st.caption("The sidebar scenario says what the endpoint serves (GPU, model, layout): it gives the prediction "
            "and is what calibration updates. Allowed hosts: PROBE_ALLOWED_HOSTS (default loopback and private).")
-c = st.columns([3, 2, 2])
+c = st.columns([3, 2, 2, 2])
 url = c[0].text_input("Endpoint URL", "http://127.0.0.1:8000", key="pr_url")
 model = c[1].text_input("Model name sent", "default", key="pr_model")
 api_key = c[2].text_input("API key (kept in memory only)", type="password", key="pr_key")
+api = c[3].selectbox("API", tuple(ENDPOINT_CHOICES), key="pr_endpoint",
+                     help="Which OpenAI API to send: by default the one the URL's path names "
+                          "(/v1/chat/completions or /v1/completions), completions for a server root.")
 c = st.columns(5)
 levels = c[0].text_input("Concurrency levels", "1,2,4,8", key="pr_levels")
 requests = c[1].number_input("Requests per level", 1, 10_000, 16, key="pr_requests")
 prompt = c[2].number_input("Prompt tokens", 1, 1_000_000, 128, key="pr_prompt")
 output = c[3].number_input("Output tokens", 1, 100_000, 64, key="pr_output")
 workers = c[4].number_input("Client processes", 1, MAX_WORKERS, 1, key="pr_workers",
-                            help="Processes sending the load, each its share of the streams (merged as one run): "
-                                 "more than one when a level warns that the client's own delay is in its figures.")
+                            help="Processes sending the load, each its share of the streams (merged as one run). "
+                                 "The load always runs outside the app's own process (busy serving pages); use more "
+                                 "than one when a level warns that the client's own delay is in its figures.")
 
 job: ProbeJob | None = st.session_state.get("probe_job")
 if st.button("Run probe", type="primary", key="pr_run", disabled=job is not None):
@@ -59,14 +69,15 @@ if st.button("Run probe", type="primary", key="pr_run", disabled=job is not None
         st.session_state.pop(stale, None)
     try:
         conc = tuple(int(x) for x in levels.split(",") if x.strip())
-        settings = probe_settings(url=url, model=model, concurrency=conc, requests=int(requests),
-                                  prompt_tokens=int(prompt), output_tokens=int(output), workers=int(workers),
+        settings = probe_settings(url=url, model=model, endpoint=ENDPOINT_CHOICES[api], concurrency=conc,
+                                  requests=int(requests), prompt_tokens=int(prompt), output_tokens=int(output),
+                                  workers=int(workers), separate_process=True,
                                   slo_ttft_s=scenario.slo.ttft_s, slo_tpot_s=scenario.slo.itl_s)
         st.session_state["probe_job"] = job = ProbeJob.start(settings, api_key=api_key or None)
     except ValueError:
         st.error("Concurrency levels: give comma-separated integers, e.g. 1,2,4,8")
     except PlannerError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
 
 
 @st.fragment(run_every=POLL_S)
@@ -105,8 +116,13 @@ def _outcome(run: ProbeRun) -> None:
     elif run.outcome == "ok" and not run.cancelled:
         st.success(f"Done: run {run.run_id}, {run.succeeded} requests over {len(run.levels)} levels, none failed.")
     for lv in run.levels:
-        if text := failure_summary(lv):
+        if text := failure_summary(lv, detail=False):
             st.error(text)
+            first = first_failure(lv)
+            if first is not None and first.error_detail:  # the endpoint's words: text, never Markdown
+                st.caption(f"The first failure ({first.error}) said, redacted and cut to {ERROR_DETAIL_CHARS} "
+                           "characters:")
+                st.code(first.error_detail, language=None, wrap_lines=True)
         if lv.client is not None and lv.client.warning:
             st.warning(f"{level_label(lv)}: {lv.client.warning}")
 
@@ -114,7 +130,7 @@ def _outcome(run: ProbeRun) -> None:
 if job is not None:
     _running()
 if note := st.session_state.pop("probe_note", None):
-    (st.error if note[0] == "error" else st.warning)(note[1])
+    (st.error if note[0] == "error" else st.warning)(plain(note[1]))
 
 run = st.session_state.get("probe_run")
 if run is not None and not run.levels:
@@ -168,6 +184,8 @@ if run is not None and run.levels:
         cal, calibrated = st.session_state["probe_cal"]
         st.write(f"bandwidth {cal.bandwidth_efficiency:.3f} · compute {cal.compute_efficiency:.3f} · "
                  f"step overhead {cal.step_overhead_s * 1e3:.2f} ms · rms log error {cal.rms_log_error:.3f}")
+        for text in cal.warnings:  # a value at its bound, an error over the limit: the fit says nothing
+            st.warning(f"Calibration: {text}", icon=None)
         st.dataframe(pd.DataFrame([r.model_dump() for r in cal.residuals]), hide_index=True, key="pr_resid")
         if st.button("Use the calibrated scenario", key="pr_use"):
             request_load(calibrated, label=f"calibrated from probe run {cal.run_id}")

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 
-from pages._format import MISSING, plain, shown
+from pages._format import MISSING, code, plain, shown
 from pages._link import LOADED, unedited_saved
 from pages._sidebar import cached_plan, cached_sweep, page_plan, page_scenario, request_stored
 from pages._store import store_engine
@@ -101,16 +102,16 @@ except PlannerError as exc:
 if existing is None:
     if st.button("Save", key="sc_save", type="primary", disabled=not name.strip()):
         _do(lambda: store.save_scenario(engine=engine, scenario=named, name=name, description=desc, tags=_tags(tags)),
-            lambda r: f"Saved {r.name!r} as `{r.slug}`, version {r.version}", load=True)
+            lambda r: f"Saved '{plain(r.name)}' as {code(r.slug)}, version {r.version}", load=True)
 elif unedited_saved(scenario) == existing.slug and existing.name == name.strip() and not (desc or tags):
-    st.caption(f"This is `{existing.slug}` version {existing.version}, unchanged since it was loaded: nothing to save.")
+    st.caption(f"This is {code(existing.slug)} version {existing.version}, unchanged since it was loaded: nothing to save.")
     if st.button("Save as a copy", key="sc_copy"):
         _do(lambda: store.save_scenario(engine=engine, scenario=named, name=name, description=desc, tags=_tags(tags)),
-            lambda r: f"Saved a copy as `{r.slug}`, version {r.version}", load=True)
+            lambda r: f"Saved a copy as {code(r.slug)}, version {r.version}", load=True)
 else:
     loaded = (st.session_state.get(LOADED) or {}).get("saved")
     seen = loaded["version"] if loaded and loaded["slug"] == existing.slug else existing.version
-    st.warning(f"A saved scenario is named {plain(existing.name)!r} (`{existing.slug}`, version {existing.version}). "
+    st.warning(f"A saved scenario is named '{plain(existing.name)}' ({code(existing.slug)}, version {existing.version}). "
                "Update it (a new revision, its history kept) or save a copy?")
     slug_now = existing.slug
     pair = st.columns(2)
@@ -118,10 +119,10 @@ else:
         _do(lambda: store.update_scenario(engine=engine, ref=slug_now, expected_version=seen, scenario=named,
                                           name=name, description=desc or None, tags=_tags(tags) or None,
                                           note="update from the app"),
-            lambda r: f"Updated `{r.slug}` to version {r.version}", load=True)
+            lambda r: f"Updated {code(r.slug)} to version {r.version}", load=True)
     if pair[1].button("Save as a copy", key="sc_copy"):
         _do(lambda: store.save_scenario(engine=engine, scenario=named, name=name, description=desc, tags=_tags(tags)),
-            lambda r: f"Saved a copy as `{r.slug}`, version {r.version}", load=True)
+            lambda r: f"Saved a copy as {code(r.slug)}, version {r.version}", load=True)
 
 plan = page_plan(scenario)
 downloads = st.columns(3)
@@ -144,12 +145,12 @@ st.dataframe(pd.DataFrame([{"slug": s.slug, "name": s.name, "tags": ", ".join(s.
 up = st.file_uploader("Import a scenario JSON", type="json", key="sc_import",
                       max_upload_size=max(1, IMPORT_MAX_BYTES // 2**20))
 if up is not None and st.button("Import", key="sc_import_go"):
-    label = repr(up.name[:UPLOAD_NAME_MAX_CHARS])
+    label = repr(up.name[:UPLOAD_NAME_MAX_CHARS])  # a stranger's file name: plain() where it is shown
     # The upload's bytes, size-capped and parsed here; its scenario is validated as untrusted
     # (a path-shaped model is refused, never opened).
     upload = up.getvalue()
     _do(lambda: store.import_scenario(engine=engine, document=parse_import_bytes(upload, source=label)),
-        f"Imported {label}")
+        f"Imported {plain(label)}")
 if not saved:
     st.stop()
 slug = st.selectbox("Scenario", [s.slug for s in saved], key="sc_pick")
@@ -159,22 +160,22 @@ try:
 except PlannerError as exc:
     st.error(str(exc))
     st.stop()
-st.markdown(f"Share: [`?scenario={cur.slug}`](./?scenario={cur.slug}) · "
+st.markdown(f"Share: [{code('?scenario=' + cur.slug)}](./?scenario={quote(cur.slug, safe='')}) · "
             f"[stateless link](./?s={share_token(cur.scenario)})")
 actions = st.columns(4)
 if actions[0].button("Load", key="sc_load", type="primary"):
     request_stored(cur)
     st.rerun()
 if actions[1].button("Duplicate", key="sc_dup"):
-    _do(lambda: store.duplicate_scenario(engine=engine, ref=slug), f"Duplicated {slug}")
+    _do(lambda: store.duplicate_scenario(engine=engine, ref=slug), f"Duplicated {code(slug)}")
 if actions[2].button("Delete", key="sc_del"):
-    _do(lambda: store.delete_scenario(engine=engine, ref=slug, expected_version=cur.version), f"Deleted {slug}")
+    _do(lambda: store.delete_scenario(engine=engine, ref=slug, expected_version=cur.version), f"Deleted {code(slug)}")
 actions[3].download_button("Export JSON", export_doc,
                      file_name=f"{slug}.json", mime="application/json", key="sc_export", on_click="ignore")
 new = st.text_input("New name", value=cur.name, key="sc_rename_to")
 if st.button("Rename", key="sc_rename"):
     _do(lambda: store.rename_scenario(engine=engine, ref=slug, name=new, expected_version=cur.version),
-        f"Renamed to {new!r}")
+        f"Renamed to '{plain(new)}'")
 with st.expander(f"History ({cur.version} version{'s' if cur.version != 1 else ''})"):
     try:
         revs = store.list_revisions(engine=engine, ref=slug)
@@ -192,14 +193,15 @@ with st.expander(f"History ({cur.version} version{'s' if cur.version != 1 else '
         new_v = c[1].selectbox("To version", versions, index=0, key="sc_diff_to")
         changes = revision_changes(by_version[old_v].model_dump(), by_version[new_v].model_dump())
         if changes:
-            st.table(pd.DataFrame([{"field": ch.label, f"version {old_v}": ch.old, f"version {new_v}": ch.new}
+            # st.table renders each cell as Markdown: stored names, descriptions and tags are a stranger's text
+            st.table(pd.DataFrame([{"field": ch.label, f"version {old_v}": plain(ch.old), f"version {new_v}": plain(ch.new)}
                                    for ch in changes]))
         else:
             st.caption(f"Versions {old_v} and {new_v} have the same inputs.")
     ver = st.selectbox("Version to restore", versions, key="sc_rev")
     if st.button("Restore this version", key="sc_restore", help="saves it as a new version; nothing is lost"):
         _do(lambda: store.restore_revision(engine=engine, ref=slug, version=ver, expected_version=cur.version),
-            lambda r: f"Restored version {ver} of {slug} as version {r.version}")
+            lambda r: f"Restored version {ver} of {code(slug)} as version {r.version}")
 st.subheader("Compare saved scenarios")
 st.caption("For figures side by side (GPUs, $/Mtok, TTFT, ITL, KV headroom) see the Compare page; here every input.")
 picked = st.multiselect("Two or more saved scenarios", [s.slug for s in saved], key="sc_compare")

@@ -112,7 +112,7 @@ def test_valid_link_numbers_still_apply() -> None:
     (str(2**63), "is out of range"),
     ("abc\n", "neither an id"),
     ("x" * 100_000, f"100,000 characters; a slug or id is at most {REF_MAX_CHARS}"),
-    ("[Log in again](https://evil.example)", "'\\[Log in again\\](https://evil.example)' is neither"),
+    ("[Log in again](https://evil.example)", "'\\[Log in again\\](https\u2060://evil.example)' is neither"),
 ])
 def test_a_hostile_scenario_link_is_one_error_naming_the_parameter(value: str, needle: str) -> None:
     at = _run({"scenario": value})

@@ -35,10 +35,10 @@ def test_upgrade_head_on_empty_database(db_url: str) -> None:  # noqa: F811
         require_current(eng)
     upgrade(db_url)
     assert _tables(db_url) == TABLES | {"alembic_version"}
-    assert current(eng) == head() == "0002"
+    assert current(eng) == head() == "0003"
     require_current(eng)
     upgrade(db_url)  # idempotent
-    assert current(eng) == "0002"
+    assert current(eng) == "0003"
     eng.dispose()
 
 
@@ -60,7 +60,7 @@ def test_first_revision_rows_survive_upgrade(db_url: str) -> None:  # noqa: F811
                 "schema_version, note, created_at) VALUES (:id, 1, :name, '', '[]', :payload, 1, 'created', :t)"),
                 {"id": i, "name": slug.title(), "payload": json.dumps(payload), "t": when})
     upgrade(db_url)
-    assert current(eng) == "0002"
+    assert current(eng) == "0003"
     with eng.connect() as conn:
         rows = conn.execute(sa.text("SELECT slug, name, frozen_catalog FROM scenarios ORDER BY id")).all()
         n_revs = conn.execute(sa.text("SELECT count(*) FROM scenario_revisions")).scalar_one()
@@ -116,5 +116,5 @@ def test_cli_migrate_module(tmp_path, monkeypatch, capsys) -> None:  # type: ign
     monkeypatch.setenv("RIDGELINE_DB", str(tmp_path / "m.db"))
     assert main(["current"]) == 0 and "(not migrated)" in capsys.readouterr().out
     assert main(["upgrade"]) == 0
-    assert main(["current"]) == 0 and capsys.readouterr().out.strip() == "0002"
+    assert main(["current"]) == 0 and capsys.readouterr().out.strip() == "0003"
     assert main(["sideways"]) == 2

@@ -114,6 +114,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
             **cal.model_dump(mode="json"),
             "scenario": calibrated_scenario(scenario, cal).model_dump(mode="json"),
         }})
+    for text in (run.calibration or {}).get("warnings", ()):
+        print(f"warning: calibration: {text}", file=sys.stderr)
     if args.save or args.save_calibrated:
         _save(args, run)
     payload = run.to_json_dict(samples=args.samples)
@@ -138,7 +140,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--url", required=True, help="server root or /v1/... URL (checked against PROBE_ALLOWED_HOSTS)")
     p.add_argument("--model", required=True, help="model name sent to the endpoint")
     p.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key")
-    p.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
+    p.add_argument("--endpoint", choices=("completions", "chat"), default=None,
+                   help="API to probe (default: the one the --url path names, else completions)")
     load = p.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=_int_list, default=None, help="closed-loop levels, e.g. 1,4,16")
     load.add_argument("--rate", type=float, default=None, help="open-loop requests per second")

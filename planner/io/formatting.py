@@ -12,7 +12,8 @@ import math
 import re
 from typing import Any
 
-__all__ = ["NOT_A_NUMBER", "SI_PREFIXES", "derivation_value", "format_value", "human", "is_number", "readable", "sig3"]
+__all__ = ["NOT_A_NUMBER", "SI_PREFIXES", "derivation_value", "format_value", "human", "is_number", "markdown_code",
+           "markdown_text", "one_line", "readable", "sig3"]
 
 # What a table or page shows where a value does not exist (an infeasible
 # plan's cost, a queue that never drains): never "nan" or "inf".
@@ -175,3 +176,40 @@ def format_value(key: str, value: Any) -> str:
     """Human form of a flattened plan value, its unit read from the key's suffix;
     "—" for a value that does not exist (None, NaN, inf)."""
     return human(value, _unit_of(key))
+
+
+# Text from strangers (a link parameter, a stored scenario's name, an endpoint's error
+# body) inside Markdown that the app renders (st.error, st.table cells, help text).
+# A line break or other control character becomes a space (one line: no block can
+# start but at its first character, which is escaped when it could); every character
+# that can open inline Markdown, HTML or Streamlit markup where it stands is
+# backslash-escaped (links and images ``[ ]``, HTML and autolinks ``<``, code spans,
+# emphasis ``*`` and non-intraword ``_``, strikethrough ``~``, formulas ``$``, entities
+# ``&name;``); and a GFM "autolink literal" (``http://``, ``www.``, ``user@host``),
+# which the renderer finds in plain text even after escaping, is broken by an
+# invisible U+2060 WORD JOINER, so no link is drawn.
+WORD_JOINER = "\u2060"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_MD_INLINE = re.compile(r"[\\`*\[\]<~$]|(?<![^\W_])_|_(?![^\W_])|&(?=#?\w+;)")
+_AUTOLINK = re.compile(r"(?i)(?:https?|ftp|mailto|xmpp)(?=:)|www(?=\.)|(?<=[\w.+-])(?=@)")
+# A block marker at the start: "1. " list, "- " bullet, "# " heading, "> " quote, "---" rule.
+_MD_BLOCK_START = re.compile(r"^(?:\d{1,9}(?=[.)](?:\s|$))|(?=[-+](?:\s|$))|(?=#{1,6}(?:\s|$))|(?=>)|(?=-{3,}\s*$))")
+
+
+def one_line(text: str) -> str:
+    """``text`` with each run of line breaks and control characters as one space."""
+    return _CONTROL.sub(" ", text)
+
+
+def markdown_text(text: str) -> str:
+    """A stranger's ``text`` for a Markdown element: shown as typed (one line), never
+    a link, image, HTML, code span, emphasis, heading, list or formula."""
+    out = _MD_INLINE.sub(lambda m: "\\" + m.group(0), one_line(str(text)))
+    out = _AUTOLINK.sub(lambda m: m.group(0) + WORD_JOINER, out)
+    return _MD_BLOCK_START.sub(lambda m: m.group(0) + "\\", out, count=1)
+
+
+def markdown_code(text: str) -> str:
+    """A stranger's ``text`` as an inline code span (literal, never a link): one line,
+    its backticks shown as ``'`` so the span cannot be closed early."""
+    return "`" + (one_line(str(text)).replace("`", "'").strip() or " ") + "`"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from planner.errors import PlannerError, ScenarioError
 __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_JSON_FILE_BYTES",
+    "SURROGATE_MESSAGE",
+    "lone_surrogate_path",
     "parse_json",
     "read_json",
     "read_text_file",
@@ -93,6 +96,33 @@ def _depth_ok(data: Any, limit: int) -> bool:
     return True
 
 
+# A JSON ``"\ud800"`` escape decodes to a lone UTF-16 surrogate: a Python str that no
+# UTF-8 writer (the database, a token, a page, stdout) can encode.
+SURROGATE_MESSAGE = "holds a lone surrogate (\\ud800-\\udfff), which is not text; remove that character"
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def lone_surrogate_path(data: Any, path: str = "") -> str | None:
+    """The dotted path (``model.name``, ``tags.0``) of the first key or string in
+    ``data`` that holds a lone surrogate, ``path`` itself for a bare string, else
+    None.  Iterative: no recursion on deep input."""
+    stack: list[tuple[Any, str]] = [(data, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                return where or "text"
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                child = f"{where}.{key}" if where else str(key)
+                if isinstance(key, str) and _SURROGATE.search(key):
+                    return (where + "." if where else "") + repr(key)[1:-1]
+                stack.append((value, child))
+        elif isinstance(node, (list, tuple)):
+            stack.extend((v, f"{where}.{i}" if where else str(i)) for i, v in enumerate(node))
+    return None
+
+
 def parse_json(text: str | bytes, *, source: str, error: type[PlannerError] = ScenarioError,
                max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Parse JSON text from ``source`` (a file name, "share link", ...); every
@@ -113,6 +143,8 @@ def parse_json(text: str | bytes, *, source: str, error: type[PlannerError] = Sc
         raise error(f"{source}: {reason}") from None
     if not _depth_ok(data, max_depth):
         raise error(f"{source}: JSON nested deeper than {max_depth} levels")
+    if (where := lone_surrogate_path(data)) is not None:
+        raise error(f"{source}: {where} {SURROGATE_MESSAGE}")
     return data
 
 

@@ -5,6 +5,8 @@ No Streamlit here; the CLI (``python -m planner probe``) and the page adapt it.
 """
 
 from planner.probe.calibrate import (
+    CALIBRATION_BOUND_TOLERANCE,
+    CALIBRATION_MAX_REL_ERROR,
     KV_FULL_USAGE,
     Calibration,
     CalibrationResidual,
@@ -122,6 +124,7 @@ from planner.probe.settings import (
     MAX_WORKERS,
     ProbeSettings,
     base_url,
+    endpoint_of_url,
     probe_settings,
 )
 from planner.probe.sse import (
@@ -171,6 +174,8 @@ __all__ = [
     "EngineSnapshot",
     "HttpFailure",
     "KEEPALIVE_S",
+    "CALIBRATION_BOUND_TOLERANCE",
+    "CALIBRATION_MAX_REL_ERROR",
     "KV_FULL_USAGE",
     "KvCapacityCheck",
     "LOOP_LAG_P99_WARN_S",
@@ -223,6 +228,7 @@ __all__ = [
     "api_key_from",
     "arrival_offsets_s",
     "base_url",
+    "endpoint_of_url",
     "base_url_for_record",
     "calibrate",
     "calibrated_scenario",

@@ -20,6 +20,12 @@ log-ratios log(predicted/measured) of the decode step (p50 inter-token
 latency, else p50 TPOT) against the predicted TPOT, and of p50 TTFT, fitting
 ``efficiency.bandwidth``, ``efficiency.compute`` (both in (0, 1]) and
 ``efficiency.step_overhead_s`` (multi-start: the roofline's max() has kinks).
+
+A fit says nothing when a fitted value sits at its bound (the physics could not
+reach the measurements inside the physical range: the scenario's GPU, model or
+layout is likely not what the endpoint runs) or when a level is still off by
+more than :data:`CALIBRATION_MAX_REL_ERROR`: :attr:`Calibration.warnings` names
+each such case, and the page and the CLI show them.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ from planner.spec.scenario import Scenario, scenario_from_dict
 
 __all__ = [
     "Calibration",
+    "CALIBRATION_BOUND_TOLERANCE",
+    "CALIBRATION_MAX_REL_ERROR",
     "CalibrationResidual",
     "calibrate",
     "calibrated_scenario",
@@ -66,6 +74,13 @@ OPEN_LOOP_MAX_BATCH = 4096
 CALIBRATION_START_BANDWIDTH = (0.1, 0.3, 0.8)
 CALIBRATION_START_COMPUTE = (0.1, 0.3, 0.8)
 CALIBRATION_START_OVERHEAD_S = (0.0, 5e-3)
+# A calibration whose worst level is off by more than this (|predicted/measured − 1|)
+# does not describe the endpoint: it is reported with a warning (25%: the spread
+# of a well-fitted sweep on the real engine stays within about 10%, tests/test_probe_llama.py).
+CALIBRATION_MAX_REL_ERROR = 0.25
+# A fitted value this close to its bound counts as at the bound: 0.001 of an efficiency,
+# 1 µs of step overhead (per fitted value, in _FITTED's order).
+CALIBRATION_BOUND_TOLERANCE = (1e-3, 1e-3, 1e-6)
 
 
 def predict_level(
@@ -149,10 +164,31 @@ class Calibration(BaseModel):
     rms_log_error: float
     success: bool
     message: str
+    warnings: tuple[str, ...] = ()  # why the fit may say nothing: a value at its bound, an error over the limit
 
 
 _LOW = np.array([1e-3, 1e-3, 0.0])
 _HIGH = np.array([1.0, 1.0, 1.0])
+_FITTED = ("efficiency.bandwidth", "efficiency.compute", "efficiency.step_overhead_s")
+
+
+def _fit_warnings(x: np.ndarray, residuals: tuple[CalibrationResidual, ...]) -> tuple[str, ...]:
+    """Each fitted value at a bound, and the worst level's error when it passes the limit."""
+    out = []
+    tol = CALIBRATION_BOUND_TOLERANCE
+    for name, v, lo, hi, t in zip(_FITTED, x, _LOW, _HIGH, tol, strict=True):
+        side = "upper" if v >= hi - t else "lower" if v <= lo + t else None
+        if side is not None:
+            bound = hi if side == "upper" else lo
+            out.append(f"{name} = {v:.3g} sits at its {side} bound {bound:g}: the physics cannot reach the "
+                       "measurements inside the physical range, so this value says nothing (is the scenario's "
+                       "GPU, model and layout what the endpoint runs?)")
+    worst = max(residuals, key=lambda r: abs(r.rel_error), default=None)
+    if worst is not None and abs(worst.rel_error) > CALIBRATION_MAX_REL_ERROR:
+        at = f"concurrency {worst.concurrency}" if worst.concurrency is not None else f"rate {worst.rate_req_s} req/s"
+        out.append(f"fit error up to {abs(worst.rel_error):.0%} ({worst.metric} at {at}), over "
+                   f"{CALIBRATION_MAX_REL_ERROR:.0%}: the calibrated scenario does not describe this endpoint")
+    return tuple(out)
 
 
 def _targets(run: ProbeRun, levels: tuple[LevelSummary, ...]) -> list[tuple[LevelSummary, str, float]]:
@@ -218,6 +254,7 @@ def calibrate(run: ProbeRun, scenario: Scenario, *, levels: tuple[int, ...] | No
         run_id=run.run_id, bandwidth_efficiency=float(fit.x[0]), compute_efficiency=float(fit.x[1]),
         step_overhead_s=float(fit.x[2]), residuals=res,
         rms_log_error=float(np.sqrt(np.mean(fit.fun ** 2))), success=bool(fit.success), message=str(fit.message),
+        warnings=_fit_warnings(fit.x, res),
     )
 
 

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
+from yarl import URL
 
 from planner.probe.http import HttpFailure, StreamClient
 from planner.probe.record import RequestRecord
@@ -177,6 +178,8 @@ async def _attempt(
             if resp.status is not None and 300 <= resp.status < 400:  # never followed: the target was not checked
                 body_text = f"redirect not followed (Location: {resp.location}) " + body_text
             rec.error_detail = body_text.strip() or f"HTTP {resp.status}"
+            if resp.status == 404:  # the path is what was wrong (a chat server asked for completions, or a typo)
+                rec.error_detail = f"POST {URL(url).path} not found (HTTP 404): {rec.error_detail}"
             return rec
         done = splitter.end()
         if not done and rec.finish_reason is None:

@@ -148,7 +148,7 @@ async def run_probe(
                 read_timeout_s=settings.read_timeout_s, resolver=resolver))
             scrape = Scraper(mclient, murl, t0, settings.request_timeout_s)
             load: _Load
-            if settings.workers > 1:
+            if settings.workers > 1 or settings.separate_process:
                 from planner.probe.workers import WorkerPool
 
                 load = await WorkerPool.start(settings, headers=headers, resolver=resolver, cancel=cancel)
@@ -176,7 +176,8 @@ async def run_probe(
                 if progress:
                     progress(label, 0, settings.requests)
                 # with workers, one start time a little ahead, so every process begins together
-                start_ns = time.perf_counter_ns() + (WORKER_START_MARGIN_NS if settings.workers > 1 else 0)
+                pooled = settings.workers > 1 or settings.separate_process
+                start_ns = time.perf_counter_ns() + (WORKER_START_MARGIN_NS if pooled else 0)
                 records, client_stats = await load.measure(start_ns, progress, label)
                 stop.set()
                 scraper.cancel()  # a scrape in flight is dropped, not waited for

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_WORKERS",
     "ProbeSettings",
     "base_url",
+    "endpoint_of_url",
     "probe_settings",
 ]
 
@@ -44,6 +45,17 @@ def base_url(url: str) -> str:
     return out
 
 
+def endpoint_of_url(url: str) -> Endpoint | None:
+    """The endpoint a URL's path names: ``…/v1/chat/completions`` → ``"chat"``,
+    ``…/v1/completions`` → ``"completions"``; None for a server root or ``/v1``."""
+    out = url.strip().rstrip("/")
+    if out.endswith("/v1/chat/completions"):
+        return "chat"
+    if out.endswith("/v1/completions"):
+        return "completions"
+    return None
+
+
 class ProbeSettings(BaseModel):
     """A probe's inputs (no API key: that is passed to the run, never stored)."""
 
@@ -61,6 +73,9 @@ class ProbeSettings(BaseModel):
     duration_s: Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)] = 120.0
     ramp_up_s: Annotated[float, Field(ge=0, le=MAX_DURATION_S)] = 0.0  # closed loop: stagger the streams' starts
     workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] = 1  # processes sending the load, each its share
+    # True: the load is sent from worker processes even when there is one (a page's probe: the app's own
+    # process is busy serving pages, and its event-loop lag would be in the figures)
+    separate_process: bool = False
     warmup_requests: Annotated[int, Field(ge=0, le=MAX_CONCURRENCY)] | None = None  # None: one per stream
     prompt_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = 128
     output_tokens: Annotated[int, Field(ge=1, le=100_000)] = 64
@@ -106,7 +121,20 @@ class ProbeSettings(BaseModel):
 
 
 def probe_settings(**kwargs: object) -> ProbeSettings:
-    """Validate settings; errors become one ProbeError naming the field."""
+    """Validate settings; errors become one ProbeError naming the field.
+
+    The endpoint follows the URL: without ``endpoint`` (or with None) a URL
+    ending in ``/v1/chat/completions`` probes chat, one ending in
+    ``/v1/completions`` or a server root probes completions; an ``endpoint``
+    that contradicts the URL's path is refused, naming both."""
+    url = kwargs.get("url")
+    named = endpoint_of_url(url) if isinstance(url, str) else None
+    if kwargs.get("endpoint") is None:
+        kwargs = {**kwargs, "endpoint": named or "completions"}
+    elif named is not None and kwargs["endpoint"] in ("chat", "completions") and kwargs["endpoint"] != named:
+        asked: Endpoint = "chat" if kwargs["endpoint"] == "chat" else "completions"
+        raise ProbeError(f"endpoint: the URL's path is {endpoint_path(named)} but the endpoint asked is {asked} "
+                         f"({endpoint_path(asked)}); give the server root or the matching endpoint")
     try:
         return ProbeSettings.model_validate(kwargs)
     except ValidationError as exc:

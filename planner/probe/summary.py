@@ -38,7 +38,7 @@ from planner.probe.prediction import PredictedLevel
 from planner.probe.record import RequestRecord
 
 __all__ = ["CANCELLED", "ClientReport", "LevelSummary", "ProbeRun", "RequestSample", "Stats", "client_report", "failure_summary",
-           "level_label", "stats", "summarize_level"]
+           "first_failure", "level_label", "stats", "summarize_level"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -125,7 +125,8 @@ def client_report(parts: Sequence[ClientStats], records: Sequence[RequestRecord]
     warning = None
     if reasons:
         warning = ("TTFT and TPOT include client delay: " + "; ".join(reasons)
-                   + ". Use more --workers, fewer streams or a less loaded machine.")
+                   + ". Use more client processes (the CLI's --workers, the Live probe page's \"Client processes\"), "
+                   "fewer streams or a less loaded machine.")
     names = sorted({p.event_loop for p in parts})
     return ClientReport(
         event_loop="+".join(names) if names else "none", workers=max(len(parts), 1),
@@ -244,19 +245,25 @@ def level_label(lv: LevelSummary) -> str:
 CANCELLED = "cancelled"  # the reason of a request stopped by the user's cancel: not the endpoint's failure
 
 
-def failure_summary(lv: LevelSummary) -> str | None:
-    """One line on a level's failures, with their reasons and the first one's
-    detail (already redacted and cut), or None when none failed.  Requests the
-    user cancelled are not failures of the endpoint and are left out."""
+def first_failure(lv: LevelSummary) -> RequestSample | None:
+    """The level's first failed request (not one the user cancelled), or None."""
+    return next((smp for smp in lv.samples if smp.error and smp.error != CANCELLED), None)
+
+
+def failure_summary(lv: LevelSummary, *, detail: bool = True) -> str | None:
+    """One line on a level's failures, with their reasons and (``detail``) the first
+    one's detail (already redacted and cut), or None when none failed.  Requests the
+    user cancelled are not failures of the endpoint and are left out.  The detail is
+    the endpoint's text: a page shows it apart, as text (``detail=False`` here)."""
     reasons = {k: n for k, n in lv.failure_reasons.items() if k != CANCELLED}
     failed = sum(reasons.values())
     if not failed:
         return None
     listed = ", ".join(f"{reason} × {n}" for reason, n in sorted(reasons.items(), key=lambda x: -x[1]))
-    first = next((smp for smp in lv.samples if smp.error and smp.error != CANCELLED), None)
-    detail = f"; first: {first.error} ({first.error_detail})" if first is not None and first.error_detail else ""
+    first = first_failure(lv) if detail else None
+    said = f"; first: {first.error} ({first.error_detail})" if first is not None and first.error_detail else ""
     asked = lv.requests - lv.failure_reasons.get(CANCELLED, 0)
-    return f"{level_label(lv)}: {failed} of {asked} requests failed: {listed}{detail}"
+    return f"{level_label(lv)}: {failed} of {asked} requests failed: {listed}{said}"
 
 
 _LEVEL_CSV_SKIP = ("samples", "failure_reasons")

@@ -54,7 +54,7 @@ from planner.physics.link import kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.techniques import kv_transfer_s
 from planner.simulate.alone import alone_order, in_flight_area, run_alone
 from planner.simulate.arrivals import Request, generate_requests
-from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions
+from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions, check_sim_size
 from planner.simulate.replica import _Replica, _Seq
 from planner.simulate.router import choose_replica
 from planner.simulate.speculation import _SpecReplica, spec_draws
@@ -440,6 +440,8 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
         reqs = tuple(requests) if requests is not None else generate_requests(scenario, options)
         if not reqs:
             raise ScenarioError("requests: empty; give at least one request")
+        check_sim_size(prompt_tokens=[q.prompt_tokens for q in reqs], output_tokens=[q.output_tokens for q in reqs],
+                       chunk_tokens=scenario.serving.chunk_tokens, chunked=options.chunked_prefill)
         sim = _Sim(scenario=scenario, options=options, requests=reqs)
         sim.run()
         return _result(sim, options)

@@ -22,7 +22,7 @@ from typing import Any
 
 from planner.io.formatting import human
 from planner.simulate.engine import simulate
-from planner.simulate.options import SimOptions, sim_options
+from planner.simulate.options import MAX_SIM_TOKEN_STEPS, SimOptions, sim_options
 from planner.simulate.report import summarize
 from planner.sizing.operating import workload_stats
 from planner.sizing.plan import Plan
@@ -100,6 +100,15 @@ def _planned_e2e_s(plan: Plan, scenario: Scenario) -> float:
     return e2e if math.isfinite(e2e) and e2e > 0 else 0.0
 
 
+def _fit_requests(scenario: Scenario) -> int:
+    """The most requests of the scenario's mean lengths that stay within MAX_SIM_TOKEN_STEPS
+    (with a 20% margin for the spread of drawn lengths)."""
+    ws = workload_stats(resolve(scenario))
+    chunk = scenario.serving.chunk_tokens
+    per_request = max(ws.mean_output, 1.0) + math.ceil(max(ws.mean_prompt, 1.0) / chunk)
+    return max(1, int(0.8 * MAX_SIM_TOKEN_STEPS / per_request))
+
+
 def fleet_sim(plan: Plan, scenario: Scenario, *, max_replicas: int = TAIL_MAX_REPLICAS,
               max_requests: int = TAIL_MAX_REQUESTS, seed: int = 0, **overrides: Any) -> FleetSim | None:
     """The plan's fleet as SimOptions (None when the plan has no fleet: no operating
@@ -114,6 +123,7 @@ def fleet_sim(plan: Plan, scenario: Scenario, *, max_replicas: int = TAIL_MAX_RE
     big_d = int(f.decode_replicas) if disagg else 0
     total = big_p + big_d
     wanted_full = rate * STEADY_STATE_E2E_MULTIPLE * e2e
+    max_requests = min(max_requests, _fit_requests(scenario))
     scale = min(1.0, max_replicas / total, max_requests / wanted_full if wanted_full > 0 else 1.0)
     p = max(1, math.floor(big_p * scale + 1e-9))
     d = max(1, math.floor(big_d * scale + 1e-9)) if disagg else 0

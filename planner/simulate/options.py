@@ -5,6 +5,7 @@ Validated like a Scenario: a bad value raises one ScenarioError naming the field
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -22,10 +23,13 @@ __all__ = [
     "MAX_RATE_REQ_S",
     "MAX_SIM_BATCH",
     "MAX_SIM_REQUESTS",
+    "MAX_SIM_TOKEN_STEPS",
     "MAX_THINK_S",
     "Router",
     "SimOptions",
+    "check_sim_size",
     "sim_options",
+    "token_steps",
 ]
 
 # Disaggregated KV transfer: the plan's link (planner.physics.link): the scenario's
@@ -44,6 +48,17 @@ DEFAULT_LENGTH_SIGMA = 0.5
 # (bench/simulate.py --requests 100000, one replica) 100,000 take 5.5 s and 690 MB
 # (13.1 s and 1.35 GB just before it).  Also the most rows a trace holds.
 MAX_SIM_REQUESTS = 100_000
+# Work per run, checked on the request stream before the run allocates anything: every
+# output token is one inter-token gap kept (8 B) and up to one iteration (time, batch and
+# free blocks, 24 B, in arrays grown by doubling), every prefill chunk one iteration, so
+# memory grows with output tokens + prefill chunks (prompt / serving.chunk_tokens), not
+# with requests alone.  Measured on a 2-core machine (peak RSS of one run): 25 requests ×
+# 1,000,000 output tokens one at a time (20 M iterations) peaked at 1.38 GB; 10 requests ×
+# 1 M at the cap, one at a time (the worst case: one iteration per token), at 0.74 GB, of
+# which ~0.3 GB is the process and the compiled kernel.  The Tail page's 20,000 requests
+# fit up to a mean of about 500 output tokens; bench/simulate.py's 100,000 default-length
+# requests (25 M) go past it, as a bench may.
+MAX_SIM_TOKEN_STEPS = 10_000_000
 # KV capacity per replica: 8 × 192 GB of HBM (B200) at the smallest KV per token
 # in the catalog (DeepSeek-V3 MLA, fp8: 35 KB) is ~4.4e7 tokens; 1e9 is 20× that.
 MAX_KV_CAPACITY_TOKENS = 1_000_000_000
@@ -102,6 +117,30 @@ class SimOptions(BaseModel):
     # no requests before it joins.  join_s: colocated replicas or the prefill pool.
     join_s: Annotated[tuple[JoinTime, ...], Field(max_length=4096)] = ()
     decode_join_s: Annotated[tuple[JoinTime, ...], Field(max_length=4096)] = ()
+
+
+def token_steps(*, prompt_tokens: Iterable[int], output_tokens: Iterable[int], chunk_tokens: int,
+                chunked: bool) -> int:
+    """Output tokens + prefill chunks of a request stream: what a run's memory and time grow with."""
+    chunks = (sum(-(-int(p) // chunk_tokens) for p in prompt_tokens) if chunked
+              else sum(1 for _ in prompt_tokens))
+    return int(sum(int(o) for o in output_tokens)) + chunks
+
+
+def check_sim_size(*, prompt_tokens: Sequence[int], output_tokens: Sequence[int], chunk_tokens: int,
+                   chunked: bool) -> None:
+    """Raise ScenarioError naming the fields when a stream is over MAX_SIM_TOKEN_STEPS."""
+    steps = token_steps(prompt_tokens=prompt_tokens, output_tokens=output_tokens, chunk_tokens=chunk_tokens,
+                        chunked=chunked)
+    if steps <= MAX_SIM_TOKEN_STEPS:
+        return
+    n = max(len(output_tokens), 1)
+    out = sum(int(o) for o in output_tokens)
+    raise ScenarioError(
+        f"requests × (workload.output_tokens + workload.prompt_tokens / serving.chunk_tokens): {len(output_tokens):,} "
+        f"requests of {out / n:,.0f} output tokens on average make {steps:,} token steps, over the limit of "
+        f"{MAX_SIM_TOKEN_STEPS:,} per run (MAX_SIM_TOKEN_STEPS: the simulator's memory grows with every output "
+        f"token); lower requests, workload.output_tokens or workload.prompt_tokens")
 
 
 def sim_options(**kwargs: Any) -> SimOptions:

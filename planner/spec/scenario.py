@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from planner.errors import PlannerError, ScenarioError, validation_message
-from planner.io.jsonfile import MAX_JSON_DEPTH, parse_json, read_json
+from planner.io.jsonfile import MAX_JSON_DEPTH, SURROGATE_MESSAGE, lone_surrogate_path, parse_json, read_json
 from planner.spec.catalog import get_gpu, get_model
 from planner.spec.precision import KvDtype, WeightsDtype
 from planner.spec.profile import DAY_S, MAX_PROFILE_POINTS, ProfilePoint, check_profile
@@ -269,6 +269,15 @@ class Scenario(BaseModel):
     efficiency: Efficiency = Efficiency()
     fleet: Fleet = Fleet()
     cost: Cost = Cost()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_only(cls, data: Any) -> Any:
+        # A lone surrogate (a JSON "\ud800" escape, an undecodable argv byte) cannot be
+        # encoded by the store, a share token or a page: refused here, naming the field.
+        if isinstance(data, dict) and (where := lone_surrogate_path(data)) is not None:
+            raise ValueError(f"{where}: {SURROGATE_MESSAGE}")
+        return data
 
     @field_validator("model", mode="before")
     @classmethod

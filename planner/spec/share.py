@@ -16,7 +16,7 @@ import re
 import zlib
 
 from planner.errors import ScenarioError
-from planner.io.jsonfile import parse_json
+from planner.io.jsonfile import SURROGATE_MESSAGE, parse_json
 from planner.spec.scenario import Scenario, scenario_from_dict
 
 __all__ = ["MAX_TOKEN_CHARS", "scenario_from_token", "share_token"]
@@ -71,6 +71,8 @@ def scenario_from_token(token: str) -> Scenario:
     try:
         data = parse_json(raw, source="token")
     except ScenarioError as exc:
+        if SURROGATE_MESSAGE in str(exc):  # JSON, but a field is not text: name the field
+            raise ScenarioError(f"share link: {str(exc).removeprefix('token: ')}") from None
         raise ScenarioError(f"share link: the token does not hold JSON ({exc})") from None
     try:
         return scenario_from_dict(data)  # untrusted: a path-shaped model is refused, no file is opened

@@ -49,6 +49,15 @@ from planner.store.limits import (
     parse_ref,
     read_import_file,
 )
+from planner.store.listing import (
+    LIST_MAX,
+    LIST_PAGE_SIZE,
+    RevisionSummary,
+    ScenarioPage,
+    list_revision_summaries,
+    scenario_page,
+    scenario_summary,
+)
 from planner.store.migrate import (
     MIGRATIONS_DIR,
     alembic_config,
@@ -74,6 +83,11 @@ from planner.store.probe_runs import (
     list_probe_runs,
     save_probe_run,
 )
+from planner.store.quota import (
+    REVISIONS_MAX,
+    SCENARIOS_MAX,
+    STORED_BYTES_MAX,
+)
 from planner.store.repository import (
     Revision,
     ScenarioSummary,
@@ -96,6 +110,7 @@ from planner.store.repository import (
 )
 from planner.store.transfer import (
     EXPORT_KIND,
+    export_document,
     export_scenario,
     import_scenario,
     parse_export,
@@ -112,6 +127,8 @@ __all__ = [
     "ID_MAX",
     "IMPORT_MAX_BYTES",
     "IMPORT_MAX_DEPTH",
+    "LIST_MAX",
+    "LIST_PAGE_SIZE",
     "MIGRATIONS_DIR",
     "NAME_MAX_CHARS",
     "ProbeRun",
@@ -120,10 +137,15 @@ __all__ = [
     "ProbeSampleRow",
     "QUERY_MAX_CHARS",
     "REF_MAX_CHARS",
+    "REVISIONS_MAX",
     "Ref",
     "Revision",
+    "RevisionSummary",
+    "SCENARIOS_MAX",
     "SLUG_MAX_CHARS",
+    "STORED_BYTES_MAX",
     "ScenarioRevisionRow",
+    "ScenarioPage",
     "ScenarioRow",
     "ScenarioSummary",
     "StoredScenario",
@@ -147,6 +169,7 @@ __all__ = [
     "downgrade",
     "drift",
     "duplicate_scenario",
+    "export_document",
     "export_scenario",
     "freeze_catalog",
     "frozen_from_json",
@@ -160,6 +183,7 @@ __all__ = [
     "insert_scenario",
     "known_revisions",
     "list_probe_runs",
+    "list_revision_summaries",
     "list_revisions",
     "list_scenarios",
     "make_engine",
@@ -174,7 +198,9 @@ __all__ = [
     "restore_revision",
     "save_probe_run",
     "save_scenario",
+    "scenario_page",
     "scenario_row",
+    "scenario_summary",
     "scenario_values",
     "slugify",
     "store_error",

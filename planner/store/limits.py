@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import ScenarioError
-from planner.io.jsonfile import parse_json
+from planner.io.jsonfile import SURROGATE_MESSAGE, lone_surrogate_path, parse_json
 
 __all__ = [
     "DESCRIPTION_MAX_CHARS",
@@ -74,6 +74,8 @@ def _int_text(value: int) -> str:
 
 
 def _control(field: str, text: str, pattern: re.Pattern[str]) -> None:
+    if lone_surrogate_path(text) is not None:  # the database cannot encode it
+        raise ScenarioError(f"{field}: {SURROGATE_MESSAGE}")
     bad = pattern.search(text)
     if bad is not None:
         raise ScenarioError(f"{field}: control character {bad.group()!r} at position {bad.start()} is not allowed")

@@ -16,12 +16,14 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.script.revision import RevisionError
 from alembic.util import CommandError
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from planner.errors import PlannerError, StoreError
 from planner.store.db import display_url, make_engine, store_errors
 
 __all__ = [
+    "MIGRATE_LOCK_SQL",
+    "MIGRATE_UNLOCK_SQL",
     "MIGRATIONS_DIR",
     "alembic_config",
     "current",
@@ -34,6 +36,11 @@ __all__ = [
 ]
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+# PostgreSQL: migrations/env.py holds this session lock while it migrates (per database and schema),
+# so concurrent upgrades of one empty database run in turn and both end at head.
+_LOCK_KEY = "hashtext('ridgeline.store.migrate:' || coalesce(current_schema(), ''))"
+MIGRATE_LOCK_SQL = text(f"SELECT pg_advisory_lock({_LOCK_KEY})")
+MIGRATE_UNLOCK_SQL = text(f"SELECT pg_advisory_unlock({_LOCK_KEY})")
 
 
 def alembic_config(engine: Engine | None = None) -> Config:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Integer, MetaData, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = ["Base", "ProbeRunRow", "ProbeSampleRow", "ScenarioRevisionRow", "ScenarioRow"]
@@ -44,6 +44,9 @@ class ScenarioRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     version: Mapped[int] = mapped_column(Integer)
+    # The JSON text of payload + frozen_catalog (the store's quota counts it; lists show it
+    # without reading the payload).  0003 fills it in for rows saved before.
+    stored_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class ScenarioRevisionRow(Base):
@@ -63,6 +66,7 @@ class ScenarioRevisionRow(Base):
     frozen_catalog: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     note: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    stored_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class ProbeRunRow(Base):

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Engine, delete, func, or_, select, update
+from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -30,12 +30,13 @@ from planner.store.limits import (
     check_description,
     check_id,
     check_name,
-    check_query,
     check_slug,
     check_tags,
     parse_ref,
 )
+from planner.store.listing import ScenarioSummary, list_scenarios
 from planner.store.models import ScenarioRevisionRow, ScenarioRow
+from planner.store.quota import check_new_revision, check_new_scenario, lock_writes
 
 __all__ = [
     "Revision",
@@ -61,19 +62,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _FROZEN = ConfigDict(frozen=True)
-
-class ScenarioSummary(BaseModel):
-    """A row of the scenario list (no payload)."""
-
-    model_config = _FROZEN
-    id: int
-    slug: str
-    name: str
-    description: str
-    tags: tuple[str, ...]
-    version: int
-    updated_at: datetime
-
 
 class StoredScenario(ScenarioSummary):
     """A saved scenario: inputs, frozen catalog entries, bookkeeping."""
@@ -151,14 +139,7 @@ def _stored(row: ScenarioRow) -> StoredScenario:
         id=row.id, slug=row.slug, name=row.name, description=row.description, tags=tuple(row.tags or ()),
         version=row.version, updated_at=as_utc(row.updated_at), created_at=as_utc(row.created_at),
         scenario=_payload_scenario(row.payload, frozen, repr(row.slug)), payload=row.payload,
-        schema_version=row.schema_version, frozen_catalog=frozen,
-    )
-
-
-def _summary(row: ScenarioRow) -> ScenarioSummary:
-    return ScenarioSummary(
-        id=row.id, slug=row.slug, name=row.name, description=row.description, tags=tuple(row.tags or ()),
-        version=row.version, updated_at=as_utc(row.updated_at),
+        schema_version=row.schema_version, frozen_catalog=frozen, stored_bytes=row.stored_bytes or 0,
     )
 
 
@@ -176,6 +157,7 @@ def _add_revision(session: Session, *, scenario_id: int, version: int, values: d
         scenario_id=scenario_id, version=version, name=values["name"], description=values["description"],
         tags=values["tags"], payload=values["payload"], schema_version=values["schema_version"],
         frozen_catalog=values["frozen_catalog"], note=note[:200], created_at=when,
+        stored_bytes=values["stored_bytes"],
     ))
 
 
@@ -196,6 +178,8 @@ def insert_scenario(engine: Engine, *, values: dict[str, Any], slug: str | None,
         when = utc_now()
         try:
             with Session(writer(engine)) as session, session.begin():
+                lock_writes(session)  # PostgreSQL: one save at a time, so the free slug below stays free
+                values = {**values, "stored_bytes": check_new_scenario(session, values)}
                 if explicit is not None:
                     if session.scalars(select(ScenarioRow.id).where(ScenarioRow.slug == explicit)).first():
                         raise ConflictError(f"slug: {explicit!r} is taken; choose another or leave it out")
@@ -246,23 +230,6 @@ def get_scenario(*, engine: Engine, ref: Ref) -> StoredScenario:
 
 
 @guarded
-def list_scenarios(*, engine: Engine, query: str | None = None, tag: str | None = None,
-                   limit: int = 500) -> list[ScenarioSummary]:
-    """Saved scenarios, newest first; ``query`` matches name or slug (any case),
-    ``tag`` one of the tags."""
-    stmt = select(ScenarioRow).order_by(ScenarioRow.updated_at.desc(), ScenarioRow.id.desc())
-    if query:
-        q = check_query(query.strip().lower())
-        stmt = stmt.where(or_(func.lower(ScenarioRow.name).contains(q, autoescape=True),
-                              ScenarioRow.slug.contains(q, autoescape=True)))
-    with Session(engine) as session:
-        rows = list(session.scalars(stmt))
-    wanted = check_query(tag.strip().lower(), "tag") if tag else None
-    out = [_summary(r) for r in rows if wanted is None or wanted in (r.tags or ())]
-    return out[:limit]
-
-
-@guarded
 def update_scenario(*, engine: Engine, ref: Ref, expected_version: int, scenario: Scenario | None = None,
                     name: str | None = None, description: str | None = None, tags: Sequence[str] | None = None,
                     note: str = "update", _frozen: FrozenCatalog | None = None) -> StoredScenario:
@@ -271,6 +238,7 @@ def update_scenario(*, engine: Engine, ref: Ref, expected_version: int, scenario
     scenario re-freezes the catalog entries it uses."""
     check_id(expected_version, "expected_version")
     with Session(writer(engine)) as session, session.begin():
+        lock_writes(session)
         row = scenario_row(session, ref)
         if row.version != expected_version:
             raise _conflict(row.slug, expected_version, row.version)
@@ -286,6 +254,7 @@ def update_scenario(*, engine: Engine, ref: Ref, expected_version: int, scenario
         )
         if scenario is None:
             values["payload"] = row.payload
+        values["stored_bytes"] = check_new_revision(session, scenario_id=row.id, slug=row.slug, values=values)
         when = utc_now()
         result = session.execute(
             update(ScenarioRow)

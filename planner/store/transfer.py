@@ -18,7 +18,7 @@ from planner.store.limits import check_description, check_name, check_slug, chec
 from planner.store.models import ScenarioRow
 from planner.store.repository import StoredScenario, get_scenario, insert_scenario, scenario_values
 
-__all__ = ["EXPORT_KIND", "export_scenario", "import_scenario", "parse_export"]
+__all__ = ["EXPORT_KIND", "export_document", "export_scenario", "import_scenario", "parse_export"]
 
 EXPORT_KIND = "ridgeline.scenario"
 
@@ -26,7 +26,11 @@ EXPORT_KIND = "ridgeline.scenario"
 @guarded
 def export_scenario(*, engine: Engine, ref: Ref) -> dict[str, Any]:
     """A JSON-ready document that :func:`import_scenario` reads back."""
-    s = get_scenario(engine=engine, ref=ref)
+    return export_document(get_scenario(engine=engine, ref=ref))
+
+
+def export_document(s: StoredScenario) -> dict[str, Any]:
+    """The export document of a scenario already loaded (no second read)."""
     return {
         "kind": EXPORT_KIND, "schema_version": SCHEMA_VERSION, "slug": s.slug, "name": s.name,
         "description": s.description, "tags": list(s.tags), "version": s.version,

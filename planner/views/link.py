@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from planner.io.formatting import markdown_code
 from planner.spec.scenario import Scenario
 
 __all__ = [
@@ -168,9 +169,10 @@ def link_params(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[
 
 
 def _echo(raw: str) -> str:
-    """A rejected link value for a message: shortened, inside a code span (no markdown, no links)."""
+    """A rejected link value for a message: shortened, one line, inside a code span
+    (``%0A%0A`` cannot end the span: no markdown, no links, no images)."""
     text = raw if len(raw) <= QUERY_ECHO_MAX_CHARS else raw[:QUERY_ECHO_MAX_CHARS] + "…"
-    return "`" + text.replace("`", "'") + "`"
+    return markdown_code(text)
 
 
 def _number(field: LinkField, raw: str) -> tuple[Any, str | None]:
