@@ -63,17 +63,25 @@ try:
                                 max_selections=COMPARE_MAX)
         options = layout_variants(scenario, [(int(p.split()[0][2:]), p.split()[1]) for p in picked])
     else:
-        from pages._store import store_engine
-        from planner.store import get_scenario, list_scenarios
+        from pages._store import load_stored, store_engine
+        from planner.store import LIST_PAGE_SIZE, scenario_page
 
         engine = store_engine()
         if engine is None:
             st.stop()
-        saved = [s.slug for s in list_scenarios(engine=engine)]
-        picked = st.multiselect(f"Saved scenarios ({COMPARE_MIN} to {COMPARE_MAX}; the sidebar's is first)", saved,
-                                key="cmp_saved", max_selections=COMPARE_MAX - 1)
+        # The choices: one page of summaries (no payload), narrowed by a search; a payload is read
+        # only for a picked scenario, once while its version stands.
+        found = st.text_input("Search saved scenarios (name or slug)", key="cmp_saved_query", max_chars=200)
+        listing = scenario_page(engine=engine, query=found or None, page_size=LIST_PAGE_SIZE)
+        shown_slugs = [s.slug for s in listing.items]
+        chosen = [p for p in st.session_state.get("cmp_saved", []) if p not in shown_slugs]
+        picked = st.multiselect(f"Saved scenarios ({COMPARE_MIN} to {COMPARE_MAX}; the sidebar's is first)",
+                                shown_slugs + chosen, key="cmp_saved", max_selections=COMPARE_MAX - 1)
+        if listing.total > len(listing.items):
+            st.caption(f"The {len(listing.items)} newest of {listing.total:,} saved scenarios"
+                       f"{' matching the search' if found else ''}: search to find others.")
         options = [("sidebar: " + layout_label(scenario), scenario)]
-        options += [(slug, get_scenario(engine=engine, ref=slug).scenario) for slug in picked]
+        options += [(slug, load_stored(engine, slug).scenario) for slug in picked]
     if len(options) < COMPARE_MIN:
         st.info(f"Choose at least {COMPARE_MIN} options.")
         st.stop()

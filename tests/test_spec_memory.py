@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,25 @@ def test_unknown_draft_model_names_the_field() -> None:
 
     with pytest.raises(ScenarioError, match="draft_model"):
         scenario_from_dict({**BASE, "speculative": {"draft_tokens": 2, "draft_model": "no-such-model"}})
+
+
+def test_memory_page_shows_the_draft_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Speculation on (an EAGLE-style head): the Memory page shows the drafter's rows and its
+    derivations, and max sequences falls."""
+    from tests.apptest_v2 import new_app_test, use_migrated_sqlite
+
+    use_migrated_sqlite(tmp_path, monkeypatch)
+    at = new_app_test()
+    at.run()
+    at.switch_page("pages/memory.py").run()
+    assert not at.exception, at.exception
+    labels = [m.label for m in at.metric]
+    assert "Draft weights per GPU" not in labels
+    before = float(next(m.value for m in at.metric if m.label == "Max sequences").replace(",", ""))
+    at.number_input(key="draft").set_value(3).run()
+    assert not at.exception, at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert "Draft weights per GPU" in metrics and "Draft KV per token" in metrics
+    assert float(metrics["Max sequences"].replace(",", "")) < before
+    assert any("memory.draft_weight_bytes_per_gpu" in m.value or "Draft weights per GPU" in m.value
+               for m in at.markdown)

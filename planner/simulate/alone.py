@@ -11,7 +11,8 @@ of the iteration in progress is seen by that end.  A run of decode-only iteratio
 planned up to the iteration in progress at the next arrival (where the engine would have
 cut it), and may be longer than the engine's (nothing cuts it).  The time-average of
 requests in flight is integrated afterwards over the same events, in the same time order
-and the same arithmetic as the engine's running sum.
+and the same arithmetic as the engine's running sum.  A speculative replica
+(:mod:`planner.simulate.speculation`) plans no runs: each iteration is one verify pass.
 """
 
 from __future__ import annotations

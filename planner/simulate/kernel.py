@@ -21,6 +21,13 @@ One iteration, as the Python replica:
 3. its time: ``decode_step(B, mean live context) + prefill_step(chunk tokens, mean cached)``
    from the tables of :class:`planner.simulate.steptimes.StepTimes`.
 
+With speculative decoding (``params[P_SPEC_K]`` draft tokens) step 1 is a verify pass, as
+:class:`planner.simulate.speculation._SpecReplica` plans it: each decoding sequence, in batch
+order, draws its burst (1 + accepted draft tokens, the same integer hash) and takes blocks
+for it (evict, else preempt the newest); step 3 lands the bursts and logs each emission's
+tokens, from which the gaps are gathered with their zero gaps (``gather_burst_gaps``); step
+times are the planner's speculative cycle (the tables StepTimes fills).
+
 The step-time tables are filled on demand: when the kernel meets a batch size or a cached
 bucket it has no table for, it returns asking for it (its whole state lives in arrays),
 the caller fills the table from ``StepTimes`` and calls it again; it resumes at the
