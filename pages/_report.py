@@ -15,8 +15,8 @@ from planner import (
     html_to_pdf,
     no_chromium_message,
     report_file_name,
-    review_report_html,
 )
+from planner.simulate.referee import checked_report_html
 
 __all__ = ["report_downloads"]
 
@@ -32,11 +32,11 @@ def report_downloads(scenario: Scenario) -> None:
     st.subheader("Review report")
     kw = _app_url()
     row = st.container(horizontal=True)
-    row.download_button("Review report (HTML)", data=lambda: review_report_html(scenario, **kw),
+    row.download_button("Review report (HTML)", data=lambda: checked_report_html(scenario, **kw),
                         file_name=report_file_name(scenario, "html"), mime="text/html", key="report_html",
                         on_click="ignore", icon=":material/download:")
     if chromium_path() is not None:
-        row.download_button("Review report (PDF)", data=lambda: html_to_pdf(review_report_html(scenario, **kw)),
+        row.download_button("Review report (PDF)", data=lambda: html_to_pdf(checked_report_html(scenario, **kw)),
                             file_name=report_file_name(scenario, "pdf"), mime="application/pdf", key="report_pdf",
                             on_click="ignore", icon=":material/picture_as_pdf:")
     else:

@@ -9,7 +9,24 @@ import streamlit as st
 from pages._format import MISSING, check_line, derivation_md, is_number, md, shown, usd
 from pages._review import cached_fleet_check
 from pages._sidebar import cached_plan, page_scenario
-from planner import PlannerError, blended_note, fleet_derivations, mode_scenarios, plan_slo_checks
+from planner import (
+    PlannerError,
+    Scenario,
+    blended_note,
+    fleet_derivations,
+    mode_scenarios,
+    mode_verdict,
+    plan_attainment,
+    plan_slo_checks,
+)
+from planner.simulate.referee import simulated_attainment
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _mode_verdict(scenario_json: str) -> str:
+    """The colocated/disaggregated verdict refereed by the simulator (one decision: planner.views.referee)."""
+    text = mode_verdict(Scenario.model_validate_json(scenario_json), referee=simulated_attainment)[0]
+    return text[:1].upper() + text[1:]
 
 st.title("Fleet & cost")
 scenario = page_scenario()
@@ -57,7 +74,8 @@ for col, (mode, sc) in zip(cols, mode_scenarios(scenario).items(), strict=True):
         for i, (label, value, _dv) in enumerate(rows[:4]):
             grid[i % 2].metric(label, value, help=reason if value == MISSING else None)
         checks = plan_slo_checks(p, sc)
-        st.markdown("  \n".join(check_line(ch) for ch in checks))
+        att = plan_attainment(p, sc)
+        st.markdown("  \n".join([check_line(ch) for ch in checks] + [att.sentence()]))
         for label, value, _dv in rows:
             table.setdefault("Replicas" if label.startswith("Replicas") else label, {})[mode] = (
                 f"{value} (prefill : decode)" if label.startswith("Replicas (") and value != MISSING else value)
@@ -65,9 +83,14 @@ for col, (mode, sc) in zip(cols, mode_scenarios(scenario).items(), strict=True):
             table.setdefault("KV transfer per request", {})[mode] = "none (one pool)"
         for ch in checks:
             table.setdefault(ch.label + " (target " + shown(ch.target_s, "s") + ")", {})[mode] = shown(ch.value_s, "s")
+        table.setdefault("ITL mean · no queueing", {})[mode] = shown(op.itl_s, "s") if op.feasible else MISSING
+        table.setdefault("Token-gap p99 (chunk stall)", {})[mode] = (shown(op.itl_gap_p99_s, "s") if op.feasible
+                                                                     else MISSING)
+        table.setdefault(f"Requests meeting both targets, analytic (target ≥ {att.target:.0%})", {})[mode] = (
+            f"{att.value:.1%}" if att.passed is not None else MISSING)
         if op.feasible and (check := cached_fleet_check(sc)) is not None:
             (st.success if check.passed else st.warning)(check.sentence())
-            table.setdefault(f"Simulated: requests meeting both targets (plan promises {check.target:.0%})",
+            table.setdefault(f"Requests meeting both targets, simulated (target ≥ {check.target:.0%})",
                              {})[mode] = f"{check.attainment:.1%}"
         for label, value, dv in rows:
             if dv is not None:
@@ -78,7 +101,8 @@ if table:
     st.table(pd.DataFrame(table).T.fillna(MISSING))
 if plans:
     st.subheader("Verdict")
-    st.info(next(iter(plans.values())).fleet.verdict)
+    st.info(_mode_verdict(scenario.model_dump_json()))
+    st.caption(f"Analytic: {next(iter(plans.values())).fleet.verdict}.")
     if note := blended_note(next(iter(plans.values()))):
         st.caption(md(note))
     if not all(p.operating_point.feasible for p in plans.values()):

@@ -17,9 +17,13 @@ result = page_plan(scenario)
 d = result.decode
 op = result.operating_point
 cols = st.columns(4)
-cols[0].metric("Decode step at the batch", shown(d.step_s, "s"),
-               help=f"batch {d.batch_size:,}: the ITL mean with no prefill chunks and no queueing; the operating "
-                    f"point's ITL mean (chunks interleaved when colocated) is {shown(op.itl_s, 's')}")
+cols[0].metric("ITL mean · no queueing", shown(op.itl_s if op.feasible else d.itl_s, "s"),
+               help=f"the Plan's ITL mean at the batch {d.batch_size:,}"
+                    + (" (prefill chunks interleaved: every token gap's mean, = the mean TPOT)"
+                       if op.feasible and op.mode == "colocated" else "")
+                    + f"; the decode step alone is {shown(d.step_s, 's')}; TPOT "
+                      f"p{scenario.slo.itl_percentile * 100:g} per request {shown(op.itl_percentile_s, 's')}, "
+                      f"token-gap p99 {shown(op.itl_gap_p99_s, 's')}")
 cols[1].metric("tok/s per replica", shown(d.tok_s_per_replica, fmt=",.0f"))
 cols[2].metric("Prefill time · no queueing", shown(result.prefill.time_s, "s"),
                help=f"one prompt alone; TTFT p90 at the operating point, queueing included: {shown(op.ttft_p90_s, 's')}")
@@ -39,12 +43,12 @@ bc["label"] = ""
 for i, keep in zip(order, room, strict=True):
     if keep:
         bc.loc[bc.index[i], "label"] = f"B={int(bc['batch_size'].iloc[i]):,}"
-base = alt.Chart(bc).encode(x=alt.X("itl_ms:Q", title="decode step = ITL mean, no queueing (ms)"),
+base = alt.Chart(bc).encode(x=alt.X("itl_ms:Q", title="decode step at batch B, no prefill chunks, no queueing (ms)"),
                             y=alt.Y("tok_s_per_replica:Q", title="tok/s per replica"))
 curve = base.mark_line(point=True).encode(
     color=alt.Color("KV cache:N", title="KV cache", scale=alt.Scale(domain=["fits", "does not fit"],
                                                                   range=["#4c78a8", "#bbbbbb"])),
-    tooltip=[alt.Tooltip("batch_size:Q", title="batch"), alt.Tooltip("itl_ms:Q", title="ITL (ms)", format=".3~r"),
+    tooltip=[alt.Tooltip("batch_size:Q", title="batch"), alt.Tooltip("itl_ms:Q", title="decode step (ms)", format=".3~r"),
              alt.Tooltip("tok_s_per_replica:Q", title="tok/s per replica", format=",.0f"), "bound:N", "KV cache:N"])
 labels = base.mark_text(dy=-10, fontSize=10).encode(text="label:N")
 target = alt.Chart(pd.DataFrame([{"itl_ms": scenario.slo.itl_s * 1e3}])).mark_rule(
@@ -52,8 +56,9 @@ target = alt.Chart(pd.DataFrame([{"itl_ms": scenario.slo.itl_s * 1e3}])).mark_ru
 op = alt.Chart(pd.DataFrame([{"itl_ms": d.itl_s * 1e3, "tok_s_per_replica": d.tok_s_per_replica}])).mark_point(
     size=220, shape="diamond", color="red", filled=True).encode(x="itl_ms:Q", y="tok_s_per_replica:Q")
 show_chart((curve + labels + target + op).properties(height=380), "throughput-vs-itl")
-st.caption("Red dashed line: ITL target; red diamond: the plan's operating point (decode step at its batch); "
-           "a batch B is labelled where there is room.")
+st.caption("Red dashed line: ITL target (it applies to each request's TPOT, which adds the prefill chunk stalls "
+           "to the decode step when colocated: the ITL mean above); red diamond: the plan's operating point (decode "
+           "step at its batch); a batch B is labelled where there is room.")
 
 c1, c2 = st.columns(2)
 with c1:

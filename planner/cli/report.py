@@ -1,5 +1,6 @@
 """``python -m planner report``: the review report as a file (.html, or .pdf
-printed by headless Chromium), the same document the Plan page downloads."""
+printed by headless Chromium), the same document the Plan page downloads, with the
+simulated check of the plan's fleet and the refereed colocated/disaggregated verdict."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from planner.cli.main import add_format_arg, add_scenario_args, emit, scenario_f
 from planner.errors import PlannerError, ScenarioError
 from planner.io.atomic import write_bytes_atomic
 from planner.io.pdf import chromium_path, html_to_pdf, no_chromium_message
-from planner.views.report import DEFAULT_APP_URL, review_report_html
+from planner.views.report import DEFAULT_APP_URL
 
 __all__ = ["APP_URL_MAX_CHARS", "register"]
 
@@ -34,8 +35,10 @@ def _cmd(args: argparse.Namespace) -> int:
         raise ScenarioError(f"--out: {out.name!r} must end in .html or .pdf")
     if kind == "pdf" and chromium_path() is None:
         raise PlannerError(no_chromium_message())
+    from planner.simulate.referee import checked_report_html
+
     scenario = scenario_from_args(args)
-    html = review_report_html(scenario, app_url=_app_url(args.app_url))
+    html = checked_report_html(scenario, app_url=_app_url(args.app_url))
     data = html_to_pdf(html) if kind == "pdf" else html.encode()
     write_bytes_atomic(out, data)
     emit(args.format, {"path": str(out), "format": kind, "bytes": len(data)})

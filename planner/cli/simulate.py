@@ -2,6 +2,11 @@
 
 One run prints its summary; ``--rates a,b,c`` prints a ``levels`` list and the
 ``knee_rate_req_s`` (highest rate whose SLO attainment reaches ``--attainment``).
+
+Without fleet flags (``--replicas``, ``--prefill-replicas``, ``--decode-replicas``) the run
+is the plan's fleet: its replicas (or pools), its operating batch as the engine's cap,
+the router the plan's queueing assumes (least loaded) and the peak rate it was sized
+for; the output's ``fleet`` says so.
 """
 
 from __future__ import annotations
@@ -51,7 +56,31 @@ def _flag_message(message: str) -> str:
     return f"{_FLAGS[key]} ({key}): {rest}" if key in _FLAGS else f"{flag}: {rest}"
 
 
-def _options(args: argparse.Namespace) -> Any:
+def _plan_fleet(args: argparse.Namespace, scenario: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(option defaults, the ``fleet`` note): the plan's fleet when no fleet flag is given."""
+    from planner.simulate.fleetcheck import PLAN_ROUTER
+    from planner.sizing.plan import plan
+
+    if any(v is not None for v in (args.replicas, args.prefill_replicas, args.decode_replicas)):
+        return {}, {"source": "flags", "note": "the fleet the flags give"}
+    p = plan(scenario)
+    f, op = p.fleet, p.operating_point
+    if not op.feasible:
+        return {}, {"source": "default", "note": f"the plan has no fleet ({op.reason}): one replica, "
+                                                 "round robin"}
+    disagg = f.mode == "disaggregated"
+    pools = ({"prefill_replicas": int(f.prefill_replicas), "decode_replicas": int(f.decode_replicas)} if disagg
+             else {"replicas": int(f.replicas)})
+    defaults: dict[str, Any] = {**pools, "router": PLAN_ROUTER, "max_batch": max(op.batch_size, 1),
+                                "rate_req_s": scenario.workload.peak_rate}
+    size = (f"{pools['prefill_replicas']} prefill + {pools['decode_replicas']} decode replicas" if disagg
+            else f"{pools['replicas']} replicas")
+    note = (f"the plan's fleet: {size}, batch cap {op.batch_size}, {PLAN_ROUTER.replace('_', ' ')} router (the "
+            f"plan's M/G/c queue), at the peak rate it was sized for; flags override each")
+    return defaults, {"source": "plan", **pools, "router": PLAN_ROUTER, "max_batch": op.batch_size, "note": note}
+
+
+def _options(args: argparse.Namespace, defaults: dict[str, Any] | None = None) -> Any:
     from planner.simulate import sim_options
 
     fields = {
@@ -65,8 +94,11 @@ def _options(args: argparse.Namespace) -> Any:
     }
     if args.length_sigma is not None and args.lengths is None:
         fields["lengths"] = "lognormal"  # a sigma only means something for lognormal lengths
+    if args.concurrency is not None or args.trace:
+        defaults = {k: v for k, v in (defaults or {}).items() if k != "rate_req_s"}
+    given = {k: v for k, v in fields.items() if v is not None}
     try:
-        return sim_options(**{k: v for k, v in fields.items() if v is not None})
+        return sim_options(**{**(defaults or {}), **given})
     except ScenarioError as exc:
         raise ScenarioError(_flag_message(str(exc))) from None
 
@@ -75,7 +107,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from planner.simulate import load_trace, rate_sweep, simulate, summarize
 
     scenario = scenario_from_args(args)
-    options = _options(args)
+    defaults, fleet = _plan_fleet(args, scenario)
+    options = _options(args, defaults)
     slo = scenario.slo
     if args.rates is not None:
         if args.trace:
@@ -102,7 +135,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     rate = None if requests is not None else (options.rate_req_s or scenario.workload.requests_per_s)
     summary = summarize(run, slo_ttft_s=slo.ttft_s, slo_itl_s=slo.itl_s, offered_rate_req_s=rate,
                         timeline=args.timeline and args.format == "json").to_json_dict()
+    summary["fleet"] = fleet
     emit(args.format, summary, [flatten(summary)])
+    if args.format == "table":
+        print(f"fleet  {fleet['note']}")
     return 0
 
 
@@ -116,7 +152,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--router", choices=("round_robin", "least_loaded", "prefix_affinity"))
     p.add_argument("--compare-routers", action="store_true", help="run every router on the same stream")
     p.add_argument("--seed", type=int)
-    p.add_argument("--replicas", type=int, help="colocated replicas (default 1)")
+    p.add_argument("--replicas", type=int, help="colocated replicas (default: the plan's fleet)")
     p.add_argument("--prefill-replicas", type=int, help="serving.mode=disaggregated: prefill pool size")
     p.add_argument("--decode-replicas", type=int, help="serving.mode=disaggregated: decode pool size")
     p.add_argument("--arrival", choices=("poisson", "gamma"))

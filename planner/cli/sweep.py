@@ -1,4 +1,6 @@
-"""``python -m planner sweep``: the design-space sweep."""
+"""``python -m planner sweep``: the design-space sweep; its ``cheapest`` is refereed by the
+simulator (the cheapest candidate whose short simulation meets ``slo.attainment``; the
+candidates simulated are in ``simulated``, each row's in ``simulated_attainment``)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,12 @@ import argparse
 from planner.cli.main import add_format_arg, add_scenario_args, emit, scenario_from_args
 from planner.errors import ScenarioError
 from planner.spec.scenario import MAX_EP, MAX_PP, MAX_SEQUENCE_TOKENS, MAX_TP
+from planner.views.referee import REFEREE_MAX_SIMULATED
 from planner.views.sweep import DEFAULT_PP, DEFAULT_TP, MODES, sweep
 
-__all__ = ["register"]
+__all__ = ["MAX_SIMULATE", "register"]
+
+MAX_SIMULATE = 50  # candidates one sweep may simulate (each a short run, under a second)
 
 
 def _shown(text: str) -> str:
@@ -40,11 +45,18 @@ def _strs(text: str | None) -> list[str] | None:
 
 def _cmd(args: argparse.Namespace) -> int:
     base = scenario_from_args(args)
+    from planner.simulate.referee import simulated_attainment
+
+    if not 0 <= args.simulate_max <= MAX_SIMULATE:
+        raise ScenarioError(f"--simulate-max: expected 0 to {MAX_SIMULATE}, got {args.simulate_max}")
     result = sweep(base, gpus=_strs(args.gpus), dtypes=_strs(args.dtypes), tps=_ints(args.tp, "--tp", MAX_TP),
                    pps=_ints(args.pp, "--pp", MAX_PP), eps=_ints(args.ep, "--ep", MAX_EP) if args.ep else None,
                    chunks=_ints(args.chunks, "--chunks", MAX_SEQUENCE_TOKENS) if args.chunks else None,
-                   modes=_strs(args.modes) or list(MODES))
+                   modes=_strs(args.modes) or list(MODES),
+                   referee=simulated_attainment if args.simulate_max else None, referee_cap=args.simulate_max)
     emit(args.format, result, result["rows"])
+    if args.format == "table" and result["referee"]:
+        print(f"cheapest  {result['referee']['note']}")
     return 0
 
 
@@ -59,5 +71,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--chunks", help="comma-separated chunk sizes in tokens (default: 512,2048,8192 and the "
                                     "scenario's serving.chunk_tokens)")
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--simulate-max", type=int, default=REFEREE_MAX_SIMULATED, metavar="N",
+                   help=f"simulate at most N candidates, cheapest first, to referee the cheapest (default "
+                        f"{REFEREE_MAX_SIMULATED}; 0: the analytic cheapest, not simulated)")
     add_format_arg(p)
     p.set_defaults(func=_cmd)

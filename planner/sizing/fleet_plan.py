@@ -29,7 +29,7 @@ __all__ = ["CostResult", "FleetResult", "FleetSections", "OperatingPoint", "Rout
 _F = ConfigDict(frozen=True, extra="forbid")
 QUEUEING_NOTE = ("M/G/c over the router's pool of prefill servers at the peak rate (Allen-Cunneen): "
                  "W = C(c, λE[S]) × E[S]/(c − λE[S]) × (1 + c_s²)/2; a waiting request's wait is exponential "
-                 "with mean W/C; p90 of wait + own prefill by bisection")
+                 "with mean W/C; percentiles of wait + own prefill")
 
 
 class OperatingPoint(BaseModel):
@@ -45,6 +45,7 @@ class OperatingPoint(BaseModel):
     itl_worst_s: float
     ttft_s: float
     ttft_p90_s: float
+    ttft_p99_s: float  # at the fleet's load, queueing included
     slo_attainment: float  # share of requests meeting both targets: feasible when ≥ attainment_target
     attainment_target: float  # slo.attainment
     ttft_attainment: float  # share with TTFT ≤ slo.ttft_s
@@ -160,7 +161,7 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
         itl_s=float(op.itl_s[i]), itl_percentile=s.slo.itl_percentile, itl_percentile_s=float(op.itl_percentile_s[i]),
         itl_gap_p99_s=float(op.itl_gap_p99_s[i]),
         itl_worst_s=float(op.itl_worst_s[i]), ttft_s=float(op.ttft_s[i]), ttft_p90_s=float(op.ttft_p90_s[i]),
-        slo_attainment=float(op.slo_attainment[i]), attainment_target=s.slo.attainment,
+        ttft_p99_s=float(op.ttft_p99_s[i]), slo_attainment=float(op.slo_attainment[i]), attainment_target=s.slo.attainment,
         ttft_attainment=float(op.ttft_attainment[i]), tpot_attainment=float(op.tpot_attainment[i]),
         fleet_batch_size=float(op.fleet_batch_size[i]), fleet_itl_s=float(op.fleet_itl_s[i]),
         fleet_itl_percentile_s=float(op.fleet_itl_percentile_s[i]), fleet_itl_gap_p99_s=float(op.fleet_itl_gap_p99_s[i]),

@@ -48,7 +48,7 @@ from planner.physics.memory import (
     kv_bytes_per_token_per_gpu,
     weight_bytes_per_gpu,
 )
-from planner.physics.queueing import TTFT_PERCENTILE, ServiceTimes
+from planner.physics.queueing import TTFT_PERCENTILE, QueueWait, ServiceTimes, sojourn_quantile
 from planner.physics.step import (
     DecodeCycle,
     DecodeStep,
@@ -82,6 +82,7 @@ from planner.spec.defaults import DEFAULT_MAX_BATCH
 __all__ = [
     "CEIL_TOLERANCE",
     "KV_TAIL_Z",
+    "TAIL_PERCENTILE",
     "MAX_PREFILL_POOL_GROWTH",
     "MAX_PROMPT_CLASSES",
     "MeanPrefill",
@@ -120,6 +121,7 @@ class OperatingArrays:
     tpot_attainment: Arr  # share with TPOT ≤ slo.itl_s
     ttft_s: Arr  # mean, at the fleet's load: ttft_wait_s + prefill_service_s (+ exposed transfer)
     ttft_p90_s: Arr
+    ttft_p99_s: Arr  # at the fleet's load (NaN where the load model gives no distribution)
     ttft_wait_s: Arr  # mean queueing wait before the prefill starts
     prefill_service_s: Arr  # a request's own mean prefill latency (colocated: its chunked iterations)
     goodput_req_s_per_replica: Arr  # decode replicas in disaggregated mode
@@ -343,6 +345,25 @@ def _tpot_load(ld_itl: Arr, rate: Arr, sv: ServiceTimes, st: WorkloadStats, *, r
                     work_m2_s2=e2, outputs=o, output_weights=ow)
 
 
+TAIL_PERCENTILE = 0.99  # the tail shown beside the p90 TTFT
+
+
+def _ttft_p99(ld: ModeLoad, weights: Arr, rows: NDArray[np.int64], idx: NDArray[np.int64], shape: tuple[int, ...]
+              ) -> Arr:
+    """The p99 TTFT of each candidate at its chosen batch."""
+    if ld.ttft_wait is None or ld.ttft_own_s is None:
+        return np.full(rows.shape, np.nan)
+    wt, own = ld.ttft_wait, np.asarray(ld.ttft_own_s, float)
+
+    def pick(a: Arr) -> Arr:
+        a = np.asarray(a, float)
+        return a[rows, idx] if a.ndim == 2 else np.broadcast_to(a.reshape(-1), rows.shape)[rows]
+
+    own_c = own[rows, idx] if own.ndim == 3 else np.broadcast_to(own, (rows.size, own.shape[-1]))
+    w = QueueWait(mean_s=pick(wt.mean_s), p_wait=pick(wt.p_wait), utilization=pick(wt.utilization))
+    return sojourn_quantile(TAIL_PERCENTILE, w, own_c, weights)
+
+
 def _ttft_share(target_s: float, ld: ModeLoad, weights: Arr, shape: tuple[int, ...]) -> Arr:
     """P(TTFT ≤ target) per candidate × batch (the pool's distribution; without it,
     the p90 check: 90% where the p90 meets the target)."""
@@ -426,6 +447,7 @@ def operating_arrays(
         tpot_attainment=pick(tpot_share),
         ttft_s=pick(ld.ttft_s),
         ttft_p90_s=pick(ld.ttft_p90_s),
+        ttft_p99_s=_ttft_p99(ld, sv.weights, rows, idx, shape),
         ttft_wait_s=pick(ld.ttft_wait_s),
         prefill_service_s=pick(ld.prefill_service_s),
         goodput_req_s_per_replica=np.where(feasible, pick(ld.goodput_req_s), 0.0),

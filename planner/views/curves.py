@@ -280,7 +280,10 @@ def parallel_options(
                     "tp": tp, "pp": pp, "ep": ep, "gpus": tp * pp * ep, "fits": m.fits,
                     "weight_bytes_per_gpu": m.weight_bytes_per_gpu, "kv_budget_bytes": m.kv_budget_bytes,
                     "max_sequences": m.max_sequences, "batch_size": d.batch_size, "comm_s": d.comm_s,
-                    "itl_s": d.itl_s, "tok_s_per_replica": d.tok_s_per_replica, "tok_s_per_gpu": d.tok_s_per_gpu,
+                    # The ITL mean the Plan shows (the operating point's, chunk stalls included when
+                    # colocated); the decode step alone where no operating point meets the SLO.
+                    "itl_s": pl.operating_point.itl_s if pl.operating_point.feasible else d.itl_s,
+                    "step_s": d.step_s, "tok_s_per_replica": d.tok_s_per_replica, "tok_s_per_gpu": d.tok_s_per_gpu,
                     "tp_over_pcie": tp > r.gpu.scaleup_domain_gpus,
                     "current": (tp, pp, ep) == (scenario.parallel.tp, scenario.parallel.pp, scenario.parallel.ep),
                 })

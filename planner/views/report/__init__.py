@@ -48,6 +48,12 @@ from planner.views.report.numbers import (
     sig,
     usd,
 )
+from planner.views.report.simulated import (
+    Row,
+    SimulatedCheck,
+    band_row,
+    latency_rows,
+)
 
 __all__ = [
     "Alternative",
@@ -64,6 +70,10 @@ __all__ = [
     "ReportRow",
     "ReviewReport",
     "SIG_FIGS",
+    "SimulatedCheck",
+    "Row",
+    "band_row",
+    "latency_rows",
     "Source",
     "alternatives",
     "count",

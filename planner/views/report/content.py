@@ -18,10 +18,12 @@ from planner.spec.context import resolve
 from planner.spec.derivation import Derivation
 from planner.spec.scenario import Scenario
 from planner.spec.share import share_token
+from planner.views.referee import Simulate
 from planner.views.report.alternatives import Alternative, alternatives
 from planner.views.report.numbers import count, is_number, missing, percent, quantity, readable_text, sig, usd
-from planner.views.review import fleet_derivations
-from planner.views.vocabulary import SloCheck, plan_slo_checks
+from planner.views.report.simulated import SimulatedCheck, band_row, latency_rows
+from planner.views.review import fleet_derivations, mode_verdict
+from planner.views.vocabulary import SloCheck, plan_attainment, plan_slo_checks
 
 __all__ = [
     "DEFAULT_APP_URL",
@@ -157,22 +159,41 @@ def _replicas(p: Plan) -> str:
 
 
 def _slo_notes(p: Plan) -> tuple[str, str]:
-    """What the report says beside the TTFT and ITL checks' basis."""
+    """What the report says beside the TTFT and TPOT checks' basis."""
     op = p.operating_point
+    ttft = f"p99 {quantity(op.ttft_p99_s, 's')}"
     if op.mode == "colocated":
-        return "", f"a step that carries a chunk takes {quantity(op.itl_worst_s, 's')}"
-    return "", "on the decode pool (no prefill there)"
+        return ttft, (f"mean ITL {quantity(op.itl_s, 's')}; the token-gap p99 is {quantity(op.itl_gap_p99_s, 's')} "
+                      f"(a step that carries the longest chunk takes {quantity(op.itl_worst_s, 's')}), "
+                      "averaged over each request's output in its TPOT")
+    return ttft, "on the decode pool (no prefill there): every gap is one decode step"
 
 
-def _limits(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
-    """The checks beside the SLO that make its numbers hold: the batch fits the KV budget,
+def _limits(s: Scenario, p: Plan, check: SimulatedCheck | None = None) -> tuple[ReportRow, ...]:
+    """The verdict rows (the share of requests meeting both targets, analytic and simulated)
+    and the checks beside the SLO that make its numbers hold: the batch fits the KV budget,
     and prefill keeps up (colocated) or the KV transfer fits in the TTFT target (disaggregated)."""
     op, f, slo = p.operating_point, p.fleet, s.slo
+    a = plan_attainment(p, s)
     checks = [ReportRow(
+        label=f"requests meeting both targets ≥ {percent(slo.attainment)}",
+        value=percent(a.value, "no operating point") if is_number(a.value) else missing("no operating point"),
+        note=(f"analytic: TTFT within target for {percent(a.ttft_share)}, TPOT for {percent(a.tpot_share)} "
+              "(taken as independent); the criterion the plan is feasible by"), passed=bool(a.passed))]
+    if slo.itl_gap_p99_s is not None:
+        checks.append(ReportRow(
+            label=f"token-gap p99 ≤ {quantity(slo.itl_gap_p99_s, 's')}", value=quantity(op.itl_gap_p99_s, "s"),
+            note="p99 of all token gaps at the operating batch (the chunk stall)",
+            passed=is_number(op.itl_gap_p99_s) and op.itl_gap_p99_s <= slo.itl_gap_p99_s))
+    if check is not None:
+        checks.append(ReportRow(
+            label=f"simulated: requests meeting both targets ≥ {percent(check.target)}",
+            value=percent(check.attainment), note=f"simulated check ({check.description})", passed=check.passed))
+    checks.append(ReportRow(
         label=f"batch {op.batch_size:,} fits the KV budget", value=f"{sig(op.max_sequences)} sequences fit"
         if is_number(op.max_sequences) else missing("no KV budget"),
         note="p99 of the live KV across the batch (residence-weighted context)",
-        passed=is_number(op.max_sequences) and op.batch_size <= op.max_sequences)]
+        passed=is_number(op.max_sequences) and op.batch_size <= op.max_sequences))
     if op.mode == "colocated":
         checks.append(ReportRow(
             label="prefill keeps up (utilization < 100%)", value=percent(op.prefill_utilization, "saturated"),
@@ -199,7 +220,10 @@ def _scenario_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
         ReportRow("Prompt / output tokens", f"{w.prompt_tokens:,} / {w.output_tokens:,} (means)", lengths),
         ReportRow("Traffic", f"{sig(w.requests_per_s)} req/s mean, {sig(w.peak_rate)} req/s peak", "the fleet is sized for the peak"),
         ReportRow("Shared prefix", f"{w.prefix_tokens:,} tokens, hit rate {percent(w.prefix_hit_rate)}"),
-        ReportRow("SLO targets", f"TTFT ≤ {quantity(s.slo.ttft_s, 's')}, ITL ≤ {quantity(s.slo.itl_s, 's')}"),
+        ReportRow("SLO targets", f"TTFT ≤ {quantity(s.slo.ttft_s, 's')} and TPOT ≤ {quantity(s.slo.itl_s, 's')} "
+                  f"for at least {percent(s.slo.attainment)} of requests",
+                  "a request's TPOT is its own mean inter-token time"
+                  + (f"; token-gap p99 ≤ {quantity(s.slo.itl_gap_p99_s, 's')}" if s.slo.itl_gap_p99_s else "")),
         ReportRow("Batch", f"{sv.batch_size:,} (fixed)" if sv.batch_size else "the largest that meets the SLO and fits"),
         ReportRow("Prefill chunk", f"{sv.chunk_tokens:,} tokens"),
     ]
@@ -209,7 +233,8 @@ def _scenario_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
     return tuple(rows)
 
 
-def _fleet_rows(p: Plan) -> tuple[ReportRow, ...]:
+def _fleet_rows(p: Plan, check: SimulatedCheck | None = None, mode_line: str | None = None
+                ) -> tuple[ReportRow, ...]:
     f, op = p.fleet, p.operating_point
     why = "no operating point meets the SLO"
     served = op.feasible  # an infeasible plan's per-replica rates are 0 by convention: no such number
@@ -230,8 +255,9 @@ def _fleet_rows(p: Plan) -> tuple[ReportRow, ...]:
         ReportRow("Fleet utilization at the mean rate", percent(f.fleet_utilization, why)),
         ReportRow("Cold start of a replica", quantity(f.cold_start_s, "s"), "weights loaded at the scenario's load rate"),
         ReportRow("Colocated vs disaggregated", f"{count(f.colocated_gpus, 'misses the SLO')} vs "
-            f"{count(f.disaggregated_gpus, 'misses the SLO')} GPUs", f.verdict),
+            f"{count(f.disaggregated_gpus, 'misses the SLO')} GPUs", mode_line or f.verdict),
     ]
+    rows += [ReportRow(*row) for row in latency_rows(p, check)]
     return tuple(rows)
 
 
@@ -291,7 +317,8 @@ def _assumptions(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
         ReportRow("Minimum replicas", f"{s.fleet.min_replicas:,}", "input"),
         ReportRow("GPU memory for the engine", percent(util) if util else "HBM − weights − reserved",
             f"reserved {quantity(s.serving.reserved_bytes, 'bytes')}"),
-        ReportRow("Queueing model", "M/G/1 (Pollaczek–Khinchine)", p.operating_point.queueing),
+        ReportRow("Queueing model", "M/G/c (Allen–Cunneen) over the fleet's prefill servers",
+                  p.operating_point.queueing),
         ReportRow("KV transfer link", s.fleet.link, quantity(s.fleet.link_bytes_per_s, "bytes/s") if s.fleet.link_bytes_per_s
             else "the GPU's NVLink, or 400 Gb/s RDMA"),
         ReportRow("Weight load rate for a cold start", quantity(s.fleet.load_bytes_per_s, "bytes/s"), "per GPU"),
@@ -332,31 +359,56 @@ def _sources(s: Scenario, p: Plan, alts: tuple[Alternative, ...]) -> tuple[Sourc
 
 
 def review_report(scenario: Scenario, *, share_url: str | None = None, app_url: str = DEFAULT_APP_URL,
-                  now: datetime | None = None) -> ReviewReport:
+                  now: datetime | None = None, simulated: SimulatedCheck | None = None,
+                  referee: Simulate | None = None) -> ReviewReport:
     """The review of ``scenario``: its plan, the alternatives compared and
     everything a reviewer needs to check them.  ``share_url`` is the link that
-    reopens the scenario (default: ``app_url`` + ``?s=<share token>``)."""
+    reopens the scenario (default: ``app_url`` + ``?s=<share token>``).
+
+    ``simulated``: the short simulation of the plan's fleet (the answer passes only if it
+    meets ``slo.attainment`` too); ``referee``: the simulation behind the colocated vs
+    disaggregated verdict (``planner.simulate.referee``; the report the CLI and the Plan
+    page write carries both)."""
     p = plan(scenario)
     f, c = p.fleet, p.cost
     alts, note = alternatives(scenario, p)
-    slo, limits = plan_slo_checks(p, scenario), _limits(scenario, p)
-    failed = [_slo_target(c) for c in slo if not c.passed] + [r.label for r in limits if not r.passed]
+    slo, limits = plan_slo_checks(p, scenario), _limits(scenario, p, simulated)
+    a = plan_attainment(p, scenario)
+    # The verdict is the share of requests meeting both targets (and the limits); the two
+    # percentiles are shown beside their targets.
+    failed = [r.label for r in limits if not r.passed]
     feasible = p.operating_point.feasible and not failed
     why = "no operating point meets the SLO"
-    verdict = "meets every target" if feasible else f"misses: {p.operating_point.reason or ', '.join(failed)}"
-    answer = (
+    sim_note = (f"; simulated: {percent(simulated.attainment)} of requests meet both targets"
+                if simulated is not None else "")
+    if feasible:
+        verdict = f"meets the SLO: {percent(a.value)} of requests meet both targets (analytic){sim_note}"
+    elif p.operating_point.feasible and simulated is not None and not simulated.passed:
+        verdict = (f"misses in simulation: {percent(simulated.attainment)} of requests meet both targets, under "
+                   f"the {percent(simulated.target)} the SLO asks (analytic {percent(a.value)})")
+    else:
+        verdict = f"misses: {p.operating_point.reason or ', '.join(failed)}"
+    answer_rows = [
         ReportRow("GPUs", count(f.gpus_total, why), f"{p.gpu} × {f.gpus_per_replica} per replica, {f.mode}"),
         ReportRow("Replicas", _replicas(p)),
         ReportRow("$/Mtok output", usd(c.usd_per_mtok_output, why), usd(c.usd_per_hour, why, "hour")),
         ReportRow("SLO", "pass" if feasible else "fail", verdict),
-    )
+    ]
+    if simulated is not None:
+        answer_rows.append(ReportRow("Simulated check", f"{percent(simulated.attainment)} meet both targets",
+                                     f"{'meets' if simulated.passed else 'misses'} the {percent(simulated.target)} "
+                                     f"the SLO asks; {simulated.description}"))
+    if (band := band_row(p)) is not None:
+        answer_rows.append(ReportRow(*band))
+    answer = tuple(answer_rows)
+    mode_line = mode_verdict(scenario, referee=referee)[0] if referee is not None else None
     when = (now or datetime.now(UTC)).astimezone(UTC)
     name = scenario.name
     link = share_url if share_url is not None else f"{app_url.split('?')[0]}?s={share_token(scenario)}"
     return ReviewReport(
         title=f"Capacity review: {name}", scenario_name=name, generated_at=when.strftime("%Y-%m-%d %H:%M UTC"),
         share_url=link, answer=answer, verdict=verdict, feasible=feasible, scenario=_scenario_rows(scenario, p),
-        slo=slo, slo_notes=_slo_notes(p), limits=limits, fleet=_fleet_rows(p), cost=_cost_rows(scenario, p), alternatives=alts, alternatives_note=note,
+        slo=slo, slo_notes=_slo_notes(p), limits=limits, fleet=_fleet_rows(p, simulated, mode_line), cost=_cost_rows(scenario, p), alternatives=alts, alternatives_note=note,
         derivations=_derivations(scenario, p), assumptions=_assumptions(scenario, p),
         warnings=tuple(readable_text(w) for w in p.warnings), sources=_sources(scenario, p, alts), plan=p,
         scenario_model=scenario)
