@@ -132,3 +132,25 @@ def test_memory_page_shows_the_draft_rows(tmp_path: Path, monkeypatch: pytest.Mo
     assert float(metrics["Max sequences"].replace(",", "")) < before
     assert any("memory.draft_weight_bytes_per_gpu" in m.value or "Draft weights per GPU" in m.value
                for m in at.markdown)
+
+
+def test_the_sweep_sizes_with_the_draft_charged() -> None:
+    """The operating arrays every candidate is sized with (sweep, fleet) hold fewer sequences with
+    the draft, by the ledger's own ratio (one computation: replica_memory)."""
+    import numpy as np
+
+    from planner.sizing.operating import operating_arrays, replica_memory
+    from planner.spec.context import resolve
+
+    def arrays(spec: dict[str, object]) -> tuple[float, float, float]:
+        r = resolve(Scenario(**BASE, speculative=spec))
+        op = operating_arrays(r, tp=np.array([1.0, 2.0]), pp=np.array([1.0, 1.0]), ep=np.array([1.0, 1.0]),
+                              mode="colocated")
+        mem = replica_memory(r, tp=np.array([1.0]), pp=np.array([1.0]), ep=np.array([1.0]))
+        return float(op.max_sequences[0]), float(op.max_sequences[1]), float(np.asarray(mem.kv_budget_bytes)[0])
+
+    off1, off2, b_off = arrays({})
+    on1, on2, b_on = arrays(DRAFT_8B)
+    assert b_on == pytest.approx(b_off - DRAFT_8B_WEIGHT_BYTES, rel=1e-12)
+    assert on1 < 0.6 * off1  # TP1: the 8B draft takes over 40% of the batch
+    assert off2 > on2 > on1  # TP2 shards the draft too, and gains back capacity
