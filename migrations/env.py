@@ -3,8 +3,10 @@
 On PostgreSQL a migration holds a session advisory lock (one per database and
 schema) from before it reads the database's revision until it has committed, so
 two app servers migrating one empty database at once run one after the other:
-the second finds the first's head and has nothing to do.  SQLite needs no lock
-(its migration transaction begins IMMEDIATE: the second writer waits for the first).
+the second finds the first's head and has nothing to do.  SQLite needs no lock:
+the whole migration is one transaction (``transactional_ddl``; Alembic's SQLite
+default runs each statement on its own), and it begins IMMEDIATE, so the second
+migrator waits for the first and then reads its revision.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def run_migrations_online() -> None:
                     connection=connection,
                     target_metadata=target_metadata,
                     render_as_batch=connection.dialect.name == "sqlite",
+                    transactional_ddl=True,
                     compare_type=True,
                 )
                 with context.begin_transaction():

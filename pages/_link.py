@@ -37,12 +37,42 @@ LOADED = "_loaded"  # what was loaded last: label, drift, and for a saved one sl
 PINNED = "_pinned"  # saved catalog entries (gpu/model spec, price) a drifted scenario plans with
 BASE = "_base"  # the loaded scenario's inputs (those without widgets come from here)
 IMPORTED = "imported_models"
+INLINE_GPUS = "_inline_gpus"  # option -> GpuSpec JSON: inline GPUs of loaded scenarios, offered beside the catalog's
+INLINE_SUFFIX = " (inline)"  # an inline spec whose id is also a catalog id: its own option, never the catalog's
 DEFAULT_VALUES = widget_values(Scenario())
 
 
 def imported_models() -> dict[str, dict[str, Any]]:
     """Models imported this session (id -> ModelSpec JSON)."""
     return st.session_state.setdefault(IMPORTED, {})
+
+
+def inline_gpus() -> dict[str, dict[str, Any]]:
+    """Inline GPU specs of scenarios loaded this session (option -> GpuSpec JSON)."""
+    return st.session_state.setdefault(INLINE_GPUS, {})
+
+
+def _inline_option(spec_id: str, catalog_ids: Any) -> str:
+    return spec_id + INLINE_SUFFIX if spec_id in catalog_ids else spec_id
+
+
+def _keep_inline(scenario: Scenario) -> dict[str, str]:
+    """A loaded scenario's inline GPU and model specs, kept as given: each becomes a sidebar
+    option of its own (``id``, or ``id (inline)`` when the catalog has that id), so the
+    widgets select it instead of a catalog entry.  Returns the widget values that select them."""
+    from planner import load_catalog
+
+    cat = load_catalog()
+    chosen: dict[str, str] = {}
+    if not isinstance(scenario.gpu, str):
+        option = _inline_option(scenario.gpu.id, cat.gpus)
+        inline_gpus()[option] = scenario.gpu.model_dump(mode="json")
+        chosen["gpu"] = option
+    if not isinstance(scenario.model, str):  # offered like an imported one
+        option = _inline_option(scenario.model.id, cat.models)
+        imported_models()[option] = scenario.model.model_dump(mode="json")
+        chosen["model"] = option
+    return chosen
 
 
 def request_load(scenario: Scenario, *, label: str, drift: tuple[str, ...] = (),
@@ -117,9 +147,7 @@ def apply_pending() -> None:
     if pending is not None:
         data, label, drift, pinned, saved = pending
         scenario = _validate(data)
-        if not isinstance(scenario.model, str):  # an inline model: offer it like an imported one
-            imported_models()[scenario.model.id] = scenario.model.model_dump(mode="json")
-        for key, value in widget_values(scenario).items():
+        for key, value in {**widget_values(scenario), **_keep_inline(scenario)}.items():
             st.session_state[key] = value
         st.session_state[LOADED] = {"label": label, "drift": list(drift), "saved": saved, "json": None}
         st.session_state[PINNED] = pinned

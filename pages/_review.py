@@ -45,11 +45,23 @@ def show_headline(result: Plan, scenario: Scenario) -> None:
                    help=why or md(f"blended (input + output) {usd(h.usd_per_mtok_blended)}/Mtok; "
                                   f"fleet {usd(h.usd_per_hour)}/hour; price: {price}"))
     slo = "met" if h.slo_met else ("—" if not h.feasible else "missed")
-    cols[3].metric("SLO", slo, help=why or "both targets, as the plan computes them (below)")
-    st.markdown("  \n".join(check_line(c) for c in h.checks))
+    cols[3].metric("SLO", slo, help=why or "the share of requests meeting both targets, as the plan computes it "
+                                           "(below); the simulated check follows")
+    lines = [check_line(c) for c in h.checks]
+    if h.attainment is not None:
+        a = h.attainment
+        mark = (":green[:material/check_circle: **pass**]" if a.passed else
+                ":red[:material/cancel: **fail**]" if a.passed is False else "")
+        lines.append(f"{a.sentence()} {mark}".strip())
+    st.markdown("  \n".join(lines))
     if not h.checks[0].why_missing:
-        st.caption(f"How: TTFT p90 is {h.checks[0].basis.removeprefix('analytic: ')}; "
-                   f"ITL {h.checks[1].stat} is the {h.checks[1].basis.removeprefix('analytic: ')}.")
+        gap = (f" The token-gap p99 (the stall a prefill chunk adds to one iteration) is "
+               f"{shown(h.attainment.gap_p99_s, 's')}." if h.attainment is not None else "")
+        st.caption(f"How: a request meets the SLO when its TTFT and its TPOT (its own mean inter-token time) meet "
+                   f"the targets, and the plan when at least {scenario.slo.attainment:.0%} of requests do. "
+                   f"TTFT p90 is {h.checks[0].basis.removeprefix('analytic: ')}; "
+                   f"TPOT {h.checks[1].stat} is the {h.checks[1].basis.removeprefix('analytic: ')}, at least the "
+                   f"mean ITL.{gap}")
     if h.feasible and (note := blended_note(result)):
         st.caption(md(note))
 

@@ -17,11 +17,13 @@ from pages._capacity import capacity_widgets
 from pages._format import code, plain
 from pages._link import (
     BASE,
+    INLINE_SUFFIX,
     LOADED,
     PINNED,
     apply_pending,
     copy_link,
     imported_models,
+    inline_gpus,
     read_link_once,
     request_load,
     request_stored,
@@ -36,6 +38,7 @@ from planner import (
     Plan,
     PlannerError,
     Scenario,
+    human,
     load_catalog,
     plan,
     scenario_from_dict,
@@ -185,14 +188,18 @@ def _num(label: str, key: str, value: float | int | None, step: float | int, hol
 
 def _select(label: str, options: list[Any], default: Any, key: str, holes: dict[str, Any],
             help: str | None = None) -> Any:
+    held = st.session_state.get(key)
+    if held is not None and held not in options:  # a loaded value no option shows (TP 3): kept, offered
+        options = [*options, held]
     out = st.selectbox(label, options, index=options.index(default), key=key, persist_state="session", help=help)
     holes[key] = st.empty()
     return out
 
 
 def _choices(cat: Any) -> dict[str, list[Any]]:
-    extra = imported_models()
-    return {"gpu": sorted(cat.gpus), "model": sorted(cat.models) + sorted(k for k in extra if k not in cat.models),
+    extra, gpus = imported_models(), inline_gpus()
+    return {"gpu": sorted(cat.gpus) + sorted(k for k in gpus if k not in cat.gpus),
+            "model": sorted(cat.models) + sorted(k for k in extra if k not in cat.models),
             "wd": DTYPES, "kd": KV_DTYPES, "tp": TPS, "pp": PPS, "ep": EPS, "mode": MODES,
             "dist": DISTRIBUTIONS, "link": LINKS}
 
@@ -230,6 +237,20 @@ def _draw(w: Widget, choices: dict[str, list[Any]], holes: dict[str, Any]) -> No
         _num(w.label, w.key, default, w.step, holes, help=w.help, **kw)
 
 
+def _inline_note(key: str, cat: Any) -> None:
+    """Under the GPU and model widgets: say when the choice is an inline spec (from a loaded
+    scenario or an import), not a catalog entry, with what it is."""
+    value = st.session_state.get(key)
+    if key == "gpu" and value in inline_gpus() and value not in cat.gpus:
+        g = inline_gpus()[value]
+        st.caption(plain(f"inline GPU: {g.get('name') or g['id']}, {human(g['hbm_bytes'], 'bytes')} "
+                         "(the loaded scenario's own spec, not the catalog's; it plans and saves as given)"))
+    elif key == "model" and value in imported_models() and value not in cat.models:
+        m = imported_models()[value]
+        where = "the loaded scenario's own spec" if str(value).endswith(INLINE_SUFFIX) else "not from the catalog"
+        st.caption(plain(f"inline model: {m.get('name') or m['id']} ({where}; it plans and saves as given)"))
+
+
 def _widgets(cat: Any, holes: dict[str, Any]) -> None:
     """The scenario's widgets (the ``SIDEBAR`` table); their values are read back from session state by key."""
     choices = _choices(cat)
@@ -252,6 +273,8 @@ def _widgets(cat: Any, holes: dict[str, Any]) -> None:
                     st.subheader(title)
                 for w in rows:
                     _draw(w, choices, holes)
+                    if w.key in ("gpu", "model"):
+                        _inline_note(w.key, cat)
 
 
 def _values() -> dict[str, Any]:
@@ -274,6 +297,8 @@ def sidebar_scenario() -> Scenario | None:
     data = _scenario_data(values)
     if model in extra and model not in cat.models:
         data["model"] = extra[model]
+    if gpu in inline_gpus() and gpu not in cat.gpus:  # an inline GPU kept from the loaded scenario
+        data["gpu"] = inline_gpus()[gpu]
     trace = st.session_state.get("_trace")
     if values.get("dist") == "trace" and trace:
         data["workload"]["trace"] = [tuple(r) for r in trace]

@@ -1,5 +1,6 @@
 """Compare: two to four options side by side (the workload on other GPUs, other
-layouts on this GPU, or saved scenarios): GPUs, $/Mtok, p90 TTFT, ITL, KV headroom,
+layouts on this GPU, or saved scenarios): GPUs, $/Mtok, p90 TTFT, TPOT, the share of
+requests meeting both targets (analytic and simulated), KV headroom, the refereed
 verdict, and one chart.  From any scenario, "H100 vs H200" is the page plus one click."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from planner import (
     load_catalog,
     partner_gpu,
 )
+from planner.simulate.referee import simulated_attainment
 
 SOURCES = ["GPUs for this workload", "Layouts on this GPU", "Saved scenarios"]
 SHORT = {"h100-sxm": "H100", "h200-sxm": "H200", "b200": "B200"}
@@ -50,7 +52,7 @@ try:
                               max_selections=COMPARE_MAX)
         keep = st.toggle("Keep the sidebar's layout on every GPU", key="cmp_keep",
                          help="off: each GPU in its cheapest layout that meets the SLO (TP 1–8, either serving mode)")
-        options = gpu_variants(scenario, gpus, keep_layout=keep)
+        options = gpu_variants(scenario, gpus, keep_layout=keep, referee=simulated_attainment)
         st.caption("Each GPU at its catalog price; a price typed in the sidebar applies to its own GPU only.")
     elif source == SOURCES[1]:
         choices = [f"TP{tp} {mode}" for tp in (1, 2, 4, 8) for mode in MODES]
@@ -61,21 +63,29 @@ try:
                                 max_selections=COMPARE_MAX)
         options = layout_variants(scenario, [(int(p.split()[0][2:]), p.split()[1]) for p in picked])
     else:
-        from pages._store import store_engine
-        from planner.store import get_scenario, list_scenarios
+        from pages._store import load_stored, store_engine
+        from planner.store import LIST_PAGE_SIZE, scenario_page
 
         engine = store_engine()
         if engine is None:
             st.stop()
-        saved = [s.slug for s in list_scenarios(engine=engine)]
-        picked = st.multiselect(f"Saved scenarios ({COMPARE_MIN} to {COMPARE_MAX}; the sidebar's is first)", saved,
-                                key="cmp_saved", max_selections=COMPARE_MAX - 1)
+        # The choices: one page of summaries (no payload), narrowed by a search; a payload is read
+        # only for a picked scenario, once while its version stands.
+        found = st.text_input("Search saved scenarios (name or slug)", key="cmp_saved_query", max_chars=200)
+        listing = scenario_page(engine=engine, query=found or None, page_size=LIST_PAGE_SIZE)
+        shown_slugs = [s.slug for s in listing.items]
+        chosen = [p for p in st.session_state.get("cmp_saved", []) if p not in shown_slugs]
+        picked = st.multiselect(f"Saved scenarios ({COMPARE_MIN} to {COMPARE_MAX}; the sidebar's is first)",
+                                shown_slugs + chosen, key="cmp_saved", max_selections=COMPARE_MAX - 1)
+        if listing.total > len(listing.items):
+            st.caption(f"The {len(listing.items)} newest of {listing.total:,} saved scenarios"
+                       f"{' matching the search' if found else ''}: search to find others.")
         options = [("sidebar: " + layout_label(scenario), scenario)]
-        options += [(slug, get_scenario(engine=engine, ref=slug).scenario) for slug in picked]
+        options += [(slug, load_stored(engine, slug).scenario) for slug in picked]
     if len(options) < COMPARE_MIN:
         st.info(f"Choose at least {COMPARE_MIN} options.")
         st.stop()
-    cols = compare_columns(options)
+    cols = compare_columns(options, referee=simulated_attainment)
 except PlannerError as exc:
     st.error(str(exc))
     st.stop()
@@ -88,13 +98,24 @@ table = pd.DataFrame({c.label: {
     "$/hour": usd(c.usd_per_hour),
     "$/GPU-hour": usd(c.usd_per_gpu_hour),
     f"TTFT p90 · queueing included (target {shown(slo.ttft_s, 's')})": shown(c.ttft_p90_s, "s"),
-    f"ITL p{slo.itl_percentile * 100:g} · no queueing (target {shown(slo.itl_s, 's')})": shown(c.itl_s, "s"),
+    f"TPOT p{slo.itl_percentile * 100:g} per request · no queueing (target {shown(slo.itl_s, 's')})":
+        shown(c.itl_s, "s"),
+    "ITL mean · no queueing": shown(c.itl_mean_s, "s"),
+    "Token-gap p99 (chunk stall)": shown(c.itl_gap_p99_s, "s"),
+    f"Requests meeting both targets, analytic (target ≥ {slo.attainment:.0%})": shown(c.slo_attainment, "fraction"),
+    "Requests meeting both targets, simulated": (shown(c.simulated_attainment, "fraction")
+                                                 if c.simulated_attainment is not None else "not simulated"),
     "KV headroom at the batch": shown(c.kv_headroom, "fraction"),
     "Verdict": c.verdict,
 } for c in cols})
 st.table(table)
 if any(not c.meets_slo for c in cols):
     st.caption(f"{MISSING}: no such number, since that option has no operating point meeting the SLO (its verdict says why).")
+st.caption(f"A request meets the SLO when its TTFT and its TPOT (its own mean inter-token time) meet the targets; "
+           f"an option meets it when at least {slo.attainment:.0%} of requests do. The pick is the cheapest option "
+           "whose short simulation at its own fleet and peak rate confirms it (options are simulated cheapest first). "
+           f"The TPOT p{slo.itl_percentile * 100:g} is at least the mean ITL; the token-gap p99 is the stall a "
+           "prefill chunk adds to one iteration, which a request's TPOT averages over its output.")
 st.caption("KV headroom: the share of the KV budget still free at the operating batch (the plan runs the largest "
            "batch that meets the targets, so it is usually small).")
 chart_rows = [{"option": c.label, "gpu": c.label.split()[0], "usd_per_mtok_output": c.usd_per_mtok_output,

@@ -20,6 +20,18 @@ st.caption(f"{result.model} on {result.gpu} · weights {result.weights_dtype} ·
            f"{shown(scenario.workload.peak_rate, 'req/s')} at peak")
 show_headline(result, scenario)
 show_fleet_check(result, scenario)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _mode_verdict(scenario_json: str) -> str:
+    from planner import Scenario, mode_verdict
+    from planner.simulate.referee import simulated_attainment
+
+    return mode_verdict(Scenario.model_validate_json(scenario_json), referee=simulated_attainment)[0]
+
+
+st.caption(md("Colocated or disaggregated, refereed by the simulator (the mode with fewer GPUs whose short "
+              f"simulation meets the SLO): {_mode_verdict(scenario.model_dump_json())}."))
 show_plausibility(result, scenario)
 
 st.subheader("One replica")
@@ -37,12 +49,15 @@ cols = st.columns(4)
 # the decode step at the batch shown beside it.
 cols[0].metric("ITL mean · no queueing", shown(op.itl_s if op.feasible else d.itl_s, "s"),
                help=(f"at the batch {d.batch_size:,}: decode step {shown(d.step_s, 's')}"
-                     + (" + prefill chunks interleaved" if op.mode == "colocated" and op.feasible else "")
-                     + f"; target {shown(scenario.slo.itl_s, 's')}"))
+                     + (" + prefill chunks interleaved (the mean of every token gap, which is also the mean "
+                        "TPOT)" if op.mode == "colocated" and op.feasible else "")
+                     + f"; the target {shown(scenario.slo.itl_s, 's')} applies to each request's TPOT, whose "
+                       f"p{scenario.slo.itl_percentile * 100:g} is in the SLO check above"))
 cols[1].metric("tok/s per sequence", shown(d.tok_s_per_sequence, fmt=",.1f"))
 cols[2].metric("tok/s per replica", shown(d.tok_s_per_replica, fmt=",.0f"))
 cols[3].metric("TTFT mean · queueing included", shown(op.ttft_s, "s") if op.feasible else MISSING,
-               help=(f"operating point: M/G/1 queue + prefill; the p90 is in the SLO check above. "
+               help=(f"operating point: M/G/c queue over the fleet's prefill servers + prefill; the p90 is in the "
+                     "SLO check above. "
                      f"Prefill alone (no queueing): {shown(p.time_s, 's')}"))
 u = result.uncertainty
 if u is not None:  # the error band beside ITL, TTFT and $/Mtok (planner/sizing/uncertainty.py)

@@ -16,8 +16,9 @@ from sqlalchemy import Engine
 from pages._format import MISSING, code, plain, shown
 from pages._link import LOADED, unedited_saved
 from pages._sidebar import cached_plan, cached_sweep, page_plan, page_scenario, request_stored
-from pages._store import store_engine
+from pages._store import load_revision, load_stored, store_engine
 from planner import (
+    COMPARE_MAX,
     ConflictError,
     PlannerError,
     csv_text,
@@ -33,10 +34,13 @@ from planner import (
 from planner.store import (
     DESCRIPTION_MAX_CHARS,
     IMPORT_MAX_BYTES,
+    LIST_MAX,
+    LIST_PAGE_SIZE,
     NAME_MAX_CHARS,
     QUERY_MAX_CHARS,
     TAG_MAX_CHARS,
     TAGS_MAX,
+    check_tags,
     parse_import_bytes,
 )
 
@@ -80,10 +84,27 @@ def _match(name: str) -> store.ScenarioSummary | None:
     if not wanted:
         return None
     loaded = (st.session_state.get(LOADED) or {}).get("saved")
-    hits = store.list_scenarios(engine=engine, query=name.strip()[:QUERY_MAX_CHARS])
+    hits = store.list_scenarios(engine=engine, query=name.strip()[:QUERY_MAX_CHARS], limit=LIST_MAX)
     if loaded and loaded["name"].strip().lower() == wanted:
         return next((h for h in hits if h.slug == loaded["slug"]), None)
     return next((h for h in hits if h.name.strip().lower() == wanted), None)
+
+
+def _nothing_new(existing: store.ScenarioSummary, desc: str, tags: str) -> bool:
+    """The description and tags fields add nothing to ``existing`` (empty keeps its own, as Update
+    does): right after a save they still hold what was saved, which is no change."""
+    if desc and desc != existing.description:
+        return False
+    if not _tags(tags):
+        return True
+    try:
+        return check_tags(_tags(tags)) == list(existing.tags)
+    except PlannerError:
+        return False  # Update says why
+
+
+def _first_page() -> None:
+    st.session_state["sc_page"] = 1
 
 
 if msg := st.session_state.pop("sc_flash", None):
@@ -103,7 +124,7 @@ if existing is None:
     if st.button("Save", key="sc_save", type="primary", disabled=not name.strip()):
         _do(lambda: store.save_scenario(engine=engine, scenario=named, name=name, description=desc, tags=_tags(tags)),
             lambda r: f"Saved '{plain(r.name)}' as {code(r.slug)}, version {r.version}", load=True)
-elif unedited_saved(scenario) == existing.slug and existing.name == name.strip() and not (desc or tags):
+elif unedited_saved(scenario) == existing.slug and existing.name == name.strip() and _nothing_new(existing, desc, tags):
     st.caption(f"This is {code(existing.slug)} version {existing.version}, unchanged since it was loaded: nothing to save.")
     if st.button("Save as a copy", key="sc_copy"):
         _do(lambda: store.save_scenario(engine=engine, scenario=named, name=name, description=desc, tags=_tags(tags)),
@@ -133,15 +154,24 @@ downloads[1].download_button("Sweep CSV", lambda: csv_text(cached_sweep(scenario
                      mime="text/csv", key="sc_sweep_csv", on_click="ignore")
 downloads[2].markdown(f"[Stateless share link](./?s={share_token(scenario)})")
 st.subheader("Saved scenarios")
-query = st.text_input("Search name or slug", key="sc_query", max_chars=QUERY_MAX_CHARS)
-try:
-    saved = store.list_scenarios(engine=engine, query=query or None)
+query = st.text_input("Search name or slug", key="sc_query", max_chars=QUERY_MAX_CHARS, on_change=_first_page)
+wanted_page = int(st.session_state.get("sc_page") or 1)
+try:  # one page of summaries: no payload is read until a scenario is picked below
+    listing = store.scenario_page(engine=engine, query=query or None, page=wanted_page, page_size=LIST_PAGE_SIZE)
 except PlannerError as exc:
     st.error(str(exc))
     st.stop()
+if listing.page != wanted_page or "sc_page" not in st.session_state:
+    st.session_state["sc_page"] = listing.page  # past the end (rows deleted): the last page
+saved = list(listing.items)
 st.dataframe(pd.DataFrame([{"slug": s.slug, "name": s.name, "tags": ", ".join(s.tags), "version": s.version,
+                            "size (kB)": round(s.stored_bytes / 1e3, 1),
                             "updated (UTC)": s.updated_at.strftime("%Y-%m-%d %H:%M")} for s in saved]),
              hide_index=True, key="sc_list")
+if listing.pages > 1:
+    st.number_input(f"Page (1 to {listing.pages})", min_value=1, max_value=listing.pages, step=1, key="sc_page")
+st.caption(f"{listing.total:,} saved{' matching the search' if query else ''} · page {listing.page} of "
+           f"{listing.pages}, {listing.page_size} a page")
 up = st.file_uploader("Import a scenario JSON", type="json", key="sc_import",
                       max_upload_size=max(1, IMPORT_MAX_BYTES // 2**20))
 if up is not None and st.button("Import", key="sc_import_go"):
@@ -155,8 +185,7 @@ if not saved:
     st.stop()
 slug = st.selectbox("Scenario", [s.slug for s in saved], key="sc_pick")
 try:
-    cur = store.get_scenario(engine=engine, ref=slug)
-    export_doc = json.dumps(store.export_scenario(engine=engine, ref=slug), indent=2)
+    cur = load_stored(engine, slug)  # its payload read once, then reused while its version stands
 except PlannerError as exc:
     st.error(str(exc))
     st.stop()
@@ -170,7 +199,7 @@ if actions[1].button("Duplicate", key="sc_dup"):
     _do(lambda: store.duplicate_scenario(engine=engine, ref=slug), f"Duplicated {code(slug)}")
 if actions[2].button("Delete", key="sc_del"):
     _do(lambda: store.delete_scenario(engine=engine, ref=slug, expected_version=cur.version), f"Deleted {code(slug)}")
-actions[3].download_button("Export JSON", export_doc,
+actions[3].download_button("Export JSON", lambda: json.dumps(store.export_document(cur), indent=2),
                      file_name=f"{slug}.json", mime="application/json", key="sc_export", on_click="ignore")
 new = st.text_input("New name", value=cur.name, key="sc_rename_to")
 if st.button("Rename", key="sc_rename"):
@@ -178,7 +207,7 @@ if st.button("Rename", key="sc_rename"):
         f"Renamed to '{plain(new)}'")
 with st.expander(f"History ({cur.version} version{'s' if cur.version != 1 else ''})"):
     try:
-        revs = store.list_revisions(engine=engine, ref=slug)
+        revs = store.list_revision_summaries(engine=engine, ref=slug)  # no payloads: two are read to diff
     except PlannerError as exc:
         st.error(str(exc))
         st.stop()
@@ -186,12 +215,12 @@ with st.expander(f"History ({cur.version} version{'s' if cur.version != 1 else '
                                 "saved (UTC)": r.created_at.strftime("%Y-%m-%d %H:%M")} for r in revs]),
                  hide_index=True)
     versions = [r.version for r in revs]  # newest first
-    by_version = {r.version: r for r in revs}
     if len(versions) > 1:
         c = st.columns(2)
         old_v = c[0].selectbox("From version", versions, index=1, key="sc_diff_from")
         new_v = c[1].selectbox("To version", versions, index=0, key="sc_diff_to")
-        changes = revision_changes(by_version[old_v].model_dump(), by_version[new_v].model_dump())
+        old_r, new_r = (load_revision(engine, owner=cur, version=v) for v in (old_v, new_v))
+        changes = revision_changes(old_r.model_dump(), new_r.model_dump())
         if changes:
             # st.table renders each cell as Markdown: stored names, descriptions and tags are a stranger's text
             st.table(pd.DataFrame([{"field": ch.label, f"version {old_v}": plain(ch.old), f"version {new_v}": plain(ch.new)}
@@ -204,10 +233,13 @@ with st.expander(f"History ({cur.version} version{'s' if cur.version != 1 else '
             lambda r: f"Restored version {ver} of {code(slug)} as version {r.version}")
 st.subheader("Compare saved scenarios")
 st.caption("For figures side by side (GPUs, $/Mtok, TTFT, ITL, KV headroom) see the Compare page; here every input.")
-picked = st.multiselect("Two or more saved scenarios", [s.slug for s in saved], key="sc_compare")
+page_slugs = [s.slug for s in saved]  # this page's, and those picked on other pages
+picked = st.multiselect(f"Two to {COMPARE_MAX} saved scenarios (from any page of the list)",
+                        page_slugs + [p for p in st.session_state.get("sc_compare", []) if p not in page_slugs],
+                        key="sc_compare", max_selections=COMPARE_MAX)
 if len(picked) >= 2:
     try:
-        loaded_s = [store.get_scenario(engine=engine, ref=p) for p in picked]
+        loaded_s = [load_stored(engine, p) for p in picked]
         outs = [cached_plan(s.scenario) for s in loaded_s]
     except PlannerError as exc:
         st.error(str(exc))

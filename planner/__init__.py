@@ -89,22 +89,26 @@ from planner.views.inputs import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, tr
 from planner.views.labels import room_for_labels
 from planner.views.link import LINK_FIELDS, link_params, parse_link, scenario_data, widget_values
 from planner.views.plausibility import plausibility_warnings
+from planner.views.referee import REFEREE_MAX_SIMULATED, RefereePick, referee_pick, slo_status
 from planner.views.report import report_file_name, review_report, review_report_html
 from planner.views.review import (
     fleet_derivations,
     input_differences,
     knee_rate_grid,
     mode_scenarios,
+    mode_verdict,
     sweep_row_scenario,
 )
 from planner.views.revisions import FieldChange, field_text, revision_changes
 from planner.views.sweep import SweepResult, SweepRow, sweep, sweep_result
 from planner.views.vocabulary import (
+    Attainment,
     Headline,
     SloCheck,
     blended_note,
     label_for,
     latency_label,
+    plan_attainment,
     plan_headline,
     plan_slo_checks,
     pools_text,
@@ -112,6 +116,13 @@ from planner.views.vocabulary import (
 )
 
 __all__ = [
+    "Attainment",
+    "REFEREE_MAX_SIMULATED",
+    "RefereePick",
+    "mode_verdict",
+    "plan_attainment",
+    "referee_pick",
+    "slo_status",
     "chromium_path",
     "html_to_pdf",
     "no_chromium_message",

@@ -84,13 +84,16 @@ def test_any_cut_into_reads_gives_the_same_record(texts, ends, comments, usage, 
     cut, done_cut, reads = _read(pieces)
     assert done_whole and done_cut and reads.served == len(pieces)
     # one time per data event (the role chunk, every token chunk, the usage chunk; not [DONE])
-    assert len(cut.chunk_ns) == len(cut.chunk_tokens) == 1 + len(texts) + usage
-    assert cut.chunk_tokens == whole.chunk_tokens == [0] + [1 if t else 0 for t in texts] + [0] * usage
+    assert cut.chunks == whole.chunks == 1 + len(texts) + usage and not cut.chunk_ns  # every event folded in
+    assert cut.token_chunks == whole.token_chunks == sum(1 for t in texts if t)
+    assert cut.itl_count == whole.itl_count == max(cut.token_chunks - 1, 0) == len(cut.itl_kept_ns)
     assert cut.finish_reason == whole.finish_reason == "length"
     assert cut.usage == whole.usage == ({"completion_tokens": 7} if usage else None)
     # one read: every event at that read's time; cut: each at the read that completed it, in order
-    assert whole.chunk_ns == [1] * len(whole.chunk_tokens)
-    assert cut.chunk_ns == sorted(cut.chunk_ns) and all(1 <= t <= len(pieces) for t in cut.chunk_ns)
+    assert whole.last_chunk_ns == 1 and list(whole.itl_kept_ns) == [0] * whole.itl_count
+    assert 1 <= (cut.last_chunk_ns or 0) <= len(pieces) and all(g >= 0 for g in cut.itl_kept_ns)
+    if cut.first_token_ns is not None:
+        assert cut.last_token_ns == cut.first_token_ns + sum(cut.itl_kept_ns) and cut.first_token_ns >= 1
     assert (cut.first_token_ns is None) == (whole.first_token_ns is None) == (not any(texts))
 
 
@@ -99,12 +102,12 @@ def test_the_time_of_an_event_is_the_read_that_completed_it():
     event = b'data: {"choices": [{"text": "x"}]}\r\n\r\n'
     cr = event.rindex(b"\r")
     rec, done, _ = _read([event[:cr + 1], event[cr + 1:] + b"data: [DONE]\r\n\r\n"])
-    assert done and rec.chunk_tokens == [1] and rec.chunk_ns == [1] and rec.first_token_ns == 1
+    assert done and rec.chunks == rec.token_chunks == 1 and rec.last_chunk_ns == 1 and rec.first_token_ns == 1
 
 
 def test_a_lone_cr_ends_lines():
     rec, done, _ = _read([b'data: {"choices": [{"text": "x", "finish_reason": "stop"}]}\r\r: c\rdata: [DONE]\r\r'])
-    assert done and rec.chunk_tokens == [1] and rec.finish_reason == "stop"
+    assert done and rec.chunks == rec.token_chunks == 1 and rec.finish_reason == "stop"
 
 
 def test_a_long_stream_is_parsed_in_batches_with_the_times_of_its_reads():
@@ -114,8 +117,9 @@ def test_a_long_stream_is_parsed_in_batches_with_the_times_of_its_reads():
     pieces = [blob[i:i + 997] for i in range(0, len(blob), 997)]
     rec, done, reads = _read(pieces, max_tokens=400)
     assert done and reads.served == len(pieces)
-    assert rec.chunk_tokens == [0] + [1] * 400 + [0] and len(rec.chunk_ns) == 402
-    assert rec.first_token_ns == rec.chunk_ns[1] and rec.last_token_ns == rec.chunk_ns[400]
+    assert rec.chunks == 402 and rec.token_chunks == 400 and rec.itl_count == 399 and not rec.chunk_ns
+    assert 1 <= rec.first_token_ns <= rec.last_token_ns <= rec.last_chunk_ns == len(pieces)
+    assert rec.itl_sum_ns == sum(rec.itl_kept_ns) == rec.last_token_ns - rec.first_token_ns
 
 
 @pytest.mark.parametrize("bad", [b"data: {not json}\n\n", b"data: [1, 2]\n\n", b'data: {"error": "boom"}\n\n',
@@ -127,5 +131,5 @@ def test_a_malformed_event_keeps_what_came_before_it_aligned(bad):
     with pytest.raises(MalformedSse):
         asyncio.run(read_events(_Reads([good, bad, good]), rec, pending, 64))
     # the three events before the fault are kept, each time with its token count; nothing after it
-    assert rec.chunk_tokens == [0, 1, 1] and len(rec.chunk_ns) == 3 and not pending
-    assert rec.token_times_ns() == rec.chunk_ns[1:]
+    assert rec.chunks == 3 and rec.token_chunks == 2 and not rec.chunk_ns and not pending
+    assert rec.itl_count == 1 and rec.last_token_ns == rec.first_token_ns + rec.itl_kept_ns[0]

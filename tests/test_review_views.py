@@ -274,7 +274,8 @@ SWEEP_COLUMNS = ("gpu", "weights_dtype", "kv_dtype", "tp", "pp", "ep", "chunk_to
                  "compute_dtype", "batch_size", "itl_s", "itl_percentile_s", "ttft_s", "ttft_p90_s",
                  "goodput_req_s_per_replica", "goodput_req_s_per_gpu", "gpus_per_replica", "replicas", "gpus_total",
                  "usd_per_hour", "usd_per_mtok_output", "usd_per_mtok_blended", "usd_per_mtok_output_full_load",
-                 "pareto_cost_itl", "pareto_goodput_ttft", "cheapest")
+                 "pareto_cost_itl", "pareto_goodput_ttft", "cheapest", "itl_gap_p99_s", "slo_attainment",
+                 "simulated_attainment", "slo_status")
 
 
 def test_sweep_rows_are_typed_and_their_dicts_keep_the_public_columns() -> None:

@@ -137,7 +137,7 @@ async def stream_request(
         rec.reused_connection = False
         await _attempt(client, url=url, body=body, headers=headers, rec=rec, deadline=deadline,
                        max_events=max_events, secrets=secrets)
-        stale = rec.error == "connection" and rec.reused_connection and rec.status is None and not rec.chunk_ns
+        stale = rec.error == "connection" and rec.reused_connection and rec.status is None and not rec.events
         if not stale or rec.retries >= STALE_RETRIES:
             return rec
         rec.retries += 1
@@ -195,7 +195,7 @@ async def _attempt(
             rec.error, rec.error_detail = "timeout", f"{type(exc).__name__}: {exc}".rstrip(": ")
     except (HttpFailure, OSError) as exc:
         if not _parse_rest(rec, pending, secrets):
-            rec.error = "stream_cut" if rec.chunk_ns else "connection"
+            rec.error = "stream_cut" if rec.events else "connection"
             rec.error_detail = f"{type(exc).__name__}: {exc}"
     except asyncio.CancelledError:
         _parse_rest(rec, pending, secrets)

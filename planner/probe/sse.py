@@ -104,17 +104,19 @@ def _malformed(body: bytes, data: object) -> MalformedSse:
 
 
 def parse_pending(rec: RequestRecord, pending: list[bytes]) -> None:
-    """Parse the waiting event data into ``rec`` (their times are already in
-    ``rec.chunk_ns``); on a malformed one, the times of it and those after it are
-    dropped, so every kept time has its token count.
+    """Parse the waiting event data into ``rec`` (their times wait in ``rec.chunk_ns``,
+    one per payload) and fold each chunk into the record's counts and gap sample
+    (:meth:`RequestRecord.add_chunk`); on a malformed one, it and those after it are
+    dropped, so every chunk counted has its token count.
 
     Each payload must be one JSON object without an ``error`` member; its text
     is a completions chunk's ``choices[0].text`` or a chat chunk's
-    ``choices[0].delta.content``.  One loop, no call per payload but the decoder's."""
-    tokens = rec.chunk_tokens
+    ``choices[0].delta.content``.  One loop, no call per payload but the decoder's
+    and the fold."""
     times = rec.chunk_ns
+    add = rec.add_chunk
     try:
-        for payload in pending:
+        for i, payload in enumerate(pending):
             body = payload.strip()
             try:
                 text = body.decode("utf-8")
@@ -132,24 +134,15 @@ def parse_pending(rec: RequestRecord, pending: list[bytes]) -> None:
                 if chunk_text is None and type(delta := ch.get("delta")) is dict:
                     chunk_text = delta.get("content")
                 finish = ch.get("finish_reason")
-            if chunk_text and type(chunk_text) is str:
-                now = times[len(tokens)]
-                tokens.append(1)
-                if rec.first_token_ns is None:
-                    rec.first_token_ns = now
-                rec.last_token_ns = now
-            else:
-                tokens.append(0)
+            add(times[i], token=bool(chunk_text and type(chunk_text) is str))
             if finish:
                 rec.finish_reason = str(finish)
             usage = data.get("usage")
             if type(usage) is dict:
                 rec.usage = {k: v for k, v in usage.items() if isinstance(v, (int, float))}
-    except MalformedSse:
-        del times[len(tokens):]
-        raise
     finally:
         pending.clear()
+        times.clear()
 
 
 def _line_too_long() -> SseTooLarge:
@@ -159,8 +152,8 @@ def _line_too_long() -> SseTooLarge:
 class SseSplitter:
     """The push side of the reader: :meth:`feed` one read's bytes with the time
     it was taken, then :meth:`end` at the end of the body.  Each data line's time
-    (of the read that completed its event) goes to ``rec.chunk_ns`` and its bytes
-    to ``pending``, parsed in batches; raises :class:`SseTooLarge` or
+    (of the read that completed its event) waits in ``rec.chunk_ns`` and its bytes
+    in ``pending``, parsed in batches (and folded into the record); raises :class:`SseTooLarge` or
     :class:`MalformedSse` where the stream breaks a cap or is not SSE."""
 
     __slots__ = ("after_cr", "buf", "data", "data_bytes", "done", "max_events", "pending", "pending_bytes", "rec",
@@ -235,7 +228,7 @@ class SseSplitter:
                 times.append(now)
                 pending.append(payload)
                 self.pending_bytes += len(payload)
-        if len(times) > self.max_events:
+        if self.rec.events > self.max_events:
             raise SseTooLarge("stream_too_large", f"more than {self.max_events} events for "
                               f"{(self.max_events - STREAM_EVENTS_SLACK) // STREAM_EVENTS_PER_TOKEN} tokens")
         if self.pending_bytes > PARSE_BATCH_BYTES:

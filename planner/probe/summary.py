@@ -5,7 +5,12 @@ Definitions (tools disagree, so they are spelled out):
 - ``ttft_s``: first token-bearing chunk − scheduled time (client-side queueing
   counts); ``ttft_sent_s``: first token-bearing chunk − sent time.
 - ``tpot_s`` per request: (last token time − first token time) / (output tokens − 1).
-- ``itl_s``: every gap between consecutive token-bearing chunks.
+- ``itl_s``: every gap between consecutive token-bearing chunks: its count and
+  mean are exact; its percentiles are exact while every request has at most
+  ``MAX_ITL_SAMPLES_PER_REQUEST`` + 1 token chunks (each request keeps every
+  gap), and past that estimates from each request's evenly spread sample of
+  its gaps, weighted by how many gaps each sample stands for
+  (planner.probe.record: a record's size does not grow with its stream).
 - ``e2e_s``: last chunk − scheduled time.
 - Output tokens: the server's ``usage.completion_tokens`` first, else the count
   of token-bearing chunks; ``token_count_source`` says which.
@@ -38,7 +43,7 @@ from planner.probe.prediction import PredictedLevel
 from planner.probe.record import RequestRecord
 
 __all__ = ["CANCELLED", "ClientReport", "LevelSummary", "ProbeRun", "RequestSample", "Stats", "client_report", "failure_summary",
-           "first_failure", "level_label", "stats", "summarize_level"]
+           "first_failure", "itl_stats", "level_label", "stats", "summarize_level"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -52,6 +57,33 @@ class Stats(BaseModel):
     p50: float | None = None
     p90: float | None = None
     p99: float | None = None
+
+
+def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs: Sequence[float]) -> list[float]:
+    """Percentiles of a weighted sample: each value stands for ``weight`` observations
+    (the midpoint rule on the weighted empirical distribution)."""
+    order = np.argsort(values, kind="stable")
+    v, w = values[order], weights[order]
+    cum = np.cumsum(w)
+    mid = (cum - w / 2) / cum[-1]
+    return [float(np.interp(q / 100, mid, v)) for q in qs]
+
+
+def itl_stats(records: Sequence[RequestRecord]) -> Stats:
+    """Every inter-token gap of ``records``, from their exact counts and sums and their
+    kept samples (exact percentiles while every request kept all its gaps)."""
+    count = sum(r.itl_count for r in records)
+    if not count:
+        return Stats()
+    mean = sum(r.itl_sum_ns for r in records) / count / 1e9
+    kept = [r for r in records if r.itl_count]
+    values = np.concatenate([np.frombuffer(r.itl_kept_ns, dtype=np.int64) for r in kept]).astype(float) / 1e9
+    if all(len(r.itl_kept_ns) == r.itl_count for r in kept):
+        p50, p90, p99 = (float(x) for x in np.percentile(values, [50, 90, 99]))
+    else:
+        weights = np.concatenate([np.full(len(r.itl_kept_ns), r.itl_count / len(r.itl_kept_ns)) for r in kept])
+        p50, p90, p99 = _weighted_percentiles(values, weights, [50, 90, 99])
+    return Stats(count=count, mean=mean, p50=p50, p90=p90, p99=p99)
 
 
 def stats(values: Sequence[float]) -> Stats:
@@ -173,7 +205,7 @@ def _sample(r: RequestRecord, t0: int) -> RequestSample:
     tpot = None
     if r.first_token_ns is not None and r.last_token_ns is not None and toks > 1:
         tpot = (r.last_token_ns - r.first_token_ns) / 1e9 / (toks - 1)
-    end = r.chunk_ns[-1] if r.chunk_ns else r.done_ns
+    end = r.last_chunk_ns if r.last_chunk_ns is not None else r.done_ns
     return RequestSample(
         index=r.index, scheduled_s=(r.scheduled_ns - t0) / 1e9, sent_s=(r.sent_ns - t0) / 1e9,
         done_s=(r.done_ns - t0) / 1e9, first_token_s=_s(r.first_token_ns, t0), last_token_s=_s(r.last_token_ns, t0),
@@ -203,11 +235,6 @@ def summarize_level(
     duration = max((t1 - t0) / 1e9, 1e-9)
     samples = [_sample(r, t0) for r in recs]
     good = [s for s in samples if s.error is None]
-    itl: list[float] = []
-    for r in ok:
-        times = r.token_times_ns()
-        if len(times) > 1:
-            itl.extend(float(d) / 1e9 for d in np.diff(times))
     sources = {r.token_count_source for r in ok}
     prompt = [p for r in ok if (p := r.prompt_tokens) is not None]
     meets = sum(
@@ -223,7 +250,7 @@ def summarize_level(
         ttft_s=stats([s.ttft_s for s in good if s.ttft_s is not None]),
         ttft_sent_s=stats([(r.first_token_ns - r.sent_ns) / 1e9 for r in ok if r.first_token_ns is not None]),
         tpot_s=stats([s.tpot_s for s in good if s.tpot_s is not None]),
-        itl_s=stats(itl),
+        itl_s=itl_stats(ok),
         e2e_s=stats([s.e2e_s for s in good if s.e2e_s is not None]),
         output_tokens_total=out_total,
         prompt_tokens_mean=float(np.mean(prompt)) if prompt else None,

@@ -25,18 +25,28 @@ Cancelling sends every worker a ``cancel`` frame, which a reader thread in the
 worker turns into its loop's cancel event at once; a worker that dies is one
 :class:`ProbeError`.  When the run ends each worker is told to stop, and is
 killed if it has not exited after :data:`WORKER_STOP_S`.
+
+Server-wide cap: every worker process holds one of :data:`MAX_SERVER_PROBE_PROCESSES`
+slots, an exclusive ``flock`` on a slot file in one directory of the machine's
+temp dir (``RIDGELINE_PROBE_SLOT_DIR`` to move it), taken before the processes start
+and given back when the pool closes, or by the kernel when the process holding it
+dies.  So every Streamlit session, app server and CLI run on one machine shares the
+cap; a pool that cannot have all its slots at once starts nothing and says how many
+are free.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import pickle
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,7 +61,8 @@ from planner.probe.redact import clip
 from planner.probe.safety import PinnedResolver
 from planner.probe.settings import ProbeSettings
 
-__all__ = ["WORKER_START_S", "WORKER_STOP_S", "WorkerPool", "worker_main"]
+__all__ = ["MAX_SERVER_PROBE_PROCESSES", "SLOT_DIR_ENV", "WORKER_START_S", "WORKER_STOP_S", "ProcessSlots",
+           "WorkerPool", "worker_main"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +72,12 @@ WORKER_START_S = 120.0
 # After the run, a worker gets this long to close its connections and exit before
 # it is killed.
 WORKER_STOP_S = 10.0
+# Probe worker processes on one machine at once, over every visitor, session and app
+# server: one worker holds 150-200 MB and up to a core (two tabs asking 12 each started
+# 24 processes and 4.1 GB in 30 s), so 16 is about 3 GB and more cores than a small
+# server has.  A run asking more waits for nobody: it is refused with the count free.
+MAX_SERVER_PROBE_PROCESSES = 16
+SLOT_DIR_ENV = "RIDGELINE_PROBE_SLOT_DIR"
 # The project root: put first on the worker's import path, so it runs this code.
 _ROOT = str(Path(__file__).resolve().parents[2])
 _HEADER = struct.Struct("!Q")
@@ -115,12 +132,62 @@ class _Worker:
         return msg
 
 
+def _slot_dir() -> Path:
+    d = Path(os.environ.get(SLOT_DIR_ENV) or Path(tempfile.gettempdir()) / f"ridgeline-probe-slots-{os.getuid()}")
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return d
+
+
+class ProcessSlots:
+    """``n`` of the machine's MAX_SERVER_PROBE_PROCESSES probe-process slots, all or none."""
+
+    def __init__(self, fds: list[int]) -> None:
+        self._fds = fds
+
+    @classmethod
+    def acquire(cls, n: int, *, field: str = "workers (Client processes)") -> ProcessSlots:
+        """Take ``n`` free slots at once or raise ProbeError naming ``field`` and the free count."""
+        if n > MAX_SERVER_PROBE_PROCESSES:
+            raise ProbeError(f"{field}: {n} client processes asked; this server runs at most "
+                             f"{MAX_SERVER_PROBE_PROCESSES} probe processes at once (MAX_SERVER_PROBE_PROCESSES)")
+        d = _slot_dir()
+        fds: list[int] = []
+        for k in range(MAX_SERVER_PROBE_PROCESSES):
+            if len(fds) == n:
+                break
+            fd = os.open(d / f"slot-{k}", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            fds.append(fd)
+        if len(fds) < n:
+            free = len(fds)
+            cls(fds).release()
+            raise ProbeError(f"{field}: {n} client processes asked but only {free} of this server's "
+                             f"{MAX_SERVER_PROBE_PROCESSES} probe processes are free (MAX_SERVER_PROBE_PROCESSES; "
+                             "other probes hold the rest): ask for fewer or try again when they finish")
+        return cls(fds)
+
+    def release(self) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def __len__(self) -> int:
+        return len(self._fds)
+
+
 class WorkerPool:
     """N worker processes, each running its part of every level."""
 
     def __init__(self) -> None:
         self.workers: list[_Worker] = []
         self._watch: asyncio.Task[None] | None = None
+        self.slots: ProcessSlots | None = None
 
     @classmethod
     async def start(cls, settings: ProbeSettings, *, headers: dict[str, str], resolver: PinnedResolver,
@@ -131,6 +198,7 @@ class WorkerPool:
         else:
             pool = -(-settings.max_concurrency // n)
         self = cls()
+        self.slots = ProcessSlots.acquire(n)
         try:
             for k in range(n):
                 w = _Worker(k)
@@ -192,6 +260,8 @@ class WorkerPool:
                 await asyncio.to_thread(w.proc.wait)
             if w.proc.stdout is not None:
                 w.proc.stdout.close()
+        if self.slots is not None:  # every worker has exited: its slot is free again
+            self.slots.release()
 
 
 def worker_main() -> None:

@@ -28,6 +28,8 @@ from planner.simulate.fleetcheck import (
     KNEE_GRID_FRACTIONS,
     MIN_REQUESTS,
     PLAN_ATTAINMENT_TARGET,
+    PLAN_ROUTER,
+    REFEREE_MAX_REQUESTS,
     STEADY_STATE_E2E_MULTIPLE,
     TAIL_MAX_REPLICAS,
     TAIL_MAX_REQUESTS,
@@ -53,6 +55,12 @@ from planner.simulate.options import (
     SimOptions,
     sim_options,
 )
+from planner.simulate.referee import (
+    referee_check,
+    refereed_sweep,
+    simulated_attainment,
+    simulator,
+)
 from planner.simulate.report import (
     MAX_RATES,
     LatencyStats,
@@ -76,6 +84,12 @@ from planner.simulate.steptimes import (
 )
 
 __all__ = [
+    "PLAN_ROUTER",
+    "REFEREE_MAX_REQUESTS",
+    "referee_check",
+    "refereed_sweep",
+    "simulated_attainment",
+    "simulator",
     "CACHED_GRID_TOKENS",
     "CHECK_MAX_REPLICAS",
     "CHECK_MAX_REQUESTS",

@@ -2,6 +2,18 @@
 fleet sizing and ``plan``.  Imports physics and below.
 """
 
+from planner.sizing.attainment import (
+    GAP_PERCENTILE,
+    MAX_OUTPUT_CLASSES,
+    QUANTILE_GRID,
+    QUANTILE_ROUNDS,
+    TpotLoad,
+    attainment,
+    output_classes,
+    tpot_quantile,
+    tpot_within,
+    ttft_within,
+)
 from planner.sizing.autoscale import (
     MIN_SIZING_RATE,
     POLICIES,
@@ -83,6 +95,16 @@ from planner.sizing.uncertainty import (
 )
 
 __all__ = [
+    "GAP_PERCENTILE",
+    "MAX_OUTPUT_CLASSES",
+    "QUANTILE_GRID",
+    "QUANTILE_ROUNDS",
+    "TpotLoad",
+    "attainment",
+    "output_classes",
+    "tpot_quantile",
+    "tpot_within",
+    "ttft_within",
     "BAND_LEVEL",
     "Band",
     "MIN_BAND_ROWS",

@@ -38,15 +38,22 @@ class OperatingPoint(BaseModel):
     batch_size: int
     feasible: bool
     reason: str
-    itl_s: float
-    itl_percentile: float
-    itl_percentile_s: float
+    itl_s: float  # mean ITL at the batch (= mean TPOT)
+    itl_percentile: float  # slo.itl_percentile
+    itl_percentile_s: float  # per-request TPOT at slo.itl_percentile at the batch
+    itl_gap_p99_s: float  # p99 of all token gaps at the batch (the chunk stall)
     itl_worst_s: float
     ttft_s: float
     ttft_p90_s: float
+    slo_attainment: float  # share of requests meeting both targets: feasible when ≥ attainment_target
+    attainment_target: float  # slo.attainment
+    ttft_attainment: float  # share with TTFT ≤ slo.ttft_s
+    tpot_attainment: float  # share with TPOT ≤ slo.itl_s
     fleet_batch_size: float
     fleet_itl_s: float
-    fleet_itl_percentile_s: float
+    fleet_itl_percentile_s: float  # TPOT at slo.itl_percentile at the fleet's load
+    fleet_itl_gap_p99_s: float
+    fleet_slo_attainment: float  # at the fleet's load: what the simulator scores
     goodput_req_s_per_replica: float
     tok_s_per_replica: float
     max_sequences: float
@@ -151,9 +158,13 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
     opp = OperatingPoint(
         mode=s.serving.mode, batch_size=int(op.batch_size[i]), feasible=bool(op.feasible[i]), reason=str(op.reason[i]),
         itl_s=float(op.itl_s[i]), itl_percentile=s.slo.itl_percentile, itl_percentile_s=float(op.itl_percentile_s[i]),
+        itl_gap_p99_s=float(op.itl_gap_p99_s[i]),
         itl_worst_s=float(op.itl_worst_s[i]), ttft_s=float(op.ttft_s[i]), ttft_p90_s=float(op.ttft_p90_s[i]),
+        slo_attainment=float(op.slo_attainment[i]), attainment_target=s.slo.attainment,
+        ttft_attainment=float(op.ttft_attainment[i]), tpot_attainment=float(op.tpot_attainment[i]),
         fleet_batch_size=float(op.fleet_batch_size[i]), fleet_itl_s=float(op.fleet_itl_s[i]),
-        fleet_itl_percentile_s=float(op.fleet_itl_percentile_s[i]), goodput_req_s_per_replica=float(op.goodput_req_s_per_replica[i]),
+        fleet_itl_percentile_s=float(op.fleet_itl_percentile_s[i]), fleet_itl_gap_p99_s=float(op.fleet_itl_gap_p99_s[i]),
+        fleet_slo_attainment=float(op.fleet_slo_attainment[i]), goodput_req_s_per_replica=float(op.goodput_req_s_per_replica[i]),
         tok_s_per_replica=float(op.tok_s_per_replica[i]), max_sequences=float(op.max_sequences[i]),
         prefill_utilization=float(op.prefill_utilization[i]), queueing=QUEUEING_NOTE,
     )
@@ -179,10 +190,17 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
     g = int(op.gpus_per_replica[i])
     d["operating_point.goodput_req_s_per_replica"] = Derivation(
         name="operating_point.goodput_req_s_per_replica",
-        formula="B / (E[output tokens] × ITL) where both SLOs hold, else 0",
+        formula="B / (E[output tokens] × ITL) where the SLO attainment holds, else 0",
         substituted=(f"{opp.batch_size} / ({fmt_num(stats.mean_output)} × {fmt_num(opp.itl_s)})" if opp.feasible
                      else "0"),
         value=opp.goodput_req_s_per_replica, unit="req/s")
+    d["operating_point.slo_attainment"] = Derivation(
+        name="operating_point.slo_attainment",
+        formula=("P(TTFT ≤ slo.ttft_s) × P(TPOT ≤ slo.itl_s): TTFT from the M/G/c pool at the fleet's load, a "
+                 "request's TPOT = c/τ + (prompts arriving while it decodes × their chunk time) / (o − 1) "
+                 "(compound Poisson, gamma per output class); feasible when ≥ slo.attainment"),
+        substituted=f"{fmt_num(opp.ttft_attainment)} × {fmt_num(opp.tpot_attainment)}",
+        value=opp.slo_attainment, unit="")
     wait, service = float(op.ttft_wait_s[i]), float(op.prefill_service_s[i])
     transfer = float(op.kv_transfer_exposed_s[i])
     disagg = s.serving.mode == "disaggregated"

@@ -24,7 +24,14 @@ from numpy.typing import NDArray
 
 from planner.physics.link import DEFAULT_KV_LINK_EFFICIENCY, kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.memory import kv_bytes_per_token_per_gpu
-from planner.physics.queueing import ServiceTimes, batch_at_rate, colocated_decode, pipelined_prefill, ttft_pool
+from planner.physics.queueing import (
+    QueueWait,
+    ServiceTimes,
+    batch_at_rate,
+    colocated_decode,
+    pipelined_prefill,
+    ttft_pool,
+)
 from planner.physics.techniques import kv_transfer_s
 from planner.sizing.workload import WorkloadStats
 from planner.spec.context import Resolved
@@ -63,6 +70,9 @@ class ModeLoad:
     fleet_batch_size: Arr
     fleet_itl_s: Arr
     fleet_itl_percentile_s: Arr
+    # The TTFT pool's wait and each request class's own latency (sizing.attainment reads them).
+    ttft_wait: QueueWait | None = None
+    ttft_own_s: Arr | None = None
 
 
 def _replicas(peak: float, u: float, rate: Arr, floor: int) -> Arr:
@@ -144,7 +154,8 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
         decode_replicas=np.zeros_like(reps), ttft_s=pool.mean_s, ttft_p90_s=pool.quantile_s,
         ttft_wait_s=pool.wait.mean_s, prefill_service_s=pool.service_mean_s, prefill_utilization=rho,
         prefill_ok=(dec.chunk_share < 1.0) & (rho < 1.0), kv_transfer_s=zero, kv_transfer_exposed_s=zero,
-        fleet_batch_size=bf, fleet_itl_s=fleet.itl_mean_s, fleet_itl_percentile_s=fleet.itl_quantile_s)
+        fleet_batch_size=bf, fleet_itl_s=fleet.itl_mean_s, fleet_itl_percentile_s=fleet.itl_quantile_s,
+        ttft_wait=pool.wait, ttft_own_s=own_lat)
 
 
 def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid: Arr, tp: Arr, pp: Arr) -> ModeLoad:
@@ -187,4 +198,5 @@ def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid
         prefill_utilization=per_candidate(pool.wait.utilization), prefill_ok=np.ones(shape, dtype=bool),
         kv_transfer_s=per_candidate(np.sum(w * t_full, axis=-1)),
         kv_transfer_exposed_s=per_candidate(np.sum(w * t_exp, axis=-1)),
-        fleet_batch_size=fleet_b, fleet_itl_s=fleet_itl, fleet_itl_percentile_s=fleet_itl)
+        fleet_batch_size=fleet_b, fleet_itl_s=fleet_itl, fleet_itl_percentile_s=fleet_itl,
+        ttft_wait=pool.wait, ttft_own_s=own)

@@ -21,9 +21,13 @@ workload's length distribution (weighted samples of prompt n and output o):
   prefill servers (colocated replicas, or the prefill pool) form one M/G/c pool
   behind the router, and TTFT is its p90 at the peak rate; the prefill pool
   grows past the utilization sizing until the p90 TTFT meets the target.
-* ITL is checked at ``slo.itl_percentile`` at the batch B (the capacity point),
-  TTFT at the fleet's own load; the ``fleet_*`` numbers are the decode batch and
-  ITL at the fleet's load (Little's law on the batch grid).
+* the SLO is scored per request, as the simulator scores it
+  (:mod:`planner.sizing.attainment`): the share of requests whose TTFT (at the fleet's
+  own load) and TPOT (at the batch B, the capacity point) both meet their targets must
+  reach ``slo.attainment``; the TPOT is shown at ``slo.itl_percentile`` and the stall
+  as the p99 of all token gaps (bounded by ``slo.itl_gap_p99_s`` when set); the
+  ``fleet_*`` numbers are the decode batch, ITL, TPOT and attainment at the fleet's
+  load (Little's law on the batch grid).
 
 The largest feasible B is the operating point.  ``plan`` calls this with one
 candidate and ``sweep`` with many: one physics.
@@ -31,7 +35,7 @@ candidate and ``sweep`` with many: one physics.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -54,7 +58,22 @@ from planner.physics.step import (
     prefill_chunks,
     prefill_step,
 )
-from planner.sizing.modes import CEIL_TOLERANCE, MAX_PREFILL_POOL_GROWTH, colocated_load, disaggregated_load
+from planner.sizing.attainment import (
+    GAP_PERCENTILE,
+    TpotLoad,
+    attainment,
+    output_classes,
+    tpot_quantile,
+    tpot_within,
+    ttft_within,
+)
+from planner.sizing.modes import (
+    CEIL_TOLERANCE,
+    MAX_PREFILL_POOL_GROWTH,
+    ModeLoad,
+    colocated_load,
+    disaggregated_load,
+)
 from planner.sizing.workload import MAX_PROMPT_CLASSES, WorkloadStats, workload_stats
 from planner.spec.catalog import get_model
 from planner.spec.context import Resolved
@@ -92,9 +111,13 @@ class OperatingArrays:
     reason: NDArray[np.object_]
     max_sequences: Arr
     step_s: Arr
-    itl_s: Arr  # mean ITL at the batch
-    itl_percentile_s: Arr  # ITL at slo.itl_percentile, chunk stalls included (checked)
+    itl_s: Arr  # mean ITL at the batch (= the mean TPOT)
+    itl_percentile_s: Arr  # per-request TPOT at slo.itl_percentile at the batch, chunk stalls averaged in
+    itl_gap_p99_s: Arr  # p99 of all token gaps at the batch (the chunk stall)
     itl_worst_s: Arr  # cycle + the longest chunk
+    slo_attainment: Arr  # share of requests meeting both targets (TPOT at the batch, TTFT at the fleet's load)
+    ttft_attainment: Arr  # of which: share with TTFT ≤ slo.ttft_s
+    tpot_attainment: Arr  # share with TPOT ≤ slo.itl_s
     ttft_s: Arr  # mean, at the fleet's load: ttft_wait_s + prefill_service_s (+ exposed transfer)
     ttft_p90_s: Arr
     ttft_wait_s: Arr  # mean queueing wait before the prefill starts
@@ -110,7 +133,9 @@ class OperatingArrays:
     decode_replicas: Arr
     fleet_batch_size: Arr  # decode batch per replica at the peak rate on this fleet
     fleet_itl_s: Arr  # mean ITL there
-    fleet_itl_percentile_s: Arr  # ITL at slo.itl_percentile there
+    fleet_itl_percentile_s: Arr  # per-request TPOT at slo.itl_percentile there
+    fleet_itl_gap_p99_s: Arr  # p99 of all token gaps there
+    fleet_slo_attainment: Arr  # share of requests meeting both targets there (what the simulator scores)
     weight_bytes_per_gpu: Arr
     kv_budget_bytes: Arr
     gpus_per_replica: Arr
@@ -285,8 +310,9 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
     return cyc, sv, pc
 
 
-def _reasons(r: Resolved, *, budget: Arr, kv_ok: NDArray[np.bool_], itl_ok: NDArray[np.bool_],
-             prefill_ok: NDArray[np.bool_], feasible: NDArray[np.bool_], idx: NDArray[np.int64]) -> NDArray[np.object_]:
+def _reasons(r: Resolved, *, budget: Arr, kv_ok: NDArray[np.bool_], prefill_ok: NDArray[np.bool_],
+             gap_ok: NDArray[np.bool_], att: Arr, ttft_share: Arr, tpot_share: Arr, feasible: NDArray[np.bool_],
+             idx: NDArray[np.int64]) -> NDArray[np.object_]:
     """Why each infeasible candidate misses at its chosen batch (the first check that fails)."""
     slo = r.scenario.slo
     reason = np.array([""] * feasible.shape[0], dtype=object)
@@ -295,13 +321,35 @@ def _reasons(r: Resolved, *, budget: Arr, kv_ok: NDArray[np.bool_], itl_ok: NDAr
             continue
         if budget[i, 0] <= 0 or not kv_ok[i, j]:
             reason[i] = "does not fit" if budget[i, 0] <= 0 or not kv_ok[i, 0] else "KV budget below batch"
-        elif not itl_ok[i, j]:
-            reason[i] = f"misses ITL (p{slo.itl_percentile * 100:g} with chunk stalls)"
         elif not prefill_ok[i, j]:
             reason[i] = "prefill cannot keep up (raise serving.chunk_tokens)"
+        elif not gap_ok[i, j]:
+            reason[i] = f"misses ITL (token-gap p{GAP_PERCENTILE * 100:g} above slo.itl_gap_p99_s)"
         else:
-            reason[i] = f"misses TTFT (p{TTFT_PERCENTILE * 100:g})"
+            a, t, p = float(att[i, j]), float(ttft_share[i, j]), float(tpot_share[i, j])
+            which = "ITL" if p <= t else "TTFT"
+            reason[i] = (f"misses {which} (attainment {a:.0%} < {slo.attainment:.0%}: TTFT within target for "
+                         f"{t:.0%} of requests, TPOT for {p:.0%})")
     return reason
+
+
+def _tpot_load(ld_itl: Arr, rate: Arr, sv: ServiceTimes, st: WorkloadStats, *, riding: bool) -> TpotLoad:
+    """What a request's TPOT depends on (chunks ride in the iterations only colocated)."""
+    w = sv.weights
+    e1 = np.sum(w * sv.prefill_work_s, axis=-1, keepdims=True) if riding else np.zeros((1, 1))
+    e2 = np.sum(w * sv.prefill_work_s * sv.prefill_work_s, axis=-1, keepdims=True) if riding else np.zeros((1, 1))
+    o, ow = output_classes(st.samples)
+    return TpotLoad(itl_mean_s=np.asarray(ld_itl, float), rate_per_s=np.asarray(rate, float), work_mean_s=e1,
+                    work_m2_s2=e2, outputs=o, output_weights=ow)
+
+
+def _ttft_share(target_s: float, ld: ModeLoad, weights: Arr, shape: tuple[int, ...]) -> Arr:
+    """P(TTFT ≤ target) per candidate × batch (the pool's distribution; without it,
+    the p90 check: 90% where the p90 meets the target)."""
+    if ld.ttft_wait is None or ld.ttft_own_s is None:
+        return np.broadcast_to(np.where(np.asarray(ld.ttft_p90_s) <= target_s, TTFT_PERCENTILE, 0.0), shape)
+    share = ttft_within(target_s, ld.ttft_wait, ld.ttft_own_s, weights)
+    return np.broadcast_to(share.reshape(share.shape + (1,) * (len(shape) - share.ndim)), shape)
 
 
 def operating_arrays(
@@ -323,14 +371,25 @@ def operating_arrays(
     wg, budget = mem.weight_bytes_per_gpu, mem.kv_budget_bytes
     kv_ok, max_seq = _kv_capacity(budget, mem.cache_bytes_per_token_per_gpu, ep_c, st, b)
     cyc, sv, pc = _service_times(r, st, tp=tp_c, pp=pp_c, ep=ep_c, b=b, riding=mode == "colocated")
+    # The load model's gap quantile is asked at the stall percentile (p99 of all token
+    # gaps); slo.itl_percentile is the percentile of per-request TPOT (below).
+    slo = s.slo
+    r_gap = replace(r, scenario=s.model_copy(update={"slo": slo.model_copy(update={"itl_percentile": GAP_PERCENTILE})}))
     if mode == "colocated":
-        ld = colocated_load(r, sv, grid=grid)
+        ld = colocated_load(r_gap, sv, grid=grid)
     else:
-        ld = disaggregated_load(r, sv, st, grid=grid, tp=tp_c, pp=pp_c)
+        ld = disaggregated_load(r_gap, sv, st, grid=grid, tp=tp_c, pp=pp_c)
+    shape = np.broadcast_shapes(np.shape(ld.itl_s), np.shape(ld.goodput_req_s), (n_c, grid.size))
+    riding = mode == "colocated"
+    tl = _tpot_load(np.broadcast_to(ld.itl_s, shape), np.broadcast_to(ld.goodput_req_s, shape), sv, st, riding=riding)
+    ttft_share = _ttft_share(slo.ttft_s, ld, sv.weights, shape)
+    tpot_share = tpot_within(slo.itl_s, tl)
+    att = attainment(ttft_share=ttft_share, tpot_share=tpot_share)
+    gap = np.broadcast_to(np.asarray(ld.itl_percentile_s, float), shape)
+    gap_ok = gap <= slo.itl_gap_p99_s if slo.itl_gap_p99_s is not None else np.ones(shape, dtype=bool)
 
     # The operating point: the largest batch where every check holds (the fixed batch if given).
-    itl_ok = ld.itl_percentile_s <= s.slo.itl_s
-    ok = kv_ok & itl_ok & (ld.ttft_p90_s <= s.slo.ttft_s) & ld.prefill_ok
+    ok = kv_ok & ld.prefill_ok & gap_ok & (att >= slo.attainment * (1.0 - 1e-12))
     if fixed is not None:
         idx = np.zeros(n_c, dtype=np.int64)
     else:
@@ -342,18 +401,29 @@ def operating_arrays(
     def pick(a: ArrayLike) -> Arr:
         return np.broadcast_to(np.asarray(a, float), ok.shape)[rows, idx]
 
+    # At the fleet's load: the rate per replica and the ITL there (TTFT is already at the fleet's load).
+    reps = np.broadcast_to(np.asarray(ld.replicas, float), shape)
+    lam_f = np.where(np.isfinite(reps) & (reps > 0), s.workload.peak_rate / np.where(reps > 0, reps, 1.0), 0.0)
+    tl_f = _tpot_load(np.broadcast_to(ld.fleet_itl_s, shape), lam_f, sv, st, riding=riding)
+    chosen, chosen_f = tl.at(rows, idx, shape), tl_f.at(rows, idx, shape)
+    fleet_att = pick(ttft_share) * tpot_within(slo.itl_s, chosen_f)
     nan = np.full(n_c, np.nan)
     return OperatingArrays(
         mode=mode,
         batch_size=grid[idx].astype(np.int64),
         feasible=feasible,
-        reason=_reasons(r, budget=budget, kv_ok=kv_ok, itl_ok=itl_ok, prefill_ok=ld.prefill_ok,
-                        feasible=feasible, idx=idx),
+        reason=_reasons(r, budget=budget, kv_ok=kv_ok, prefill_ok=np.broadcast_to(ld.prefill_ok, shape),
+                        gap_ok=gap_ok, att=att, ttft_share=ttft_share, tpot_share=tpot_share, feasible=feasible,
+                        idx=idx),
         max_sequences=max_seq,
         step_s=pick(cyc.step.step_s),
         itl_s=pick(ld.itl_s),
-        itl_percentile_s=pick(ld.itl_percentile_s),
+        itl_percentile_s=tpot_quantile(slo.itl_percentile, chosen),
+        itl_gap_p99_s=pick(gap),
         itl_worst_s=pick(ld.itl_worst_s),
+        slo_attainment=pick(att),
+        ttft_attainment=pick(ttft_share),
+        tpot_attainment=pick(tpot_share),
         ttft_s=pick(ld.ttft_s),
         ttft_p90_s=pick(ld.ttft_p90_s),
         ttft_wait_s=pick(ld.ttft_wait_s),
@@ -369,7 +439,9 @@ def operating_arrays(
         decode_replicas=np.where(feasible, pick(ld.decode_replicas), nan),
         fleet_batch_size=pick(ld.fleet_batch_size),
         fleet_itl_s=pick(ld.fleet_itl_s),
-        fleet_itl_percentile_s=pick(ld.fleet_itl_percentile_s),
+        fleet_itl_percentile_s=tpot_quantile(slo.itl_percentile, chosen_f),
+        fleet_itl_gap_p99_s=pick(ld.fleet_itl_percentile_s),
+        fleet_slo_attainment=fleet_att,
         weight_bytes_per_gpu=wg[:, 0],
         kv_budget_bytes=budget[:, 0],
         gpus_per_replica=(tp_c * pp_c * ep_c)[:, 0],

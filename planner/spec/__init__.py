@@ -4,12 +4,15 @@ Imports only ``planner.errors`` and ``planner.io``.
 """
 
 from planner.spec.catalog import (
+    PRICE_ROUNDING_USD,
     Catalog,
     PriceQuote,
     catalog_dir,
+    default_price_from_quotes,
     get_gpu,
     get_model,
     load_catalog,
+    on_demand_quotes,
 )
 from planner.spec.context import (
     Resolved,
@@ -184,7 +187,10 @@ __all__ = [
     "bits_per_weight",
     "bytes_per_kv_element",
     "bytes_per_weight",
+    "PRICE_ROUNDING_USD",
     "catalog_dir",
+    "default_price_from_quotes",
+    "on_demand_quotes",
     "check_profile",
     "compute_dtype_candidates",
     "diurnal_profile",

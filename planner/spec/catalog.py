@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import statistics
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,9 +20,12 @@ from planner.errors import CatalogError, validation_message
 from planner.spec.specs import GpuSpec, ModelSpec
 
 __all__ = [
+    "PRICE_ROUNDING_USD",
     "Catalog",
     "PriceQuote",
     "catalog_dir",
+    "default_price_from_quotes",
+    "on_demand_quotes",
     "get_gpu",
     "get_model",
     "load_catalog",
@@ -92,15 +96,50 @@ def _by_id(items: list[Any], kind: str) -> dict[str, Any]:
     return out
 
 
+# The rule for a GPU's default price (gpus.yaml usd_per_gpu_hour) where prices.yaml
+# quotes it: the median of its on-demand quotes, rounded to the nearest 5 cents.
+PRICE_ROUNDING_USD = 0.05
+
+
+def on_demand_quotes(prices: tuple[PriceQuote, ...], gpu_id: str) -> tuple[PriceQuote, ...]:
+    """The on-demand quotes for ``gpu_id``, cheapest first (the ones a default price follows)."""
+    return tuple(sorted((q for q in prices if q.gpu == gpu_id and q.pricing_type == "on_demand"),
+                        key=lambda q: q.usd_per_gpu_hour))
+
+
+def default_price_from_quotes(quotes: tuple[PriceQuote, ...]) -> float | None:
+    """The default price the rule gives: median of the quotes' $/GPU-hour rounded
+    to :data:`PRICE_ROUNDING_USD`; None without a quote."""
+    if not quotes:
+        return None
+    median = statistics.median(q.usd_per_gpu_hour for q in quotes)
+    return round(round(median / PRICE_ROUNDING_USD) * PRICE_ROUNDING_USD, 2)
+
+
+def _check_prices(gpus: dict[str, GpuSpec], prices: tuple[PriceQuote, ...]) -> None:
+    """Every quote names a known GPU; every default price with quotes lies within them."""
+    for quote in prices:
+        if quote.gpu not in gpus:
+            raise CatalogError(f"prices.yaml: unknown gpu '{quote.gpu}'")
+    for gpu in gpus.values():
+        quotes = on_demand_quotes(prices, gpu.id)
+        if not quotes:
+            continue
+        low, high = quotes[0].usd_per_gpu_hour, quotes[-1].usd_per_gpu_hour
+        if not low <= gpu.usd_per_gpu_hour <= high:
+            raise CatalogError(
+                f"gpus.yaml: entry {gpu.id}: usd_per_gpu_hour {gpu.usd_per_gpu_hour:g} lies outside its on-demand "
+                f"quotes in prices.yaml (${low:g}–${high:g}); the rule is their median, "
+                f"${default_price_from_quotes(quotes):g}")
+
+
 @functools.lru_cache(maxsize=4)
 def _load(path: str) -> Catalog:
     root = Path(path)
     gpus = _by_id(_load_entries(root / "gpus.yaml", _GPU), "gpus.yaml")
     models = _by_id(_load_entries(root / "models.yaml", _MODEL), "models.yaml")
     prices = tuple(_load_entries(root / "prices.yaml", _PRICE))
-    for quote in prices:
-        if quote.gpu not in gpus:
-            raise CatalogError(f"prices.yaml: unknown gpu '{quote.gpu}'")
+    _check_prices(gpus, prices)
     return Catalog(gpus=gpus, models=models, prices=prices)
 
 

@@ -155,8 +155,12 @@ class Workload(BaseModel):
 
 
 class Slo(BaseModel):
-    """Latency targets: p90 TTFT ≤ ``ttft_s``; ITL at ``itl_percentile`` (chunked
-    prefill's stalls included) ≤ ``itl_s``."""
+    """Latency targets, scored per request as the simulator scores them (DistServe's
+    goodput): a request meets the SLO when its TTFT ≤ ``ttft_s`` and its TPOT (its own
+    mean inter-token time) ≤ ``itl_s``; a plan meets it when at least ``attainment`` of
+    requests do.  ``itl_percentile`` is the percentile of per-request TPOT shown beside
+    the target; ``itl_gap_p99_s`` (optional) bounds the p99 of all token gaps (the
+    chunked-prefill stall)."""
 
     model_config = _FROZEN
     ttft_s: PosFloat = 1.0
@@ -164,6 +168,10 @@ class Slo(BaseModel):
     # p90 by default: the percentile latency dashboards and DistServe-style SLOs
     # quote (seeds 001: "TTFT p50/p90 and ITL p50/p99"; p99 is stricter).
     itl_percentile: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = 0.9
+    # Share of requests that must meet both targets (DistServe's SLO attainment; 90%
+    # matches the p90 the targets were quoted at).
+    attainment: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = 0.9
+    itl_gap_p99_s: PosFloat | None = None
 
 
 class Serving(BaseModel):

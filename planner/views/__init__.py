@@ -59,6 +59,14 @@ from planner.views.plausibility import (
     PRICE_RANGE_FACTOR,
     plausibility_warnings,
 )
+from planner.views.referee import (
+    REFEREE_MAX_SIMULATED,
+    RefereePick,
+    Simulate,
+    Simulated,
+    referee_pick,
+    slo_status,
+)
 from planner.views.report import (
     CHART_WIDTH_PX,
     CHEAPEST_GPUS_MAX,
@@ -98,6 +106,7 @@ from planner.views.review import (
     input_differences,
     knee_rate_grid,
     mode_scenarios,
+    mode_verdict,
     sweep_row_scenario,
 )
 from planner.views.revisions import (
@@ -121,12 +130,14 @@ from planner.views.sweep import (
 )
 from planner.views.vocabulary import (
     FIELD_LABELS,
+    Attainment,
     Headline,
     SloCheck,
     Stat,
     blended_note,
     label_for,
     latency_label,
+    plan_attainment,
     plan_headline,
     plan_slo_checks,
     pools_text,
@@ -134,6 +145,15 @@ from planner.views.vocabulary import (
 )
 
 __all__ = [
+    "Simulate",
+    "Simulated",
+    "Attainment",
+    "REFEREE_MAX_SIMULATED",
+    "RefereePick",
+    "mode_verdict",
+    "plan_attainment",
+    "referee_pick",
+    "slo_status",
     "Alternative",
     "CHART_WIDTH_PX",
     "CHEAPEST_GPUS_MAX",

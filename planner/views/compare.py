@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from planner.errors import ScenarioError
 from planner.sizing.plan import Plan, plan
 from planner.spec.scenario import Scenario, resolve_gpu, scenario_from_dict
+from planner.views.referee import REFEREE_MAX_SIMULATED, Simulate, referee_pick, slo_status
 from planner.views.review import sweep_row_scenario
 from planner.views.sweep import sweep_result
 from planner.views.vocabulary import plan_slo_checks, pools_text
@@ -62,21 +63,21 @@ def _on_gpu(scenario: Scenario, gpu: str) -> Scenario:
     return scenario_from_dict(data)
 
 
-def best_layout(scenario: Scenario, gpu: str) -> Scenario | None:
-    """The scenario on ``gpu`` in its cheapest feasible layout ($/Mtok output) among
-    TP 1–8 × both serving modes, PP 1, the scenario's weights precision; None when none is feasible."""
+def best_layout(scenario: Scenario, gpu: str, *, referee: Simulate | None = None) -> Scenario | None:
+    """The scenario on ``gpu`` in its cheapest layout ($/Mtok output) among TP 1–8 × both
+    serving modes × the sweep's chunk sizes, PP 1, the scenario's weights precision, that
+    meets the SLO: the sweep's refereed ``cheapest`` (with ``referee``, the cheapest whose
+    short simulation meets ``slo.attainment``); None when none does."""
     base = _on_gpu(scenario, gpu)
-    rows = [r for r in sweep_result(base, gpus=[gpu], dtypes=[scenario.weights_dtype], tps=COMPARE_TPS, pps=[1]).rows
-            if r.feasible and r.usd_per_mtok_output is not None and r.gpus_total is not None]
-    if not rows:
-        return None
-    best = min(rows, key=lambda r: (r.usd_per_mtok_output or 0.0, r.gpus_total or 0.0, r.tp))
-    return sweep_row_scenario(base, best)
+    best = sweep_result(base, gpus=[gpu], dtypes=[scenario.weights_dtype], tps=COMPARE_TPS, pps=[1],
+                        referee=referee).cheapest
+    return sweep_row_scenario(base, best) if best is not None else None
 
 
-def gpu_variants(scenario: Scenario, gpus: Sequence[str], *, keep_layout: bool = False) -> list[tuple[str, Scenario]]:
-    """(label, scenario) per GPU: the cheapest feasible layout (or the scenario's own
-    layout with ``keep_layout``, or when no layout is feasible)."""
+def gpu_variants(scenario: Scenario, gpus: Sequence[str], *, keep_layout: bool = False,
+                 referee: Simulate | None = None) -> list[tuple[str, Scenario]]:
+    """(label, scenario) per GPU: the cheapest layout meeting the SLO (:func:`best_layout`,
+    refereed by ``referee``), or the scenario's own layout with ``keep_layout`` or when none does."""
     out: list[tuple[str, Scenario]] = []
     for gpu in gpus:
         if keep_layout:
@@ -86,7 +87,7 @@ def gpu_variants(scenario: Scenario, gpus: Sequence[str], *, keep_layout: bool =
             data["gpu"] = gpu
             sc = scenario_from_dict(data)
         else:
-            sc = best_layout(scenario, gpu) or _on_gpu(scenario, gpu)
+            sc = best_layout(scenario, gpu, referee=referee) or _on_gpu(scenario, gpu)
         out.append((layout_label(sc), sc))
     return out
 
@@ -116,10 +117,15 @@ class CompareColumn:
     usd_per_hour: float
     usd_per_gpu_hour: float
     ttft_p90_s: float
-    itl_s: float  # at slo.itl_percentile (the ITL the SLO is checked on)
+    itl_s: float  # per-request TPOT at slo.itl_percentile (the statistic the ITL target is scored on)
     kv_headroom: float  # share of the KV budget free at the operating batch
-    meets_slo: bool
+    meets_slo: bool  # analytic, and not failed in simulation
     verdict: str = ""
+    itl_mean_s: float = math.nan  # mean ITL at the batch (= mean TPOT)
+    itl_gap_p99_s: float = math.nan  # p99 of all token gaps
+    slo_attainment: float = math.nan  # analytic share of requests meeting both targets
+    simulated_attainment: float | None = None  # None: not simulated
+    slo_status: str = ""
 
 
 def _column(label: str, scenario: Scenario) -> CompareColumn:
@@ -132,29 +138,44 @@ def _column(label: str, scenario: Scenario) -> CompareColumn:
         usd_per_mtok_output=p.cost.usd_per_mtok_output, usd_per_hour=p.cost.usd_per_hour,
         usd_per_gpu_hour=p.cost.usd_per_gpu_hour, ttft_p90_s=ttft.value_s if op.feasible else math.nan,
         itl_s=itl.value_s if op.feasible else math.nan, kv_headroom=headroom,
-        meets_slo=bool(op.feasible))  # the plan's own verdict: the checks above, KV fit, prefill keeping up
+        meets_slo=bool(op.feasible),  # the plan's own verdict: attainment, KV fit, prefill keeping up
+        itl_mean_s=op.itl_s if op.feasible else math.nan, itl_gap_p99_s=op.itl_gap_p99_s if op.feasible else math.nan,
+        slo_attainment=op.slo_attainment)
 
 
-def compare_columns(options: Sequence[tuple[str, Scenario]]) -> list[CompareColumn]:
-    """Plan each option and give each a verdict: the cheapest option meeting the SLO,
-    the others' extra cost against it, or why an option misses."""
+def compare_columns(options: Sequence[tuple[str, Scenario]], *, referee: Simulate | None = None,
+                    referee_cap: int = REFEREE_MAX_SIMULATED) -> list[CompareColumn]:
+    """Plan each option and give each a verdict: the cheapest option meeting the SLO
+    (:func:`planner.views.referee.referee_pick`: with ``referee``, the cheapest whose short
+    simulation meets ``slo.attainment``), the others' extra cost against it, or why an option misses."""
     if not COMPARE_MIN <= len(options) <= COMPARE_MAX:
         raise ScenarioError(f"compare: choose {COMPARE_MIN} to {COMPARE_MAX} options, got {len(options)}")
     labels = [label for label, _ in options]
     if len(set(labels)) != len(labels):  # two columns with one name: number them
         options = [(f"{i + 1}. {label}", sc) for i, (label, sc) in enumerate(options)]
     cols = [_column(label, sc) for label, sc in options]
-    ok = [c for c in cols if c.meets_slo and math.isfinite(c.usd_per_mtok_output)]
-    best = min(ok, key=lambda c: (c.usd_per_mtok_output, c.gpus_total)) if ok else None
+    costs = [c.usd_per_mtok_output if c.meets_slo and math.isfinite(c.usd_per_mtok_output) else math.inf
+             for c in cols]
+    target = cols[0].scenario.slo.attainment
+    pick = referee_pick(lambda i: cols[i].scenario, costs, target=target, simulate=referee, cap=referee_cap)
+    best = cols[pick.pick] if pick.pick is not None else None
     out = []
-    for c in cols:
+    for i, c in enumerate(cols):
+        sim = pick.attainment_of(i)
+        t = c.scenario.slo.attainment
+        status = slo_status(feasible=c.meets_slo, attainment=sim, target=t)
         if not c.meets_slo:
             reason = c.plan.operating_point.reason
             verdict = f"misses the SLO ({reason})" if reason and reason != "misses the SLO" else "misses the SLO"
-        elif c is best or best is None:
-            verdict = "cheapest that meets the SLO"
+        elif pick.failed(i):
+            verdict = f"misses the SLO in simulation ({sim:.0%} of requests meet both targets < {t:.0%})"
+        elif c is best:
+            verdict = "cheapest that meets the SLO" + (f" (simulated: {sim:.0%} ≥ {t:.0%})" if sim is not None else "")
+        elif best is None:
+            verdict = "meets the SLO analytically (not simulated: no cheaper option passed its simulation)"
         else:
             extra = c.usd_per_mtok_output / best.usd_per_mtok_output - 1.0
-            verdict = f"meets the SLO, {extra:+.0%} $/Mtok vs {best.label}"
-        out.append(replace(c, verdict=verdict))
+            verdict = f"meets the SLO analytically, {extra:+.0%} $/Mtok vs {best.label}"
+        out.append(replace(c, verdict=verdict, meets_slo=c.meets_slo and not pick.failed(i),
+                           simulated_attainment=sim, slo_status=status))
     return out

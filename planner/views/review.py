@@ -19,6 +19,7 @@ from planner.sizing.plan import Plan
 from planner.spec.context import resolve
 from planner.spec.derivation import Derivation, fmt_num
 from planner.spec.scenario import Scenario, scenario_from_dict
+from planner.views.referee import RefereePick, Simulate, referee_pick
 from planner.views.sweep import SweepRow
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "input_differences",
     "knee_rate_grid",
     "mode_scenarios",
+    "mode_verdict",
     "sweep_row_scenario",
 ]
 
@@ -38,6 +40,36 @@ def mode_scenarios(scenario: Scenario) -> dict[str, Scenario]:
     """The scenario with ``serving.mode`` set to each mode (colocated first)."""
     return {m: scenario.model_copy(update={"serving": scenario.serving.model_copy(update={"mode": m})})
             for m in MODES}
+
+
+def mode_verdict(scenario: Scenario, *, referee: Simulate | None) -> tuple[str, RefereePick]:
+    """The Plan verdict between colocated and disaggregated, refereed: the mode with fewer
+    GPUs (colocated on a tie: one pool, no KV transfer) whose short simulation meets
+    ``slo.attainment`` (:func:`planner.views.referee.referee_pick`)."""
+    from planner.sizing.plan import plan
+
+    scs = mode_scenarios(scenario)
+    plans = {m: plan(sc) for m, sc in scs.items()}
+    gpus = [plans[m].fleet.gpus_total if plans[m].operating_point.feasible else float("inf") for m in MODES]
+    pick = referee_pick(lambda i: scs[MODES[i]], gpus, target=scenario.slo.attainment, simulate=referee)
+    parts = []
+    for i, m in enumerate(MODES):
+        op = plans[m].operating_point
+        if not op.feasible:
+            parts.append(f"{m}: misses ({op.reason})")
+            continue
+        a = pick.attainment_of(i)
+        sim = ("not simulated" if a is None else f"simulated {a:.0%} {'≥' if a + 1e-12 >= pick.target else '<'} "
+               f"{pick.target:.0%}")
+        parts.append(f"{m}: {gpus[i]:,.0f} GPUs ({sim})")
+    detail = "; ".join(parts)
+    if pick.pick is None:
+        head = ("neither mode meets the SLO" if pick.offered == 0 else
+                "neither mode passed its simulation" if pick.refereed else "no mode meets the SLO")
+        return f"{head}: {detail}", pick
+    m = MODES[pick.pick]
+    why = "" if pick.refereed else " (analytic, not simulated)"
+    return f"{m} is the recommendation{why}: {detail}", pick
 
 
 def fleet_derivations(*, scenario: Scenario, plan: Plan) -> dict[str, Derivation]:

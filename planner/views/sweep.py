@@ -29,6 +29,7 @@ from planner.sizing.operating import OperatingArrays, operating_arrays, workload
 from planner.spec.catalog import load_catalog
 from planner.spec.context import resolve
 from planner.spec.scenario import MAX_EP, MAX_PP, MAX_SEQUENCE_TOKENS, MAX_TP, Scenario
+from planner.views.referee import REFEREE_MAX_SIMULATED, RefereePick, Simulate, referee_pick, slo_status
 
 __all__ = ["DEFAULT_CHUNKS", "DEFAULT_DTYPES", "DEFAULT_EP", "DEFAULT_PP", "DEFAULT_TP", "MAX_SWEEP_CANDIDATES",
            "SweepResult", "SweepRow", "pareto_front", "sweep", "sweep_result"]
@@ -137,9 +138,9 @@ class SweepRow:
     reason: str
     compute_dtype: str  # the tensor-core rate used (FP4 weights on Hopper: fp8)
     batch_size: int | None = None
-    itl_s: float | None = None  # mean ITL at the batch
-    itl_percentile_s: float | None = None  # ITL at slo.itl_percentile, chunk stalls included (checked)
-    ttft_s: float | None = None
+    itl_s: float | None = None  # mean ITL at the batch (= mean TPOT)
+    itl_percentile_s: float | None = None  # per-request TPOT at slo.itl_percentile, chunk stalls averaged in
+    ttft_s: float | None = None  # mean, queueing included
     ttft_p90_s: float | None = None
     goodput_req_s_per_replica: float | None = None
     goodput_req_s_per_gpu: float | None = None
@@ -152,7 +153,11 @@ class SweepRow:
     usd_per_mtok_output_full_load: float | None = None
     pareto_cost_itl: bool = False
     pareto_goodput_ttft: bool = False
-    cheapest: bool = False
+    cheapest: bool = False  # the refereed pick: the cheapest candidate whose simulation meets slo.attainment
+    itl_gap_p99_s: float | None = None  # p99 of all token gaps (the chunk stall)
+    slo_attainment: float | None = None  # analytic share of requests meeting both targets
+    simulated_attainment: float | None = None  # simulated share (None: not simulated)
+    slo_status: str = ""  # "meets (simulated 93% ≥ 90%)", "meets (analytic, not simulated)", …
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -164,34 +169,49 @@ class SweepResult:
 
     rows: tuple[SweepRow, ...]
     cheapest_index: int | None
+    referee: RefereePick | None = None
 
     @property
     def cheapest(self) -> SweepRow | None:
         return self.rows[self.cheapest_index] if self.cheapest_index is not None else None
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"rows": [row dicts], "cheapest": row dict | None}``: what :func:`sweep` returns."""
+        """``{"rows": [row dicts], "cheapest": row dict | None, "simulated": [...], "referee": {...}}``:
+        what :func:`sweep` returns (``simulated``: the candidates simulated, cheapest first, with
+        their row index, ``simulated_attainment`` and whether it passed)."""
         rows = [row.to_dict() for row in self.rows]
-        return {"rows": rows, "cheapest": rows[self.cheapest_index] if self.cheapest_index is not None else None}
+        ref = self.referee
+        return {"rows": rows, "cheapest": rows[self.cheapest_index] if self.cheapest_index is not None else None,
+                "simulated": [{"row": s.index, "simulated_attainment": s.attainment, "passed": s.passed}
+                              for s in (ref.simulated if ref else ())],
+                "referee": None if ref is None else {"target": ref.target, "max_simulated": ref.cap,
+                                                     "refereed": ref.refereed, "note": ref.note()}}
 
 
 def sweep(
     base: Scenario, *, gpus: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
     tps: Sequence[int] = DEFAULT_TP, pps: Sequence[int] = DEFAULT_PP, eps: Sequence[int] | None = None,
-    chunks: Sequence[int] | None = None, modes: Sequence[str] = MODES,
+    chunks: Sequence[int] | None = None, modes: Sequence[str] = MODES, referee: Simulate | None = None,
+    referee_cap: int = REFEREE_MAX_SIMULATED,
 ) -> dict[str, Any]:
-    """Evaluate every candidate; returns {"rows": [...], "cheapest": row | None}
-    (the rows of :func:`sweep_result` as dicts)."""
+    """Evaluate every candidate; returns {"rows": [...], "cheapest": row | None, ...}
+    (:meth:`SweepResult.to_dict` of :func:`sweep_result`)."""
     return sweep_result(base, gpus=gpus, dtypes=dtypes, tps=tps, pps=pps, eps=eps, chunks=chunks,
-                        modes=modes).to_dict()
+                        modes=modes, referee=referee, referee_cap=referee_cap).to_dict()
 
 
 def sweep_result(
     base: Scenario, *, gpus: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
     tps: Sequence[int] = DEFAULT_TP, pps: Sequence[int] = DEFAULT_PP, eps: Sequence[int] | None = None,
-    chunks: Sequence[int] | None = None, modes: Sequence[str] = MODES,
+    chunks: Sequence[int] | None = None, modes: Sequence[str] = MODES, referee: Simulate | None = None,
+    referee_cap: int = REFEREE_MAX_SIMULATED,
 ) -> SweepResult:
     """Evaluate every candidate: typed rows, Pareto fronts and the cheapest marked.
+
+    ``cheapest`` is :func:`planner.views.referee.referee_pick` over the feasible rows:
+    with ``referee`` (``planner.simulate.referee.simulated_attainment``) the cheapest
+    whose short simulation meets ``slo.attainment``, the simulated rows carrying
+    ``simulated_attainment``; without it the analytic cheapest, labelled so.
 
     ``eps`` default: DEFAULT_EP for a mixture-of-experts model, else the
     scenario's own; ``chunks`` default: DEFAULT_CHUNKS and the scenario's own.
@@ -238,11 +258,28 @@ def sweep_result(
                                           ep=[e for _, _, e in ok], mode=mode, stats=stats)
                     fl = fleet_arrays(r, op, stats)
                     rows.extend(_planned_row(key, op, fl, i, layout) for i, layout in enumerate(ok))
-    return _mark_fronts(rows)
+    return _referee(base, _mark_fronts(rows), referee=referee, cap=referee_cap)
+
+
+def _referee(base: Scenario, result: SweepResult, *, referee: Simulate | None, cap: int) -> SweepResult:
+    """The cheapest mark moved to the refereed pick; simulated rows carry their attainment."""
+    from planner.views.review import sweep_row_scenario  # review imports this module
+
+    target = base.slo.attainment
+    rows = result.rows
+    costs = [row.usd_per_mtok_output if row.feasible and row.usd_per_mtok_output is not None else math.inf
+             for row in rows]
+    pick = referee_pick(lambda i: sweep_row_scenario(base, rows[i]), costs, target=target, simulate=referee,
+                        cap=cap)
+    marked = tuple(replace(row, cheapest=i == pick.pick, simulated_attainment=pick.attainment_of(i),
+                           slo_status=slo_status(feasible=row.feasible, attainment=pick.attainment_of(i),
+                                                 target=target))
+                   for i, row in enumerate(rows))
+    return SweepResult(rows=marked, cheapest_index=pick.pick, referee=pick)
 
 
 def _mark_fronts(rows: list[SweepRow]) -> SweepResult:
-    """The rows with their Pareto fronts and the cheapest feasible row marked."""
+    """The rows with their Pareto fronts and the analytic cheapest feasible row marked."""
     feas = np.array([row.feasible for row in rows], dtype=bool)
 
     def col(values: list[float | None], sign: float = 1.0) -> NDArray[np.float64]:
@@ -292,6 +329,7 @@ def _planned_row(key: _Key, op: OperatingArrays, fl: FleetArrays, i: int, layout
         chunk_tokens=key.chunk_tokens, mode=key.mode, feasible=bool(op.feasible[i]), reason=str(op.reason[i]),
         compute_dtype=key.compute_dtype, batch_size=int(op.batch_size[i]),
         itl_s=_finite(op.itl_s, i), itl_percentile_s=_finite(op.itl_percentile_s, i), ttft_s=_finite(op.ttft_s, i),
+        itl_gap_p99_s=_finite(op.itl_gap_p99_s, i), slo_attainment=_finite(op.slo_attainment, i),
         ttft_p90_s=_finite(op.ttft_p90_s, i), goodput_req_s_per_replica=_finite(op.goodput_req_s_per_replica, i),
         goodput_req_s_per_gpu=_finite(fl.goodput_req_s_per_gpu, i), gpus_per_replica=tp * pp * ep,
         replicas=_finite(fl.replicas, i), gpus_total=_finite(fl.gpus_total, i),

@@ -3,8 +3,11 @@
 * A latency always says which statistic it is (mean, p50, p90, p99) and whether
   queueing is included: :func:`latency_label` → ``"TTFT p90 · queueing included"``.
 * An SLO target is shown beside the value it is checked on, with pass or fail:
-  :class:`SloCheck` and :func:`plan_slo_checks` (the plan's own criteria: the
-  operating point's p90 TTFT with M/G/1 queueing, and its mean ITL at the batch).
+  :class:`SloCheck` and :func:`plan_slo_checks` (the operating point's p90 TTFT with
+  M/G/c queueing at the fleet's load, and the per-request TPOT at
+  ``slo.itl_percentile``); the verdict is :func:`plan_attainment`, the share of
+  requests meeting both targets against ``slo.attainment``, the criterion the plan is
+  feasible by and the simulator scores (``planner.sizing.attainment``).
 * The Plan page leads with the answer: :func:`plan_headline` (GPUs, replicas per
   pool, $/Mtok, the SLO check), "—" with the reason where a number does not exist.
 * Internal keys never reach a reader: :func:`label_for` turns ``memory.kv_budget_bytes``
@@ -24,12 +27,14 @@ from planner.spec.specs import GpuSpec
 
 __all__ = [
     "FIELD_LABELS",
+    "Attainment",
     "Headline",
     "SloCheck",
     "Stat",
     "blended_note",
     "label_for",
     "latency_label",
+    "plan_attainment",
     "plan_headline",
     "plan_slo_checks",
     "pools_text",
@@ -149,24 +154,60 @@ class SloCheck:
 
 
 def plan_slo_checks(plan: Plan, scenario: Scenario) -> tuple[SloCheck, SloCheck]:
-    """The plan's own SLO criteria (those its operating point is feasible by): p90
-    TTFT at the operating point with M/G/1 queueing at the target utilization (KV
-    transfer included when disaggregated), and the ITL at ``slo.itl_percentile``
-    at the operating batch (prefill chunk stalls included when colocated)."""
+    """The two latencies the SLO's targets apply to, at the operating point: p90 TTFT
+    with M/G/c queueing over the fleet's prefill servers at the peak rate (KV transfer
+    included when disaggregated), and the per-request TPOT (a request's mean
+    inter-token time) at ``slo.itl_percentile`` at the operating batch (prefill chunk
+    stalls averaged over its output when colocated).  The verdict is
+    :func:`plan_attainment`: the share of requests meeting both."""
     op = plan.operating_point
-    u = scenario.fleet.target_utilization
     transfer = " + KV transfer" if op.mode == "disaggregated" else ""
     # A layout whose KV budget holds no batch has no latency to check against the targets.
     unfit = not op.feasible and op.reason in NO_BATCH_REASONS
     why = f"no batch: {op.reason}" if unfit else ""
     ttft = SloCheck(metric="TTFT", stat="p90", queueing=True, value_s=math.nan if unfit else op.ttft_p90_s,
                     target_s=scenario.slo.ttft_s, why_missing=why,
-                    basis=f"analytic: M/G/1 queue at {u:.0%} utilization + prefill{transfer}")
-    chunks = ", prefill chunk stalls included" if op.mode == "colocated" else ""
-    itl = SloCheck(metric="ITL", stat=f"p{scenario.slo.itl_percentile * 100:g}", queueing=False,
+                    basis=f"analytic: M/G/c queue over the fleet's prefill servers at the peak rate + prefill{transfer}")
+    chunks = ", prefill chunk stalls averaged over its output" if op.mode == "colocated" else ""
+    itl = SloCheck(metric="TPOT", stat=f"p{scenario.slo.itl_percentile * 100:g}", queueing=False,
                    value_s=math.nan if unfit else op.itl_percentile_s, target_s=scenario.slo.itl_s, why_missing=why,
-                   basis=f"analytic: decode cycles at batch {op.batch_size}{chunks}")
+                   basis=f"analytic: per-request mean inter-token time at batch {op.batch_size}{chunks}")
     return ttft, itl
+
+
+@dataclass(frozen=True)
+class Attainment:
+    """The SLO's verdict: the share of requests meeting both targets against ``slo.attainment``."""
+
+    value: float  # analytic (NaN: no operating point)
+    target: float
+    ttft_share: float
+    tpot_share: float
+    gap_p99_s: float  # p99 of all token gaps (the stall), shown beside it
+    gap_target_s: float | None
+
+    @property
+    def passed(self) -> bool | None:
+        if not math.isfinite(self.value):
+            return None
+        gap_ok = self.gap_target_s is None or self.gap_p99_s <= self.gap_target_s
+        return self.value + 1e-12 >= self.target and gap_ok
+
+    def sentence(self) -> str:
+        if not math.isfinite(self.value):
+            return f"Requests meeting both targets: — (no operating point) · target ≥ {self.target:.0%}"
+        sign = "≥" if self.value + 1e-12 >= self.target else "<"
+        return (f"Requests meeting both targets (analytic): {self.value:.1%} {sign} {self.target:.0%} target "
+                f"(TTFT within target for {self.ttft_share:.1%}, TPOT for {self.tpot_share:.1%})")
+
+
+def plan_attainment(plan: Plan, scenario: Scenario) -> Attainment:
+    """The plan's share of requests meeting both targets at its operating point."""
+    op = plan.operating_point
+    unfit = not op.feasible and op.reason in NO_BATCH_REASONS
+    return Attainment(value=math.nan if unfit else op.slo_attainment, target=scenario.slo.attainment,
+                      ttft_share=op.ttft_attainment, tpot_share=op.tpot_attainment, gap_p99_s=op.itl_gap_p99_s,
+                      gap_target_s=scenario.slo.itl_gap_p99_s)
 
 
 def pools_text(plan: Plan) -> str:
@@ -193,10 +234,12 @@ class Headline:
     usd_per_mtok_blended: float
     usd_per_hour: float
     checks: tuple[SloCheck, SloCheck]
+    attainment: Attainment | None = None
 
     @property
     def slo_met(self) -> bool:
-        return self.feasible and all(c.passed for c in self.checks)
+        """The plan's verdict: the share of requests meeting both targets (and KV fit, prefill keeping up)."""
+        return self.feasible and (self.attainment is None or bool(self.attainment.passed))
 
 
 def plan_headline(plan: Plan, scenario: Scenario) -> Headline:
@@ -207,6 +250,7 @@ def plan_headline(plan: Plan, scenario: Scenario) -> Headline:
         mode=f.mode, gpus_total=f.gpus_total, gpus_per_replica=f.gpus_per_replica, pools=pools_text(plan),
         usd_per_mtok_output=c.usd_per_mtok_output, usd_per_mtok_blended=c.usd_per_mtok_blended,
         usd_per_hour=c.usd_per_hour, checks=plan_slo_checks(plan, scenario),
+        attainment=plan_attainment(plan, scenario),
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from planner.sizing.plan import Plan, plan
-from planner.spec.catalog import load_catalog
+from planner.spec.catalog import load_catalog, on_demand_quotes
 from planner.spec.context import resolve
 from planner.spec.derivation import Derivation
 from planner.spec.scenario import Scenario
@@ -238,7 +238,10 @@ def _fleet_rows(p: Plan) -> tuple[ReportRow, ...]:
 def _cost_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
     c = p.cost
     why = "no operating point meets the SLO"
-    price_origin = "set in the scenario" if s.cost.usd_per_gpu_hour is not None else "catalog default (sources below)"
+    price_origin = ("set in the scenario" if s.cost.usd_per_gpu_hour is not None else
+                    "catalog default: the median of its on-demand quotes (sources below)"
+                    if on_demand_quotes(load_catalog().prices, resolve(s).gpu.id) else
+                    "catalog estimate: no quote for this GPU (sources below)")
     return (
         ReportRow("Price", usd(c.usd_per_gpu_hour, per="GPU-hour"), price_origin),
         ReportRow("Fleet cost", usd(c.usd_per_hour, why, "hour"), "provisioned for the peak, charged around the clock"),
@@ -305,8 +308,15 @@ def _sources(s: Scenario, p: Plan, alts: tuple[Alternative, ...]) -> tuple[Sourc
     if s.cost.usd_per_gpu_hour is not None:
         out.append(Source("Price", usd(s.cost.usd_per_gpu_hour, per="GPU-hour"), "", "set in the scenario"))
     else:
-        out.append(Source("Price", f"{usd(r.gpu.usd_per_gpu_hour, per='GPU-hour')} for {r.gpu.id}", "",
-                          "the catalog's default on-demand price (catalog/gpus.yaml), chosen from the quotes below"))
+        quotes = on_demand_quotes(cat.prices, r.gpu.id)
+        if quotes:
+            listed = ", ".join(usd(q.usd_per_gpu_hour) for q in quotes)
+            note = (f"the catalog's default: the median of the {len(quotes)} on-demand "
+                    f"quote{'s' if len(quotes) > 1 else ''} below ({listed}), rounded to $0.05 (catalog/prices.yaml)")
+            url = quotes[len(quotes) // 2].source_url  # the middle quote's source
+        else:
+            note, url = "the catalog's estimate: no quote for this GPU in catalog/prices.yaml", ""
+        out.append(Source("Price", f"{usd(r.gpu.usd_per_gpu_hour, per='GPU-hour')} for {r.gpu.id}", url, note))
         for q in cat.prices:
             if q.gpu == r.gpu.id:
                 out.append(Source("Price quote", f"{q.provider}: {usd(q.usd_per_gpu_hour, per='GPU-hour')}",
