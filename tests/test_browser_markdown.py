@@ -198,10 +198,11 @@ def test_a_probed_endpoints_error_body_is_text_and_keyless(site: tuple[str, str]
     endpoint = _Endpoint(f"# Forbidden\n\n{img}\n\n{js} {raw}\n\ntoken={API_KEY.upper()} [Sign in](javascript:x)")
     try:
         page = _open(browser, f"{url}/probe")
-        expect(page.locator("h1").first).to_have_text("Live probe")
+        main = page.get_by_test_id("stMainBlockContainer")
+        expect(main.get_by_label("Endpoint URL", exact=True)).to_be_visible(timeout=FIRST_RUN_MS)
         for label, value in (("Endpoint URL", endpoint.url), ("API key (kept in memory only)", API_KEY),
                              ("Concurrency levels", "1"), ("Requests per level", "1"), ("Output tokens", "2")):
-            box = page.get_by_test_id("stMainBlockContainer").get_by_label(label, exact=True)
+            box = main.get_by_label(label, exact=True)
             box.fill(value)
             box.press("Enter")
             settled(page)
