@@ -10,7 +10,7 @@ from typing import Any
 
 from planner import SloCheck, derivation_value, human, label_for, readable
 
-__all__ = ["MISSING", "check_line", "derivation_md", "is_number", "md", "plain", "readable", "round3", "shown", "usd"]
+__all__ = ["MISSING", "check_line", "derivation_md", "is_number", "md", "plain", "readable", "round3", "sequences", "shown", "usd"]
 
 MISSING = "—"
 
@@ -29,6 +29,11 @@ def shown(value: Any, unit: str = "", fmt: str | None = None) -> str:
         return MISSING
     number = int(value) if isinstance(value, Integral) else float(value)
     return format(number, fmt) if fmt is not None else human(number, unit)
+
+
+def sequences(value: Any) -> str:
+    """A count of whole sequences ("12" where 12.7 fit: a 13th does not), or "—"."""
+    return f"{math.floor(float(value)):,}" if is_number(value) else MISSING
 
 
 def round3(value: float) -> float:
