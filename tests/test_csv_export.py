@@ -25,7 +25,7 @@ INPUT_COLUMNS = [
     "scenario.workload.trace", "scenario.workload.profile", "scenario.slo.ttft_s",
     "scenario.slo.itl_s", "scenario.slo.itl_percentile", "scenario.serving.mode", "scenario.serving.batch_size", "scenario.serving.context_tokens",
     "scenario.serving.chunk_tokens", "scenario.serving.block_tokens", "scenario.serving.reserved_bytes",
-    "scenario.serving.memory_utilization", "scenario.speculative.draft_tokens", "scenario.speculative.acceptance",
+    "scenario.serving.memory_utilization", "scenario.serving.engine", "scenario.speculative.draft_tokens", "scenario.speculative.acceptance",
     "scenario.speculative.draft_cost", "scenario.efficiency.bandwidth", "scenario.efficiency.compute",
     "scenario.efficiency.step_overhead_s", "scenario.efficiency.layer_overhead_s",
     "scenario.efficiency.collective_latency_s",

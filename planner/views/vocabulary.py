@@ -86,6 +86,7 @@ FIELD_LABELS: dict[str, str] = {
     "serving.mode": "Serving mode", "serving.batch_size": "Batch", "serving.context_tokens": "Context tokens",
     "serving.chunk_tokens": "Prefill chunk tokens", "serving.block_tokens": "KV block tokens",
     "serving.reserved_bytes": "Reserved memory", "serving.memory_utilization": "Memory utilization",
+    "serving.engine": "Engine (memory accounting)",
     "speculative.draft_tokens": "Speculative draft tokens", "speculative.acceptance": "Speculative acceptance",
     "speculative.draft_cost": "Draft step cost", "fleet.target_utilization": "Target utilization",
     "fleet.min_replicas": "Minimum replicas", "fleet.link": "KV link", "fleet.link_bytes_per_s": "KV link bandwidth",
