@@ -193,6 +193,9 @@ class Serving(BaseModel):
     block_tokens: Annotated[int, Field(ge=1, le=4096)] = 16
     reserved_bytes: NonNegFloat = 4.0e9
     memory_utilization: PosFraction | None = 0.9
+    # Whose memory_utilization it is (planner.physics.memory.kv_budget_bytes): vLLM's
+    # gpu_memory_utilization, TensorRT-LLM's kv_cache_free_gpu_mem_fraction, SGLang's mem_fraction_static.
+    engine: Literal["vllm", "trtllm", "sglang"] = "vllm"
 
 
 class Speculative(BaseModel):
