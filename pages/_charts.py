@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 import vl_convert as vlc
+
+# Points one series of a chart draws: Altair refuses data over 5,000 rows (MaxRowsError)
+# and a browser draws thousands of points slowly; longer series are binned first.
+MAX_CHART_POINTS = 500
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
@@ -30,6 +36,25 @@ def show_chart(chart: alt.TopLevelMixin, name: str, *, height: int | None = None
                        mime="image/png", key=f"dl-{name}-png", on_click="ignore")
     row.download_button("SVG", data=lambda: chart_bytes(json.dumps(spec), "svg"), file_name=f"{name}.svg",
                        mime="image/svg+xml", key=f"dl-{name}-svg", on_click="ignore")
+
+
+def downsample_max(df: pd.DataFrame, *, by: str, value: str = "value",
+                   max_points: int = MAX_CHART_POINTS) -> tuple[pd.DataFrame, int]:
+    """At most ``max_points`` rows per ``by`` series, in order: each run of ``k``
+    consecutive rows becomes its first row with the run's largest ``value`` (a step
+    chart keeps its peaks).  Returns the rows and ``k`` (1: nothing binned)."""
+    longest = int(df.groupby(by, sort=False).size().max()) if len(df) else 0
+    k = max(1, math.ceil(longest / max_points))
+    if k == 1:
+        return df, 1
+    parts = []
+    for _, part in df.groupby(by, sort=False):
+        part = part.reset_index(drop=True)
+        groups = part.index // k
+        first = part.groupby(groups).head(1).reset_index(drop=True)
+        first[value] = part.groupby(groups)[value].max().to_numpy()
+        parts.append(first)
+    return pd.concat(parts, ignore_index=True), k
 
 
 # One colour per GPU on every chart (Tableau 10, in the catalog's sorted order), so

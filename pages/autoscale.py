@@ -3,6 +3,7 @@ saves against the static peak fleet, and (on demand) the simulated SLO attainmen
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -10,16 +11,25 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from pages._charts import show_chart
+from pages._charts import downsample_max, show_chart
 from pages._format import MISSING, derivation_md, md, plain, round3, shown, usd
 from pages._sidebar import page_scenario
 from planner import PlannerError, Scenario, scenario_from_dict
 from planner.simulate.day import DEFAULT_STEP_REQUESTS, simulate_day
-from planner.sizing.autoscale import POLICIES, AutoscaleResult, compare_policies
+from planner.sizing.autoscale import MIN_DAY_INTERVAL_S, POLICIES, AutoscaleResult, compare_policies
 from planner.spec.profile import MAX_PROFILE_CSV_BYTES, diurnal_profile, parse_profile_csv
 
 st.title("Autoscaling")
 base = page_scenario()
+MIN_PEAK_REQ_S = 0.001  # the "Peak req/s" field's minimum
+
+
+def _clamped(label: str, value: float, low: float) -> float:
+    """``value`` raised to the field's minimum, saying so (a link or a saved scenario can hold less)."""
+    if value >= low:
+        return value
+    st.warning(f"{label}: the scenario's {value:g} is below this field's minimum of {low:g}; using {low:g}.")
+    return low
 
 
 @st.cache_data(max_entries=16, show_spinner="Sizing every interval ...")
@@ -42,7 +52,9 @@ def _profile() -> list[dict[str, float]] | None:
             except PlannerError as exc:
                 st.error(plain(str(exc)))
     c = st.columns(3)
-    peak = c[0].number_input("Peak req/s", min_value=0.001, value=float(base.workload.peak_rate), key="as_peak")
+    peak = c[0].number_input("Peak req/s", min_value=MIN_PEAK_REQ_S,
+                             value=_clamped("Peak req/s", float(base.workload.peak_rate), MIN_PEAK_REQ_S),
+                             key="as_peak")
     trough = c[1].number_input("Trough req/s", min_value=0.0, value=float(base.workload.peak_rate) / 10,
                                key="as_trough")
     hour = c[2].number_input("Peak hour", min_value=0.0, max_value=23.99, value=14.0, key="as_hour")
@@ -56,7 +68,9 @@ def _profile() -> list[dict[str, float]] | None:
 def _scenario(profile: list[dict[str, float]] | None) -> Scenario | None:
     f = base.fleet
     c = st.columns(4)
-    interval = c[0].number_input("Scale interval (s)", min_value=10.0, value=float(f.scale_interval_s), key="as_int")
+    interval = c[0].number_input("Scale interval (s)", min_value=MIN_DAY_INTERVAL_S,
+                                 value=_clamped("Scale interval (s)", float(f.scale_interval_s), MIN_DAY_INTERVAL_S),
+                                 key="as_int", help=f"at least {MIN_DAY_INTERVAL_S:g} s (MAX_DAY_INTERVALS per day)")
     auto = f.scale_up_delay_s is None
     delay = c[1].number_input("Scale-up delay (s, 0 = derived)", min_value=0.0,
                               value=0.0 if auto else float(f.scale_up_delay_s or 0.0), key="as_delay",
@@ -90,13 +104,26 @@ per_step = c1.number_input("Requests per interval", min_value=50, max_value=100_
                            step=50, key="as_reqs")
 if c2.button("Simulate the day (every policy)"):
     bar = st.progress(0.0, text="simulating intervals ...")
+    shown_bar = [0.0, "simulating intervals ..."]
     done: dict[str, AutoscaleResult] = {}
-    for i, pol in enumerate(POLICIES):
-        def _tick(d: int, n: int, i: int = i, pol: str = pol) -> None:
-            bar.progress((i + d / n) / len(POLICIES), text=f"{pol}: interval {d} of {n}")
 
-        done[pol] = simulate_day(scenario, results[pol], requests_per_step=int(per_step),
-                                 workers=os.cpu_count(), progress=_tick)
+    def _beat() -> None:
+        # a Streamlit call while the workers run: once the visitor has left it raises, and
+        # simulate_day stops its worker processes at once
+        bar.progress(shown_bar[0], text=str(shown_bar[1]))
+
+    try:
+        for i, pol in enumerate(POLICIES):
+            def _tick(d: int, n: int, i: int = i, pol: str = pol) -> None:
+                shown_bar[:] = [(i + d / n) / len(POLICIES), f"{pol}: interval {d} of {n}"]
+                _beat()
+
+            done[pol] = simulate_day(scenario, results[pol], requests_per_step=int(per_step),
+                                     workers=os.cpu_count(), progress=_tick, heartbeat=_beat)
+    except PlannerError as exc:
+        bar.empty()
+        st.error(plain(str(exc)))
+        st.stop()
     bar.empty()
     st.session_state[sim_key] = (scenario.model_dump_json(), int(per_step), done)
 saved = st.session_state.get(sim_key)
@@ -118,7 +145,10 @@ for stp in res.steps:
     else:
         rows.append({"hour": hour, "series": "replicas", "value": stp.replicas, "axis": "replicas"})
     rows.append({"hour": hour, "series": "replicas needed", "value": stp.needed_replicas, "axis": "replicas"})
-df = pd.DataFrame(rows)
+df, binned = downsample_max(pd.DataFrame(rows), by="series")
+if binned > 1:
+    st.caption(f"{len(res.steps):,} intervals drawn as {math.ceil(len(res.steps) / binned):,} points per series: "
+               f"each the highest of {binned} consecutive intervals.")
 x = alt.X("hour:Q", title="hour of day", scale=alt.Scale(domain=[0, 24]))
 traffic = alt.Chart(df[df.axis == "traffic"]).mark_area(opacity=0.25, interpolate="step-after").encode(
     x=x, y=alt.Y("value:Q", title="requests/s"), tooltip=["hour", "value"])

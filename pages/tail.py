@@ -13,6 +13,7 @@ from pages._format import MISSING, round3, shown
 from pages._sidebar import page_plan, page_scenario
 from planner import PlannerError, Scenario
 from planner.simulate import (
+    MAX_RATE_REQ_S,
     PLAN_ATTAINMENT_TARGET,
     RateSweep,
     ReplicaTimeline,
@@ -32,6 +33,7 @@ ROUTER_NAMES = {"round_robin": "round robin", "least_loaded": "least loaded", "p
 TIMELINE_REPLICAS = 8  # replicas drawn on the timelines (a legend of 22 is unreadable)
 ROUTER_REQUESTS = 400  # the router comparison is relative: a short run ranks the routers
 DEFAULT = Scenario()
+MIN_RATE_REQ_S = 0.001  # the "Offered req/s" field's range (the simulator's MAX_RATE_REQ_S above)
 
 
 def _sim_json(scenario: Scenario) -> str:
@@ -77,9 +79,15 @@ try:
             rep = c[0].number_input("Replicas", 1, 4096, fs.replicas if fs else 1, key="tl_replicas")
             c[1].caption("colocated: prefill and decode share each replica")
             pools = {"replicas": int(rep)}
-        rate = c[2].number_input("Offered req/s", 0.001, 1e6, float(fs.rate_req_s if fs else scenario.workload.peak_rate),
-                                 key="tl_rate")
-        n = c[3].number_input("Requests", 50, 20_000, fs.options.requests if fs else 400, 100, key="tl_requests")
+        asked = float(fs.rate_req_s if fs else scenario.workload.peak_rate)
+        if not MIN_RATE_REQ_S <= asked <= MAX_RATE_REQ_S:
+            clamped = min(max(asked, MIN_RATE_REQ_S), MAX_RATE_REQ_S)
+            st.warning(f"Offered req/s: the scenario's {asked:g} is outside this field's range {MIN_RATE_REQ_S:g} to "
+                       f"{MAX_RATE_REQ_S:g}; using {clamped:g}.")
+            asked = clamped
+        rate = c[2].number_input("Offered req/s", MIN_RATE_REQ_S, MAX_RATE_REQ_S, asked, key="tl_rate")
+        n = c[3].number_input("Requests", 50, 20_000, min(max(fs.options.requests if fs else 400, 50), 20_000), 100,
+                              key="tl_requests")
         opts = sim_options(requests=int(n), rate_req_s=float(rate), seed=0, slo_attainment=PLAN_ATTAINMENT_TARGET,
                            max_batch=plan.operating_point.batch_size if plan.operating_point.feasible else None, **pools)
         fleet_words = ", ".join(f"{v:,} {k.replace('_', ' ').removesuffix('s') if v == 1 else k.replace('_', ' ')}"

@@ -6,12 +6,16 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from planner.physics.draft import draft_memory, eagle_head_params
 from planner.sizing.plan import plan
-from planner.spec.catalog import get_model
+from planner.spec.catalog import get_model, load_catalog
 from planner.spec.scenario import Scenario
+from tests.test_derivations import check
 
+CATALOG = load_catalog()
 BASE = {"model": "llama-3.1-70b", "gpu": "h200-sxm", "weights_dtype": "fp8", "kv_dtype": "bf16"}
 DRAFT_8B = {"draft_tokens": 4, "draft_model": "llama-3.1-8b", "draft_weights_dtype": "bf16"}
 
@@ -132,3 +136,65 @@ def test_memory_page_shows_the_draft_rows(tmp_path: Path, monkeypatch: pytest.Mo
     assert float(metrics["Max sequences"].replace(",", "")) < before
     assert any("memory.draft_weight_bytes_per_gpu" in m.value or "Draft weights per GPU" in m.value
                for m in at.markdown)
+
+
+def test_the_sweep_sizes_with_the_draft_charged() -> None:
+    """The operating arrays every candidate is sized with (sweep, fleet) hold fewer sequences with
+    the draft, by the ledger's own ratio (one computation: replica_memory)."""
+    import numpy as np
+
+    from planner.sizing.operating import operating_arrays, replica_memory
+    from planner.spec.context import resolve
+
+    def arrays(spec: dict[str, object]) -> tuple[float, float, float]:
+        r = resolve(Scenario(**BASE, speculative=spec))
+        op = operating_arrays(r, tp=np.array([1.0, 2.0]), pp=np.array([1.0, 1.0]), ep=np.array([1.0, 1.0]),
+                              mode="colocated")
+        mem = replica_memory(r, tp=np.array([1.0]), pp=np.array([1.0]), ep=np.array([1.0]))
+        return float(op.max_sequences[0]), float(op.max_sequences[1]), float(np.asarray(mem.kv_budget_bytes)[0])
+
+    off1, off2, b_off = arrays({})
+    on1, on2, b_on = arrays(DRAFT_8B)
+    assert b_on == pytest.approx(b_off - DRAFT_8B_WEIGHT_BYTES, rel=1e-12)
+    assert on1 < 0.6 * off1  # TP1: the 8B draft takes over 40% of the batch
+    assert off2 > on2 > on1  # TP2 shards the draft too, and gains back capacity
+
+
+def test_draft_heads_must_split_over_tp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drafter runs at the target's TP: a draft whose heads TP does not divide is refused, naming the field."""
+    import planner.spec.scenario as scenario_mod
+    from planner.errors import ScenarioError
+
+    twelve = get_model("llama-3.1-8b").model_copy(update={"id": "twelve-heads", "heads": 12, "kv_heads": 4})
+    real = scenario_mod.get_model
+    monkeypatch.setattr(scenario_mod, "get_model", lambda i: twelve if i == "twelve-heads" else real(i))
+    data = {"model": "llama-3.1-405b", "gpu": "h200-sxm", "weights_dtype": "fp8", "parallel": {"tp": 8},
+            "speculative": {"draft_tokens": 2, "draft_model": "twelve-heads"}}
+    with pytest.raises(ScenarioError, match=r"speculative.draft_model.*12 attention heads"):
+        scenario_mod.scenario_from_dict(data)
+    scenario_mod.scenario_from_dict({**data, "parallel": {"tp": 4}})  # 12 heads split over TP 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(target=st.sampled_from(sorted(CATALOG.models)), draft=st.sampled_from([None, *sorted(CATALOG.models)]),
+       tp=st.sampled_from([1, 2, 4, 8]), wd=st.sampled_from(["bf16", "fp8", "int4"]),
+       dwd=st.sampled_from([None, "bf16", "fp8"]), kd=st.sampled_from(["bf16", "fp8"]),
+       layers=st.integers(1, 3), k=st.integers(1, 8))
+def test_draft_derivations_evaluate_to_their_values(target: str, draft: str | None, tp: int, wd: str, dwd: str | None,
+                                                   kd: str, layers: int, k: int) -> None:
+    """Every draft row's working, substituted, evaluates to its value (any catalog target and draft)."""
+    from planner.errors import PlannerError
+    from planner.spec.scenario import scenario_from_dict
+    try:
+        sc = scenario_from_dict({"model": target, "gpu": "h200-sxm", "weights_dtype": wd, "kv_dtype": kd,
+                                 "parallel": {"tp": tp},
+                                 "speculative": {"draft_tokens": k, "draft_model": draft, "draft_layers": layers,
+                                                 "draft_weights_dtype": dwd}})
+        p = plan(sc)
+    except PlannerError:
+        assume(False)
+        return
+    rows = {n: dv for n, dv in p.derivations.items() if n.startswith("memory.")}
+    assert "memory.draft_weight_bytes_per_gpu" in rows
+    for name, dv in rows.items():
+        check(name, dv.substituted, dv.value)

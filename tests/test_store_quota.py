@@ -105,3 +105,30 @@ def test_stored_bytes_counts_what_is_saved(engine: sa.Engine) -> None:  # noqa: 
             "SELECT payload, frozen_catalog, stored_bytes FROM scenario_revisions")).one()
     as_json = [v if isinstance(v, str) else json.dumps(v) for v in (payload, frozen)]
     assert size == s.stored_bytes == sum(len(t) for t in as_json)
+
+
+def test_migration_0003_sizes_rows_saved_before(db_url: str) -> None:  # noqa: F811
+    """Rows saved at 0002 get their stored_bytes from their JSON text, so the quota counts them."""
+    from planner.store.db import make_engine
+    from planner.store.migrate import upgrade
+
+    upgrade(db_url, "0002")
+    payload = json.dumps(Scenario(name="old").model_dump(mode="json"))
+    eng = make_engine(db_url)
+    try:
+        with eng.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO scenarios (id, slug, name, description, tags, payload, schema_version, created_at, "
+                "updated_at, version) VALUES (1, 'old', 'old', '', '[]', :p, 1, :t, :t, 1)"), {"p": payload, "t": WHEN})
+            conn.execute(sa.text(
+                "INSERT INTO scenario_revisions (scenario_id, version, name, description, tags, payload, "
+                "schema_version, note, created_at) VALUES (1, 1, 'old', '', '[]', :p, 1, 'created', :t)"),
+                {"p": payload, "t": WHEN})
+        upgrade(db_url)
+        with eng.connect() as conn:
+            sizes = conn.execute(sa.text("SELECT stored_bytes FROM scenarios UNION ALL "
+                                         "SELECT stored_bytes FROM scenario_revisions")).scalars().all()
+        assert sizes == [len(payload), len(payload)]
+        assert repo.list_scenarios(engine=eng)[0].stored_bytes == len(payload)
+    finally:
+        eng.dispose()

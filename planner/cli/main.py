@@ -7,7 +7,9 @@ on stderr and exit status 2; nothing prints a traceback for bad input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import json
 import logging
 import math
@@ -19,6 +21,7 @@ from typing import Any, NoReturn
 from planner.errors import PlannerError
 from planner.io.export import REASON_COLUMN, csv_text, finite_row, flatten, plan_infeasible_reason, plan_row
 from planner.io.formatting import format_value
+from planner.io.output import OutputError, flush_stream, whole_stdout, write_text
 from planner.spec.scenario import Scenario, apply_overrides, load_scenario_file, scenario_from_dict
 
 __all__ = ["main", "one_line", "scenario_from_args", "add_scenario_args", "emit", "plan_row"]
@@ -81,12 +84,13 @@ def _finite(value: Any) -> Any:
 
 
 def emit(fmt: str, payload: Any, rows: list[dict[str, Any]] | None = None) -> None:
-    """Print ``payload`` as JSON, or ``rows`` (flat dicts) as CSV or a table."""
+    """Print ``payload`` as JSON, or ``rows`` (flat dicts) as CSV or a table: written
+    whole (``planner.io.output.write_text``), or an OutputError says how much went out."""
     if fmt == "json":
-        print(json.dumps(_finite(payload), indent=2, default=str, allow_nan=False))
+        write_text(sys.stdout, json.dumps(_finite(payload), indent=2, default=str, allow_nan=False) + "\n")
         return
     rows = [finite_row(r) for r in (rows if rows is not None else [flatten(payload)])]
-    print(csv_text(rows) if fmt == "csv" else _table(rows), end="" if fmt == "csv" else "\n")
+    write_text(sys.stdout, csv_text(rows) if fmt == "csv" else _table(rows) + "\n")
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
@@ -136,20 +140,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say(line: str) -> None:
+    """One line on stderr, if stderr is still there."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+def _quiet_stdout() -> None:
+    """Send what stdout still buffers nowhere, so the exit does not fail again on it."""
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        with whole_stdout():  # every print() to a pipe goes out whole, or OutputError says it did not
+            status = int(args.func(args))
+            flush_stream(sys.stdout)
+        return status
+    except OutputError as exc:  # the output was cut: never exit 0 with part of it
+        _say(f"error: {one_line(str(exc))}")
+        _quiet_stdout()
+        return 1
     except PlannerError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `... | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:  # `... | head`: the reader left before the end
+        _say("error: the reader closed the pipe; the output is incomplete")
+        _quiet_stdout()
         return 1
     except (RecursionError, MemoryError) as exc:
         print(f"error: the input is too large or too deeply nested ({type(exc).__name__})", file=sys.stderr)

@@ -37,6 +37,11 @@ from planner.io.jsonfile import (
     read_json,
     read_text_file,
 )
+from planner.io.output import (
+    OUTPUT_STALL_S,
+    OutputError,
+    write_all,
+)
 from planner.io.pdf import (
     CHROMIUM_PATH,
     PDF_MAX_HTML_BYTES,
@@ -54,6 +59,8 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_JSON_FILE_BYTES",
     "NOT_A_NUMBER",
+    "OUTPUT_STALL_S",
+    "OutputError",
     "PDF_MAX_HTML_BYTES",
     "PDF_TIMEOUT_S",
     "REASON_COLUMN",
@@ -77,5 +84,6 @@ __all__ = [
     "readable",
     "sig3",
     "unit_column",
+    "write_all",
     "write_bytes_atomic",
 ]

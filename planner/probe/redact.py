@@ -3,8 +3,10 @@
 - :func:`redact` replaces an API key, by value, in any text that came from the
   endpoint or from an exception (an error body that echoes the Authorization
   header, a malformed event that quotes it), in its raw, JSON-escaped and
-  percent-encoded spellings; :func:`clip` also drops a key cut in half at the
-  end of a truncated text.
+  percent-encoded spellings, and (a key of 8 characters or more) upper- or
+  lower-cased, HTML-entity-encoded (``&#45;``), split across lines, and
+  base64-encoded at any alignment; :func:`clip` also drops a key cut in half at
+  the end of a truncated text.
 - :func:`check_url_secrets` refuses a probe URL that carries credentials: a
   ``user:password@`` part or a credential-looking query parameter (``key``,
   ``api_key``, ``token``, ``access_token``, ``sig``, ``password``, ...).
@@ -14,6 +16,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterable
@@ -62,11 +65,61 @@ def secrets_of_headers(headers: dict[str, str]) -> list[str]:
     return [s for s in out if s]
 
 
+# A secret at least this long is also found in its altered spellings (case changed,
+# entity-, percent- or \\u-escaped characters, split across lines, base64): a
+# shorter one would match ordinary words.
+_FUZZY_MIN_CHARS = 8
+# Between two characters of an echoed secret: a line break (raw or JSON-escaped)
+# with the indentation or quote marker a folded line carries.
+_SPLIT = r"(?:[ \t]*(?:\r\n|\r|\n|\\r\\n|\\n|\\r)[ \t>]*)?"
+_NAMED = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;|&apos;"}
+
+
+def _char(ch: str) -> str:
+    """Every spelling of one character an echo may use, in either case."""
+    alts = {re.escape(ch)}
+    for c in {ch, ch.lower(), ch.upper()}:
+        o = ord(c)
+        alts |= {f"&#0*{o};", f"&#x0*{o:x};", f"%{o:02x}", f"\\\\u{o:04x}"}
+        if c in _NAMED:
+            alts.add(_NAMED[c])
+        if c in '"\\/':
+            alts.add(re.escape("\\" + c))
+    return "(?:" + "|".join(sorted(alts)) + ")"
+
+
+def _fuzzy(secret: str) -> re.Pattern[str]:
+    """The secret in any case, each character as itself or an HTML entity (``&#45;``,
+    ``&#x2d;``, ``&amp;``), ``%2d`` or ``\\u002d``, a line break allowed between any two."""
+    return re.compile(_SPLIT.join(_char(c) for c in secret), re.IGNORECASE)
+
+
+def _base64_cores(secret: str) -> list[str]:
+    """The secret's base64 (standard and URL-safe) at each of the three alignments it
+    can have inside a longer encoded text, less the edge characters its neighbours change."""
+    raw = secret.encode("utf-8", "replace")
+    out: set[str] = set()
+    for shift in range(3):
+        enc = base64.b64encode(b"\0" * shift + raw).decode("ascii").rstrip("=")
+        start = -(-shift * 4 // 3)  # the characters that also carry the prefix
+        end = len(enc) - (0 if (shift + len(raw)) % 3 == 0 else 1)  # the last one carries what follows
+        core = enc[start:end]
+        if len(core) >= _FUZZY_MIN_CHARS:
+            out |= {core, core.replace("+", "-").replace("/", "_")}
+    return sorted(out, key=len, reverse=True)
+
+
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every spelling of every secret replaced by ``[redacted]``."""
+    """``text`` with every spelling of every secret replaced by ``[redacted]``: exact,
+    JSON- and percent-encoded; and for a secret of at least 8 characters also upper-
+    or lower-cased, HTML-entity-encoded, split across lines and base64-encoded."""
     for secret in secrets:
         for form in _forms(secret):
             text = text.replace(form, REDACTED)
+        if len(secret) >= _FUZZY_MIN_CHARS:
+            text = _fuzzy(secret).sub(REDACTED, text)
+            for core in _base64_cores(secret):
+                text = text.replace(core, REDACTED)
     return text
 
 

@@ -18,18 +18,23 @@
 * Attainment: share of requests meeting both targets (TTFT ≤ slo.ttft_s and mean
   ITL ≤ slo.itl_s); the day's is weighted by each interval's requests; an interval
   meets the SLO when it reaches ``PLAN_ATTAINMENT_TARGET`` (what the plan promises).
+* Bounds: at most ``MAX_DAY_SIM_REQUESTS`` requests per day (intervals × requests per
+  interval), refused before anything runs; the worker processes are terminated at once
+  when the caller's ``progress`` or ``heartbeat`` raises (a page whose visitor left: its
+  next Streamlit call raises), so no interval runs on for nobody.
 """
 
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 from collections.abc import Callable, Collection
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from planner.errors import ScenarioError
 from planner.simulate.arrivals import generate_requests
 from planner.simulate.engine import simulate
 from planner.simulate.fleetcheck import PLAN_ATTAINMENT_TARGET, STEADY_STATE_E2E_MULTIPLE
@@ -39,8 +44,8 @@ from planner.spec.context import resolve
 from planner.spec.profile import ProfilePoint, profile_argmax, profile_max, profile_rates
 from planner.spec.scenario import Scenario
 
-__all__ = ["DEFAULT_STEP_REQUESTS", "MAX_DAY_SIM_REPLICAS", "MAX_DAY_WORKERS", "StepSim", "meets", "run_step",
-           "simulate_day"]
+__all__ = ["DAY_POLL_S", "DEFAULT_STEP_REQUESTS", "MAX_DAY_SIM_REPLICAS", "MAX_DAY_SIM_REQUESTS", "MAX_DAY_WORKERS",
+           "StepSim", "check_day_size", "meets", "run_step", "simulate_day"]
 
 # Requests simulated per interval: 2,000 give an attainment within ±1% (binomial
 # σ = √(0.9 × 0.1 / 2000) ≈ 0.7%) in about a second on one core.
@@ -49,11 +54,28 @@ DEFAULT_STEP_REQUESTS = 2000
 MAX_DAY_SIM_REPLICAS = 64
 # Worker processes for the intervals: at most this many.
 MAX_DAY_WORKERS = 64
+# Requests simulated for one policy's day (intervals × requests per interval): the default
+# 600 s interval at DEFAULT_STEP_REQUESTS is 144 × 2,000 = 288,000, about 15 s on two cores;
+# 10 s intervals (8,640 × 2,000, three policies) were about 22 minutes of work per click.
+MAX_DAY_SIM_REQUESTS = 600_000
+# While intervals run in worker processes, the caller's heartbeat is called this often.
+DAY_POLL_S = 0.25
 
 # Thinning draws candidates at the interval's highest rate: at most this many per request kept.
 _CANDIDATES_PER_REQUEST = 20
 
 Progress = Callable[[int, int], None]
+
+
+def check_day_size(*, intervals: int, requests_per_step: int) -> None:
+    """Raise ScenarioError naming the fields when a day would simulate over MAX_DAY_SIM_REQUESTS."""
+    total = intervals * requests_per_step
+    if total > MAX_DAY_SIM_REQUESTS:
+        raise ScenarioError(
+            f"requests_per_step × intervals: {requests_per_step:,} requests per interval × {intervals:,} intervals = "
+            f"{total:,} simulated requests, over the limit of {MAX_DAY_SIM_REQUESTS:,} per day (MAX_DAY_SIM_REQUESTS); "
+            f"lower the requests per interval to {max(MAX_DAY_SIM_REQUESTS // max(intervals, 1), 1):,} or raise "
+            "fleet.scale_interval_s")
 
 
 @dataclass(frozen=True)
@@ -153,13 +175,17 @@ def run_step(job: StepSim) -> tuple[int, float | None, int]:
 
 def simulate_day(scenario: Scenario, result: AutoscaleResult, *, requests_per_step: int = DEFAULT_STEP_REQUESTS,
                  seed: int = 0, workers: int | None = None, router: str = "round_robin",
-                 progress: Progress | None = None, only: Collection[int] | None = None) -> AutoscaleResult:
+                 progress: Progress | None = None, only: Collection[int] | None = None,
+                 heartbeat: Callable[[], None] | None = None) -> AutoscaleResult:
     """``result`` with each step's simulated attainment and the day's (request-weighted) and worst
-    (``only``: simulate just these step indices)."""
-    jobs = _jobs(scenario, result, requests_per_step=min(max(requests_per_step, 1), MAX_SIM_REQUESTS), seed=seed,
-                 router=router)
+    (``only``: simulate just these step indices).  ``heartbeat`` is called every DAY_POLL_S while
+    worker processes run; whatever ``progress`` or ``heartbeat`` raises stops every worker at once
+    and is re-raised."""
+    per_step = min(max(requests_per_step, 1), MAX_SIM_REQUESTS)
+    jobs = _jobs(scenario, result, requests_per_step=per_step, seed=seed, router=router)
     if only is not None:
         jobs = [j for j in jobs if j.index in set(only)]
+    check_day_size(intervals=len(jobs), requests_per_step=per_step)
     n_workers = max(1, min(workers if workers is not None else (os.cpu_count() or 1), MAX_DAY_WORKERS, len(jobs)))
     att: dict[int, float | None] = {}
     done = 0
@@ -173,13 +199,26 @@ def simulate_day(scenario: Scenario, result: AutoscaleResult, *, requests_per_st
     else:
         # the platform's default start method (fork on Linux): spawn would re-run the caller's main
         # script in every worker (a Streamlit page's app.py)
-        with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            for fut in as_completed([pool.submit(run_step, job) for job in jobs]):
-                i, a, _ = fut.result()
+        pool = multiprocessing.Pool(processes=n_workers)
+        try:
+            results = pool.imap_unordered(run_step, jobs)
+            while done < len(jobs):
+                try:
+                    i, a, _ = results.next(timeout=DAY_POLL_S)
+                except multiprocessing.TimeoutError:
+                    if heartbeat:
+                        heartbeat()
+                    continue
                 att[i] = a
                 done += 1
                 if progress:
                     progress(done, len(jobs))
+            pool.close()
+        except BaseException:
+            pool.terminate()  # the intervals still running or waiting are dropped, their processes killed
+            raise
+        finally:
+            pool.join()
     steps: list[AutoscaleStep] = [st.model_copy(update={"slo_attainment": att.get(k)})
                                   for k, st in enumerate(result.steps)]
     weighted = [(st.slo_attainment, st.mean_requests_per_s * st.duration_s) for st in steps

@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.errors import ScenarioError
 from planner.sizing.operating import OperatingArrays, operating_arrays, workload_stats
 from planner.spec.context import Resolved, resolve
 from planner.spec.derivation import Derivation, fmt_num
@@ -43,6 +44,8 @@ from planner.spec.profile import DAY_S, ProfilePoint, profile_integral, profile_
 from planner.spec.scenario import Scenario
 
 __all__ = [
+    "MAX_DAY_INTERVALS",
+    "MIN_DAY_INTERVAL_S",
     "MIN_SIZING_RATE",
     "POLICIES",
     "AutoscaleResult",
@@ -58,6 +61,12 @@ __all__ = [
 POLICIES = ("static", "reactive", "predictive")
 # An interval with no traffic is sized at this rate (the min_replicas floor then holds).
 MIN_SIZING_RATE = 1e-6
+# Control intervals in a day: each is sized (the plan's sizing at its rate, twice), and on
+# the Autoscaling page drawn and, on demand, simulated.  A 10 s interval (8,640 of them)
+# reran the page for 187 s at 2.35 GB and overflowed its charts; 720 (2-minute intervals)
+# is about 5× the default 600 s interval's 144.
+MAX_DAY_INTERVALS = 720
+MIN_DAY_INTERVAL_S = DAY_S / MAX_DAY_INTERVALS
 _F = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -257,6 +266,10 @@ def _pool_steps(units: list[_Unit], needs: list[int], starts: list[float], durs:
 
 def _intervals(interval_s: float) -> tuple[list[float], list[float]]:
     n = math.ceil(DAY_S / interval_s - 1e-9)
+    if n > MAX_DAY_INTERVALS:
+        raise ScenarioError(f"fleet.scale_interval_s: {interval_s:g} s cuts the day into {n:,} control intervals, over "
+                            f"the limit of {MAX_DAY_INTERVALS:,} (MAX_DAY_INTERVALS); use at least "
+                            f"{MIN_DAY_INTERVAL_S:g} s")
     starts = [k * interval_s for k in range(n)]
     return starts, [min(interval_s, DAY_S - t) for t in starts]
 

@@ -324,6 +324,11 @@ class Scenario(BaseModel):
             raise ValueError(f"parallel.ep ({ep}) must divide the model's {model.experts} experts")
         if self.parallel.pp > model.layers:
             raise ValueError(f"parallel.pp ({self.parallel.pp}) exceeds the model's {model.layers} layers")
+        sp = self.speculative
+        if sp.draft_tokens > 0 and sp.draft_model is not None and get_model(sp.draft_model).heads % tp:
+            # the drafter runs at the target's TP (vLLM V1, SGLang): its heads split the same way
+            raise ValueError(f"speculative.draft_model: parallel.tp ({tp}) must divide the draft's "
+                             f"{get_model(sp.draft_model).heads} attention heads")
         return self
 
 
