@@ -130,8 +130,8 @@ def test_report_states_the_plan_as_the_cli_does(capsys: pytest.CaptureFixture[st
 def test_slo_check_puts_each_target_beside_its_value(review_html: str) -> None:
     doc = parse(review_html)
     text = " ".join(doc.text)
-    assert "TTFT ≤ 1 s" in text and "ITL ≤ 50 ms" in text
-    assert "TTFT p90 · queueing included" in text and "ITL p90 · no queueing" in text  # which statistic is checked
+    assert "TTFT ≤ 1 s" in text and "TPOT ≤ 50 ms" in text
+    assert "TTFT p90 · queueing included" in text and "TPOT p90 · no queueing" in text  # which statistic is checked
     results = re.findall(r"\b(pass|fail)\b", text.split("SLO check", 1)[1].split("Scenario", 1)[0])
     assert results and set(results) == {"pass"}
 

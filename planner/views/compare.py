@@ -175,7 +175,8 @@ def compare_columns(options: Sequence[tuple[str, Scenario]], *, referee: Simulat
             verdict = "meets the SLO analytically (not simulated: no cheaper option passed its simulation)"
         else:
             extra = c.usd_per_mtok_output / best.usd_per_mtok_output - 1.0
-            verdict = f"meets the SLO analytically, {extra:+.0%} $/Mtok vs {best.label}"
+            how = f" (simulated: {sim:.0%})" if sim is not None else " (analytic, not simulated)" if pick.refereed else ""
+            verdict = f"meets the SLO, {extra:+.0%} $/Mtok vs {best.label}{how}"
         out.append(replace(c, verdict=verdict, meets_slo=c.meets_slo and not pick.failed(i),
                            simulated_attainment=sim, slo_status=status))
     return out
