@@ -215,7 +215,12 @@ def simulate_day(scenario: Scenario, result: AutoscaleResult, *, requests_per_st
                     progress(done, len(jobs))
             pool.close()
         except BaseException:
-            pool.terminate()  # the intervals still running or waiting are dropped, their processes killed
+            # The intervals still running or waiting are dropped: the workers are killed first (a
+            # worker blocked on the task queue holds its lock, on which terminate() alone waited
+            # forever in the app server), then the pool's threads are ended.
+            for proc in list(getattr(pool, "_pool", ())):
+                proc.kill()
+            pool.terminate()
             raise
         finally:
             pool.join()
