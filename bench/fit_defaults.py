@@ -24,8 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner.physics.terms import TERM_NAMES  # noqa: E402
 from planner.validate.fit import (  # noqa: E402
+    FIT_TERMS,
     FOLDS,
     MIN_FAMILY_ROWS,
+    TERM_SEARCH,
     cross_validate,
     fit_efficiency,
     fit_table,
@@ -122,17 +124,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data", required=True, help="measurement file (published_calibration.json schema)")
     ap.add_argument("--write", action="store_true", help="rewrite planner/spec/fitted.py with the fitted table")
     ap.add_argument("--no-cv", action="store_true", help="fit and score in-sample only (quick)")
+    ap.add_argument("--terms", default=None,
+                    help=f"comma-separated physics terms to fit besides the base (known: {', '.join(TERM_SEARCH)}; "
+                         f"default: the shipped FIT_TERMS = {', '.join(FIT_TERMS) or 'none'})")
     args = ap.parse_args(argv)
+    terms = FIT_TERMS if args.terms is None else tuple(t for t in args.terms.split(",") if t)
+    unknown = [t for t in terms if t not in TERM_SEARCH]
+    if unknown:
+        ap.error(f"--terms: unknown {', '.join(unknown)} (known: {', '.join(TERM_SEARCH)})")
     rows = load_measurements(args.data)
     setups = predictable_setups(rows)
     fams = {f: sum(1 for s in setups if s.family == f) for f in ("trtllm", "vllm")}
     print(f"{len(rows)} rows, {len(setups)} predictable ({fams}); families need >= {MIN_FAMILY_ROWS} rows")
-    table = fit_table(setups)
+    print(f"fitted terms: {', '.join(terms) or 'none'}")
+    table = fit_table(setups, terms=terms)
     print("\nFitted constants:\n" + _literal(table))
     schemes = {"in-sample": validate_rows(rows, efficiency=table)}
     if not args.no_cv:
-        schemes[f"{FOLDS}-fold CV"] = cross_validate(rows, "kfold")
-        schemes["leave-one-source-out CV"] = cross_validate(rows, "loso")
+        schemes[f"{FOLDS}-fold CV"] = cross_validate(rows, "kfold", terms=terms, start=table)
+        schemes["leave-one-source-out CV"] = cross_validate(rows, "loso", terms=terms, start=table)
     print("\nAccuracy by quantity:\n" + accuracy_table(schemes))
     for name, res in schemes.items():
         print(f"\nMedian signed error by TP degree ({name}, rows in brackets):\n" + tp_table(res))

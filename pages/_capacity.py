@@ -19,6 +19,21 @@ from planner import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, PlannerError, S
 DEFAULT = Scenario()
 TRACE = "_trace"  # the uploaded trace's rows (list of [prompt, output])
 TRACE_ID = "_trace_file_id"
+# True once the mean rate was given (typed, or set by a link or a loaded scenario): until then
+# the mean follows a typed peak (a flat load), never the example's 10 req/s under it.
+MEAN_GIVEN = "_rps_given"
+
+
+def mean_given() -> None:
+    """on_change of the mean widget: the mean is the user's from now on."""
+    st.session_state[MEAN_GIVEN] = True
+
+
+def _mean_follows_peak() -> None:
+    """on_change of the peak widget: a peak typed over the example's mean carries the mean with it."""
+    peak = st.session_state.get("peak")
+    if peak and not st.session_state.get(MEAN_GIVEN):
+        st.session_state["rps"] = float(peak)
 
 
 def _trace_upload(holes: dict[str, Any]) -> None:
@@ -46,7 +61,10 @@ def _trace_upload(holes: dict[str, Any]) -> None:
 def capacity_widgets(num: Callable[..., Any], select: Callable[..., Any], holes: dict[str, Any]) -> None:
     """The capacity inputs, drawn inside the sidebar (``num``/``select`` are its widget helpers)."""
     st.subheader("Fleet")
-    num("Peak requests/s (empty = the mean)", "peak", None, 1.0, holes, help=INPUT_HELP["workload.peak_requests_per_s"])
+    num("Peak requests/s (empty = the mean)", "peak", None, 1.0, holes, help=INPUT_HELP["workload.peak_requests_per_s"],
+        on_change=_mean_follows_peak)
+    if st.session_state.get("peak") and not st.session_state.get(MEAN_GIVEN):
+        st.caption("The mean follows the peak (a flat load) until you type a mean.")
     num("Target utilization (%)", "target", DEFAULT.fleet.target_utilization * 100, 5.0, holes,
         help=INPUT_HELP["fleet.target_utilization"])
     num("Minimum replicas per pool", "minrep", DEFAULT.fleet.min_replicas, 1, holes,

@@ -11,7 +11,8 @@ from typing import Any
 from planner import SloCheck, derivation_value, human, label_for, readable
 from planner.io.formatting import markdown_code, markdown_text, one_line
 
-__all__ = ["MISSING", "check_line", "code", "derivation_md", "is_number", "md", "plain", "readable", "round3", "shown", "usd", "web_url"]
+__all__ = ["MISSING", "check_line", "code", "derivation_md", "is_number", "md", "plain", "readable", "round3",
+           "sequences", "shown", "usd", "web_url"]
 
 MISSING = "—"
 
@@ -30,6 +31,11 @@ def shown(value: Any, unit: str = "", fmt: str | None = None) -> str:
         return MISSING
     number = int(value) if isinstance(value, Integral) else float(value)
     return format(number, fmt) if fmt is not None else human(number, unit)
+
+
+def sequences(value: Any) -> str:
+    """A count of whole sequences ("12" where 12.7 fit: a 13th does not), or "—"."""
+    return f"{math.floor(float(value)):,}" if is_number(value) else MISSING
 
 
 def round3(value: float) -> float:

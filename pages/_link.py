@@ -16,6 +16,7 @@ from typing import Any
 
 import streamlit as st
 
+from pages._capacity import MEAN_GIVEN
 from pages._format import code, plain
 from planner import (
     MAX_TOKEN_CHARS,
@@ -152,12 +153,15 @@ def apply_pending() -> None:
         st.session_state[LOADED] = {"label": label, "drift": list(drift), "saved": saved, "json": None}
         st.session_state[PINNED] = pinned
         st.session_state[BASE] = data
+        st.session_state[MEAN_GIVEN] = True  # the loaded scenario's mean is given, not the example's
         trace = scenario.workload.trace
         st.session_state["_trace"] = [list(r) for r in trace] if trace else None
     values = st.session_state.pop("_link_values", None)
     if values:
         for key, value in values.items():
             st.session_state[key] = value
+        if "rps" in values:
+            st.session_state[MEAN_GIVEN] = True
         loaded = st.session_state.get(LOADED)
         if loaded and loaded.get("saved"):
             loaded["json"] = "edited by the link's own parameters"

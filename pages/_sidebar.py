@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from pages._capacity import capacity_widgets
+from pages._capacity import capacity_widgets, mean_given
 from pages._format import code, plain
 from pages._link import (
     BASE,
@@ -233,7 +233,9 @@ def _draw(w: Widget, choices: dict[str, list[Any]], holes: dict[str, Any]) -> No
         st.text_input(w.label, value=default, key=w.key, max_chars=200, help=w.help)
         holes[w.key] = st.empty()
     else:
-        kw = {} if w.min_value is None else {"min_value": w.min_value}
+        kw: dict[str, Any] = {} if w.min_value is None else {"min_value": w.min_value}
+        if w.key == "rps":
+            kw["on_change"] = mean_given
         _num(w.label, w.key, default, w.step, holes, help=w.help, **kw)
 
 

@@ -90,4 +90,5 @@ def load_revision(engine: Engine, *, owner: StoredScenario, version: int) -> Rev
     if key in cache:
         cache.move_to_end(key)
         return cache[key]  # type: ignore[no-any-return]
-    return _remember(_REVISIONS, key, get_revision(engine=engine, ref=owner.slug, version=version))  # type: ignore[no-any-return]
+    revision = get_revision(engine=engine, ref=owner.slug, version=version)
+    return _remember(_REVISIONS, key, revision)  # type: ignore[no-any-return]

@@ -37,8 +37,15 @@ def _policies(scenario_json: str) -> dict[str, AutoscaleResult]:
     return compare_policies(Scenario.model_validate_json(scenario_json))
 
 
+# The day's shapes; the first is the default: the scenario's own load (its profile, else flat at the
+# peak, as the Plan page sizes it), never a curve nobody entered.
+SHAPES = ("The scenario's load (flat unless it has a profile)", "Diurnal shape", "CSV upload (t_s,requests_per_s)")
+
+
 def _profile() -> list[dict[str, float]] | None:
-    src = st.radio("Traffic over the day", ["Diurnal shape", "CSV upload (t_s,requests_per_s)"], horizontal=True)
+    src = st.radio("Traffic over the day", SHAPES, horizontal=True, key="as_shape")
+    if src == SHAPES[0]:
+        return None  # the scenario's workload.profile, or flat at its peak rate
     if src.startswith("CSV"):
         up = st.file_uploader("Profile CSV", type=["csv"], help=f"at most {MAX_PROFILE_CSV_BYTES:,} bytes")
         if up is None:

@@ -50,9 +50,10 @@ gpus, models, imp = st.tabs(["GPUs", "Models", "Import a model"])
 with gpus:
     st.dataframe(pd.DataFrame([{
         # One unit per column: GB, TB/s, dense TFLOP/s.
-        "id": g.id, "name": g.name, "HBM (GB)": round(g.hbm_bytes / 1e9), "bandwidth (TB/s)": round(g.hbm_bytes_per_s / 1e12, 2),
+        "id": g.id, "name": g.name, "HBM (GB, datasheet)": round(g.hbm_bytes / 1e9),
+        "HBM (GB, CUDA-visible)": f"{g.cuda_visible_hbm_bytes / 1e9:,.1f}" if g.cuda_visible_hbm_bytes else "not recorded", "bandwidth (TB/s)": round(g.hbm_bytes_per_s / 1e12, 2),
         "BF16 dense (TFLOP/s)": round(g.flops_per_s.bf16 / 1e12),
-        "FP8 dense (TFLOP/s)": round(g.flops_per_s.fp8 / 1e12) if g.flops_per_s.fp8 else None,
+        "FP8 dense (TFLOP/s)": f"{round(g.flops_per_s.fp8 / 1e12):,}" if g.flops_per_s.fp8 else "no FP8",
         "NVLink domain (GPUs)": g.scaleup_domain_gpus, "$/GPU-hour (catalog default)": shown(g.usd_per_gpu_hour, "USD"),
         "source": g.source_url, "note": g.source_note} for g in cat.gpus.values()]),
         hide_index=True, width="stretch", column_config={"source": st.column_config.LinkColumn()})
@@ -63,8 +64,9 @@ with models:
         rows.append({"id": m.id, "name": m.name, "parameters": f"{sig3(pc.total / 1e9)} B",
                      "active parameters": f"{sig3(pc.active / 1e9)} B",
                      "layers": m.layers, "heads": m.heads, "KV heads": m.kv_heads, "head dim": m.head_dim,
-                     "attention": m.attention, "experts": m.experts or None,
-                     "max context (tokens)": m.max_context_tokens,
+                     "attention": m.attention_kind,
+                     "experts": f"{m.experts} ({m.experts_per_token} active)" if m.experts else "dense",
+                     "max context (tokens)": f"{m.max_context_tokens:,}" if m.max_context_tokens else "not stated",
                      # an imported or linked model's source_url is a stranger's: only http(s) is a link
                      "source": web_url(m.source_url) or ("imported" if not m.source_url else None),
                      "note": m.source_note})

@@ -64,14 +64,14 @@ try:
         options = layout_variants(scenario, [(int(p.split()[0][2:]), p.split()[1]) for p in picked])
     else:
         from pages._store import load_stored, store_engine
-        from planner.store import LIST_PAGE_SIZE, scenario_page
+        from planner.store import LIST_PAGE_SIZE, QUERY_MAX_CHARS, scenario_page
 
         engine = store_engine()
         if engine is None:
             st.stop()
         # The choices: one page of summaries (no payload), narrowed by a search; a payload is read
         # only for a picked scenario, once while its version stands.
-        found = st.text_input("Search saved scenarios (name or slug)", key="cmp_saved_query", max_chars=200)
+        found = st.text_input("Search saved scenarios (name or slug)", key="cmp_saved_query", max_chars=QUERY_MAX_CHARS)
         listing = scenario_page(engine=engine, query=found or None, page_size=LIST_PAGE_SIZE)
         shown_slugs = [s.slug for s in listing.items]
         chosen = [p for p in st.session_state.get("cmp_saved", []) if p not in shown_slugs]

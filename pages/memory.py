@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._charts import show_chart
-from pages._format import derivation_md, shown
+from pages._format import derivation_md, sequences, shown
 from pages._sidebar import KV_DTYPES, cached_curve, page_plan, page_scenario
 
 st.title("Memory & KV cache")
@@ -21,8 +21,9 @@ cols[2].metric("KV per token", shown(m.kv_bytes_per_token, "bytes"),
                help=f"{shown(m.kv_bytes_per_token_per_gpu, 'bytes')} per GPU")
 cols[3].metric("KV per sequence", shown(m.kv_bytes_per_sequence, "bytes"), help=f"{m.context_tokens:,} tokens")
 cols = st.columns(4)
-cols[0].metric("Max sequences", shown(m.max_sequences, fmt=",.1f"), help=f"at {m.context_tokens:,} tokens each")
-cols[1].metric("HBM per GPU", shown(m.hbm_bytes, "bytes"))
+cols[0].metric("Max sequences", sequences(m.max_sequences), help=f"whole sequences of {m.context_tokens:,} tokens each")
+hbm = cached_curve("hbm_accounting", scenario)  # the one HBM figure: the one the split below adds up to
+cols[1].metric(hbm["label"], shown(hbm["bytes"], "bytes"), help=f"{hbm['note']}; GB = 10⁹ bytes")
 cols[2].metric("GPUs per replica", f"{m.gpus_per_replica}")
 cols[3].metric("Fits", "yes" if m.fits else "no")
 if m.draft_name:  # speculative decoding: the drafter's weights and KV are charged beside the target's
@@ -37,7 +38,7 @@ if m.draft_name:  # speculative decoding: the drafter's weights and KV are charg
                                                         + m.draft_kv_bytes_per_token_per_gpu, "bytes"),
                    help="per GPU: what each token of the engine's KV pool holds")
 
-st.subheader("One GPU's HBM")
+st.subheader(f"One GPU's HBM: {shown(hbm['bytes'], 'bytes')} {hbm['basis']}")
 parts = pd.DataFrame(cached_curve("memory_breakdown", scenario))
 parts["GB"] = [shown(b, "bytes") for b in parts["bytes"]]
 parts["order"] = range(len(parts))
@@ -51,6 +52,7 @@ bar = alt.Chart(parts).mark_bar(size=36).encode(
 show_chart(bar, "memory-breakdown")
 
 st.subheader("Max sequences vs context length")
+DECADES = [10.0 ** k for k in range(-1, 8)]  # log-axis ticks at whole powers of ten, none between
 ctx_grid = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 curve = pd.DataFrame(cached_curve("max_sequences_curve", scenario, contexts=ctx_grid,
                                   kv_dtypes=sorted({scenario.kv_dtype, *KV_DTYPES[::2]})))
@@ -58,8 +60,10 @@ curve = curve[curve["max_sequences"] > 0]  # log scale: a zero KV budget has no 
 if curve.empty:
     st.error("The KV budget is zero: no sequence fits at any context. Raise TP/PP or lower the weights precision.")
 line = alt.Chart(curve).mark_line(point=True).encode(
-    x=alt.X("context_tokens:Q", scale=alt.Scale(type="log", base=2), title="context tokens"),
-    y=alt.Y("max_sequences:Q", scale=alt.Scale(type="log"), title="max concurrent sequences"),
+    x=alt.X("context_tokens:Q", scale=alt.Scale(type="log", base=2), title="context tokens",
+            axis=alt.Axis(values=ctx_grid, format="~s")),
+    y=alt.Y("max_sequences:Q", scale=alt.Scale(type="log"), title="max concurrent sequences",
+            axis=alt.Axis(values=DECADES, format="~s")),
     color=alt.Color("kv_dtype:N", title="KV dtype"),
     tooltip=["kv_dtype:N", "context_tokens:Q", alt.Tooltip("max_sequences:Q", format=",.1f")]).properties(height=320)
 now = alt.Chart(pd.DataFrame([{"context_tokens": m.context_tokens, "max_sequences": m.max_sequences}]

@@ -7,8 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from pages._charts import show_chart
-from pages._format import shown
+from pages._format import sequences, shown
 from pages._sidebar import cached_curve, page_plan, page_scenario
+from planner import room_for_labels
 
 st.title("Parallelism")
 scenario = page_scenario()
@@ -33,7 +34,7 @@ table = pd.DataFrame({
     "GPUs": layouts["gpus"], "fits": layouts["fits"],
     "weights per GPU": [shown(v, "bytes") for v in layouts["weight_bytes_per_gpu"]],
     "KV budget per GPU": [shown(v, "bytes") for v in layouts["kv_budget_bytes"]],
-    "max sequences": layouts["max_sequences"].round(1), "batch": layouts["batch_size"],
+    "max sequences": [sequences(v) for v in layouts["max_sequences"]], "batch": layouts["batch_size"],
     "collectives per step (ms)": (layouts["comm_s"] * 1e3).round(2),
     "ITL mean at the batch (ms)": (layouts["itl_s"] * 1e3).round(1),
     "tok/s per GPU": layouts["tok_s_per_gpu"].round(0),
@@ -42,13 +43,17 @@ table = pd.DataFrame({
 st.dataframe(table, hide_index=True, width="stretch")
 plot = layouts.assign(layout=table["layout"].values, itl_ms=layouts["itl_s"] * 1e3,
                       tp_link=layouts["tp_over_pcie"].map({True: "over PCIe", False: "within NVLink"}))
-show_chart(alt.Chart(plot).mark_point(filled=True, size=120).encode(
-    x=alt.X("itl_ms:Q", title="ITL mean at each layout's batch, no queueing (ms)"),
-    y=alt.Y("tok_s_per_gpu:Q", title="tok/s per GPU"),
+# each point named by its layout where there is room (the rest in the tooltip)
+plot["label"] = [lab if keep else "" for lab, keep in zip(plot["layout"], room_for_labels(
+    list(plot["itl_ms"]), list(plot["tok_s_per_gpu"])), strict=True)]
+base = alt.Chart(plot).encode(x=alt.X("itl_ms:Q", title="ITL mean at each layout's batch, no queueing (ms)"),
+                              y=alt.Y("tok_s_per_gpu:Q", title="tok/s per GPU"))
+names = base.mark_text(align="left", dx=9, dy=-7, fontSize=11).encode(text="label:N")
+points = base.mark_point(filled=True, size=120).encode(
     color=alt.Color("gpus:O", title="GPUs per replica", scale=alt.Scale(scheme="category10")),
     shape=alt.Shape("tp_link:N", title="TP"),
     tooltip=["layout:N", alt.Tooltip("gpus:Q", title="GPUs"), alt.Tooltip("itl_ms:Q", title="ITL (ms)", format=".3~r"),
              alt.Tooltip("tok_s_per_gpu:Q", title="tok/s per GPU", format=",.0f"),
-             alt.Tooltip("max_sequences:Q", title="max sequences", format=",.1f")]).properties(height=360),
-    "parallelism")
+             alt.Tooltip("max_sequences:Q", title="max sequences", format=",.1f")])
+show_chart((points + names).properties(height=360), "parallelism")
 st.caption("Each layout runs at its own batch: the largest its KV budget holds (or the sidebar's batch).")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._format import MISSING, derivation_md, md, shown, usd
+from pages._format import MISSING, derivation_md, md, sequences, shown, usd
 from pages._report import report_downloads
 from pages._review import show_fleet_check, show_headline, show_plausibility
 from pages._sidebar import page_plan, page_scenario
@@ -36,15 +36,15 @@ show_plausibility(result, scenario)
 
 st.subheader("One replica")
 if m.fits:
-    st.caption(f"Fits: {shown(m.max_sequences, 'sequences')} of {m.context_tokens:,} tokens in the KV budget")
+    st.caption(f"Fits: {sequences(m.max_sequences)} sequences of {m.context_tokens:,} tokens in the KV budget")
 else:
     st.error("Does not fit: see the warnings below")
 cols = st.columns(4)
 cols[0].metric("Fits", "yes" if m.fits else "no")
-cols[1].metric("Max sequences", shown(m.max_sequences, fmt=",.1f"), help=f"of {m.context_tokens:,} tokens each")
+cols[1].metric("Max sequences", sequences(m.max_sequences), help=f"whole sequences of {m.context_tokens:,} tokens each")
 cols[2].metric("Decode batch", f"{d.batch_size:,}", help="the operating point's batch")
 cols[3].metric("Bound", d.bound, help="decode step: memory- or compute-bound on the roofline")
-cols = st.columns(4)
+cols = st.columns(2)  # two wide columns: the statistic qualifiers fit at 1024 px
 # The operating point's ITL (prefill chunks interleaved when colocated); with no operating point,
 # the decode step at the batch shown beside it.
 cols[0].metric("ITL mean · no queueing", shown(op.itl_s if op.feasible else d.itl_s, "s"),
@@ -53,18 +53,21 @@ cols[0].metric("ITL mean · no queueing", shown(op.itl_s if op.feasible else d.i
                         "TPOT)" if op.mode == "colocated" and op.feasible else "")
                      + f"; the target {shown(scenario.slo.itl_s, 's')} applies to each request's TPOT, whose "
                        f"p{scenario.slo.itl_percentile * 100:g} is in the SLO check above"))
-cols[1].metric("tok/s per sequence", shown(d.tok_s_per_sequence, fmt=",.1f"))
-cols[2].metric("tok/s per replica", shown(d.tok_s_per_replica, fmt=",.0f"))
-cols[3].metric("TTFT mean · queueing included", shown(op.ttft_s, "s") if op.feasible else MISSING,
+cols[1].metric("TTFT mean · queueing included", shown(op.ttft_s, "s") if op.feasible else MISSING,
                help=(f"operating point: M/G/c queue over the fleet's prefill servers + prefill; the p90 is in the "
                      "SLO check above. "
                      f"Prefill alone (no queueing): {shown(p.time_s, 's')}"))
+cols = st.columns(2)
+cols[0].metric("tok/s per sequence", shown(d.tok_s_per_sequence, fmt=",.1f"))
+cols[1].metric("tok/s per replica", shown(d.tok_s_per_replica, fmt=",.0f"))
 u = result.uncertainty
 if u is not None:  # the error band beside ITL, TTFT and $/Mtok (planner/sizing/uncertainty.py)
-    parts = [f"{name} {fmt(b.low)} – {fmt(b.high)} ({b.basis}: {b.rows} rows)" for name, b, fmt in (
+    # each band beside the number it qualifies, named with its statistic (not the SLO check's p90)
+    parts = [f"{name} ({b.statistic}) {fmt(b.value)}: {fmt(b.low)} – {fmt(b.high)}, {b.describe()} "
+             f"({b.basis}: {b.rows} rows)" for name, b, fmt in (
         ("ITL", u.itl_s, lambda v: shown(v, "s")), ("TTFT", u.ttft_s, lambda v: shown(v, "s")),
-        ("output", u.usd_per_mtok_output, lambda v: usd(v, "/Mtok"))) if b is not None]
-    st.caption(md(f"Likely range ({u.level:.0%}): " + " · ".join(parts) + f". {u.note}.") if parts else md(u.note))
+        ("$/Mtok output", u.usd_per_mtok_output, lambda v: usd(v, "/Mtok"))) if b is not None]
+    st.caption(md(f"Likely range ({u.level:.0%}) of " + " · ".join(parts) + f". {u.note}.") if parts else md(u.note))
 cols = st.columns(4)
 cols[0].metric("Weights per GPU", shown(m.weight_bytes_per_gpu, "bytes"))
 cols[1].metric("KV budget per GPU", shown(m.kv_budget_bytes, "bytes"))

@@ -146,7 +146,11 @@ if st.session_state.get("tl_knee_for") == (sj, opts.model_dump_json()):
              else tuple(round(opts.rate_req_s * x, 3) for x in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)) if opts.rate_req_s
              else (scenario.workload.requests_per_s,))
     with st.spinner("Sweeping the offered rate"):
-        sw = _rates(sj, opts.model_dump_json(), rates)
+        try:
+            sw = _rates(sj, opts.model_dump_json(), rates)
+        except PlannerError as exc:
+            st.error(str(exc))
+            st.stop()
     st.markdown("**Knee:** " + describe_knee(rates=rates, knee=sw.knee_rate_req_s, target=target))
     curve = pd.DataFrame([{"offered (req/s)": lv.offered_rate_req_s, "goodput (req/s)": lv.goodput_req_s,
                            "meeting both targets (%)": round(lv.slo_attainment * 100, 1)} for lv in sw.levels])
@@ -187,7 +191,11 @@ if st.session_state.get("tl_routers_for") == (sj, opts.model_dump_json()):
     for router in ROUTERS:
         o = opts.model_copy(update={"router": router, "multi_turn": 4, "requests": ROUTER_REQUESTS,
                                     ("prefill_replicas" if disagg else "replicas"): reps})
-        r = _run(sj, o.model_dump_json())
+        try:
+            r = _run(sj, o.model_dump_json())
+        except PlannerError as exc:
+            st.error(f"{ROUTER_NAMES[router]}: {exc}")
+            st.stop()
         rows_r.append({"router": ROUTER_NAMES[router],
                        "TTFT p50 · queueing included (ms)": round3(r.ttft_s.p50 * 1e3),
                        "TTFT p99 · queueing included (ms)": round3(r.ttft_s.p99 * 1e3),

@@ -15,11 +15,14 @@ def store_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return use_migrated_sqlite(tmp_path, monkeypatch)
 
 
-def _page() -> AppTest:
+def _page(shape: str | None = None) -> AppTest:
     at = new_app_test(timeout=180)
     at.run()
     at.switch_page("pages/autoscale.py").run()
     assert not at.exception, at.exception
+    if shape is not None:
+        at.radio(key="as_shape").set_value(shape).run()
+        assert not at.exception, at.exception
     return at
 
 
@@ -29,7 +32,7 @@ def _gpu_hours(at: AppTest) -> dict[str, float]:
 
 
 def test_page_shows_policies_and_elasticity_saves() -> None:
-    at = _page()
+    at = _page("Diurnal shape")
     assert at.title[0].value == "Autoscaling"
     assert not at.error, [e.value for e in at.error]
     hours = _gpu_hours(at)
@@ -43,7 +46,7 @@ def test_page_shows_policies_and_elasticity_saves() -> None:
 
 
 def test_bad_shape_is_a_message_not_a_traceback() -> None:
-    at = _page()
+    at = _page("Diurnal shape")
     at.number_input(key="as_trough").set_value(at.number_input(key="as_peak").value * 2).run()
     assert not at.exception
     assert any("trough" in e.value for e in at.error)

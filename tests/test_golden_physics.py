@@ -40,14 +40,19 @@ def test_moe_ep1_has_no_all_to_all_mixtral_tp2_batch1() -> None:
       2 × 45,097,156,608 / 8 × 2 B / TP2                               = 11,274,289,152 B
     D = 12,879,925,248 B / 3.35e12 B/s                                 = 3.844754 ms (memory-bound:
       F = 2 × 12,879,925,248 / 2 GPUs / 989e12 = 0.013 ms)
+    kernel groups (issue 24), each memory-bound, add the activations their GEMMs read and write:
+      dense: per layer h + QKV/TP + O/TP + h = 4,096 + 6,144/2 + 4,096/2 + 4,096 = 13,312 elements
+        × 32 layers × 2 B = 851,968 B; experts: (4,096 + 3 × 14,336/2 + 4,096) × 2 experts
+        × 32 layers × 2 B = 3,801,088 B
+      (1,605,636,096 + 851,968 + 11,274,289,152 + 3,801,088) B / 3.35e12 = 3.846143 ms
     TP all-reduces: 2 × 32 × (5 µs + 2·(1/2) × 4,096 × 2 B / 450e9)    = 0.321165 ms
     no all-to-all at EP = 1 (the plan once charged one here)
-    step = 4.165919 ms"""
+    step = 4.167308 ms"""
     st = decode_step(model=get_model("mixtral-8x7b"), gpu=H100, weights_dtype="bf16", kv_dtype="bf16",
                      batch_size=1, context_tokens=0, tp=2, **EXACT)
     assert st.bytes_per_gpu == pytest.approx(12_879_925_248, rel=1e-12)
     assert st.comm_s == pytest.approx(0.000321165084, rel=1e-8)
-    assert st.step_s == pytest.approx(0.004165918890, rel=1e-8)
+    assert st.step_s == pytest.approx(0.004167307861, rel=1e-8)
     assert all_to_all_s(gpu=H100, group=2, ep=1, bytes_per_gpu=1e6, count=64) == 0.0
 
 
@@ -61,9 +66,13 @@ def test_moe_ep8_busiest_gpu_and_per_gpu_all_to_all_deepseek_v3() -> None:
       + 10.6362 × 653,908,770,816 / 256 × 1 B          = 27,168,277,521 B
       = 44,285,911,057 B / 4.8e12 B/s                   = 9.226231 ms (F = 2 × 37.55e9 × 8 / 8 GPUs
       / 1,979e12 = 0.038 ms)
+    kernel groups (issue 24), both memory-bound, with the activations of the GPU's one token:
+      dense (112,640 elements per layer × 61 + MLP 69,632 × 3 dense layers) × 2 B = 14,159,872 B,
+      experts (7,168 + 3 × 2,048 + 7,168) × (8 + 1 shared) × 58 layers × 2 B = 21,381,120 B:
+      (17,117,633,536 + 14,159,872 + 27,168,277,521 + 21,381,120) B / 4.8e12 = 9.233636 ms
     all-to-all: each GPU sends its own (8/8) × 8 × 7,168 × 2 B = 114,688 B, 2 per MoE layer:
       116 × (5 µs + 114,688 / 450e9)                    = 0.609564 ms
-    step = 9.835795 ms"""
+    step = 9.843200 ms"""
     q = 1 - (1 - 8 / 256) ** 8
 
     def cdf(x: int) -> float:
@@ -76,23 +85,28 @@ def test_moe_ep8_busiest_gpu_and_per_gpu_all_to_all_deepseek_v3() -> None:
                      batch_size=8, context_tokens=0, ep=8, **EXACT)
     assert st.bytes_per_gpu == pytest.approx(44_285_911_057, rel=1e-9)
     assert st.comm_s == pytest.approx(0.000609564018, rel=1e-8)
-    assert st.step_s == pytest.approx(0.009835795488, rel=1e-8)
+    assert st.step_s == pytest.approx(0.009843199862, rel=1e-8)
 
 
 def test_moe_ep8_prefill_spreads_flops_over_every_gpu() -> None:
-    """DeepSeek-V3 fp8 (KV fp8), EP8, a 2,000-token prefill on 8 × H200:
-    linear 2 × 37,552,282,624 × 2,000 = 1.502091e14 FLOP, attention (MLA, un-absorbed in
-    prefill: 2·(192 + 128)·61·128 = 4,997,120 per token-context) × 2,000²/2 = 9.99424e12,
-    both at the FP8 rate (FP8 KV cache): (1.502091e14 + 9.99424e12) / 1,979e12 / 8 GPUs
-    = 10.119 ms — the plan once divided by TP = 1 only (80.95 ms).
-    Memory: (17,117,633,536 + 653,908,770,816 / 8 + 2,000 × 61 × 576 × 1 B) / 4.8e12 = 20.610 ms,
-    so it is memory-bound.  All-to-all: 116 × (5 µs + (2,000/8) × 8 × 7,168 × 2 B / 450e9) = 7.971 ms.
-    t = 20.610 + 7.971 = 28.581 ms"""
+    """DeepSeek-V3 fp8 (KV fp8), EP8, a 2,000-token prefill on 8 × H200, the FLOPs over all
+    8 GPUs (the plan once divided by TP = 1 only), each kernel group on its own roofline:
+    dense GEMMs: 2 × (37,552,282,624 − 20,434,649,088 routed-active) × 2,000 / 8 / 1,979e12
+      = 4.324819 ms vs (17,117,633,536 + 250 tokens × 14,159,872 B activations) / 4.8e12
+      = 4.303667 ms: compute-bound, 4.324819 ms
+    experts: 2 × 20,434,649,088 × 2,000 / 8 / 1,979e12 = 5.162872 ms vs the GPU's 32 experts
+      (653,908,770,816 / 8 B) + 250 × 21,381,120 B activations = 87,083,876,352 B / 4.8e12
+      = 18.142474 ms: memory-bound, 18.142474 ms
+    attention (MLA un-absorbed: 2·(192 + 128)·61·128 = 4,997,120 per token-context) × 2,000²/2
+      / 8 at the BF16 rate (an FP8 cache alone does not make it FP8) = 1.263175 ms
+    kernels 23.730468 ms; all-to-all 116 × (5 µs + (2,000/8) × 8 × 7,168 × 2 B / 450e9) = 7.971004 ms
+    t = 31.701473 ms"""
     pf = prefill_step(model=get_model("deepseek-v3"), gpu=H200, weights_dtype="fp8", kv_dtype="fp8",
                       tokens=2000, ep=8, **EXACT)
-    assert pf.compute_s == pytest.approx(0.0101189597, rel=1e-8)
-    assert pf.memory_s == pytest.approx(0.0206096879, rel=1e-8)
-    assert pf.time_s == pytest.approx(0.0285806923, rel=1e-8)
+    assert pf.gemm_s == pytest.approx(0.004324818983, rel=1e-8)
+    assert pf.expert_s == pytest.approx(0.018142474240, rel=1e-8)
+    assert pf.attention_s == pytest.approx(0.001263174924, rel=1e-8)
+    assert pf.time_s == pytest.approx(0.031701472592, rel=1e-8)
 
 
 def test_mla_decode_attention_is_absorbed() -> None:
@@ -101,12 +115,14 @@ def test_mla_decode_attention_is_absorbed() -> None:
     Batch 64 at 4,000 cached tokens, EP8, per GPU:
       linear    2 × 37,552,282,624 × 64 / 8          = 600,836,521,984 FLOP
       attention 2,176 × 61 × 128 × 4,000 × 64 / 8    = 543,686,656,000 FLOP
-    FP8 KV: both at 1,979e12 -> 0.578334 ms; BF16 KV: attention at 989e12 -> 0.853340 ms."""
+    Attention runs at 989e12 with an FP8 or a BF16 cache (0.303606 + 0.549734 = 0.853340 ms);
+    only an engine running FP8 attention on the FP8 cache does both at 1,979e12 -> 0.578334 ms."""
     ds = get_model("deepseek-v3")
     assert attention_flops_per_token_context(ds, absorbed=True) == 2176 * 61 * 128
     assert attention_flops_per_token_context(ds) == 640 * 61 * 128
     kw = dict(model=ds, gpu=H200, weights_dtype="fp8", batch_size=64, context_tokens=4000, ep=8, **EXACT)
-    assert decode_step(kv_dtype="fp8", **kw).compute_s == pytest.approx(0.000578334097, rel=1e-8)
+    assert decode_step(kv_dtype="fp8", fp8_attention=True, **kw).compute_s == pytest.approx(0.000578334097, rel=1e-8)
+    assert decode_step(kv_dtype="fp8", **kw).compute_s == pytest.approx(0.000853339852, rel=1e-8)
     assert decode_step(kv_dtype="bf16", **kw).compute_s == pytest.approx(0.000853339852, rel=1e-8)
 
 

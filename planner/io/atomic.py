@@ -5,6 +5,7 @@ failure leaves the old file (or none) in place."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -20,6 +21,15 @@ def _umask() -> int:
     return mask
 
 
+def _why(exc: OSError) -> str:
+    """The OS's reason, with what it means for a full or read-only disk."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the disk is full ({exc.strerror}); nothing was written: free some space"
+    if exc.errno == errno.EROFS:
+        return f"the disk is read-only ({exc.strerror}); nothing was written: write somewhere else"
+    return str(exc.strerror or exc)
+
+
 def write_bytes_atomic(path: str | Path, data: bytes, *, flag: str = "--out") -> Path:
     """Write ``data`` to ``path`` atomically; PlannerError (naming ``flag``) for a
     directory, a missing folder or an OS error.  The file gets the usual
@@ -33,7 +43,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, flag: str = "--out") ->
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as exc:
-        raise PlannerError(f"{flag}: cannot write in {folder}: {exc.strerror}") from None
+        raise PlannerError(f"{flag}: cannot write in {folder}: {_why(exc)}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -44,5 +54,5 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, flag: str = "--out") ->
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise PlannerError(f"{flag}: cannot write {target}: {exc.strerror}") from None
+        raise PlannerError(f"{flag}: cannot write {target}: {_why(exc)}") from None
     return target

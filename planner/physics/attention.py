@@ -4,8 +4,8 @@ Attention FLOPs per head per cached token: 2·(d_qk + d_v) for GQA and for MLA
 prefill (un-absorbed, 2·(192 + 128) = 640 for DeepSeek-V3); MLA decode runs the
 absorbed kernel over the latent: 2·(kv_lora_rank + rope) + 2·kv_lora_rank
 (2·576 + 2·512 = 2,176).  Linear layers run at the weight format's tensor-core
-rate C_w, attention at C_attn (the 16-bit rate unless the KV cache is FP8 and
-the GPU has FP8 units): t = (F_linear / C_w + F_attention / C_attn) / (GPUs × η_c).
+rate C_w, attention at C_attn (the 16-bit rate unless the engine runs FP8
+attention on an FP8 cache: ``roofline.attention_dtype``): t = (F_linear / C_w + F_attention / C_attn) / (GPUs × η_c).
 A GEMM whose per-GPU shard is narrow runs below the wide-matrix rate
 (``shard_gemm_factor``).
 """
@@ -46,10 +46,12 @@ def shard_gemm_factor(model: ModelSpec, tp: ArrayLike) -> Arr:
 
 
 def compute_time_s(gpu: GpuSpec, weights_dtype: str, kv_dtype: str, linear: Arr, attention: Arr | float,
-                   gpus: Arr, efficiency: ArrayLike, gemm_factor: ArrayLike = 1.0) -> Arr:
+                   gpus: Arr, efficiency: ArrayLike, gemm_factor: ArrayLike = 1.0, *, fp8_attention: bool = False
+                   ) -> Arr:
     """(F_linear / (C_w × shard factor) + F_attention / C_attn) / (GPUs × η_c)."""
     flops_time = (linear / (peak_flops_per_s(gpu, weights_dtype) * np.asarray(gemm_factor, dtype=float))
-                  + np.asarray(attention, dtype=float) / attention_peak_flops_per_s(gpu, kv_dtype))
+                  + np.asarray(attention, dtype=float) / attention_peak_flops_per_s(gpu, kv_dtype,
+                                                                            fp8_attention=fp8_attention))
     return np.asarray(flops_time / (gpus * np.asarray(efficiency, dtype=float)), dtype=float)
 
 

@@ -6,8 +6,13 @@ The seeds' equations:
 * KV bytes/token = 2 × n_layers × n_kv_heads × head_dim × dtype_bytes   (GQA/MHA/MQA)
 * KV bytes/token = n_layers × (kv_lora_rank + qk_rope_head_dim) × dtype_bytes   (MLA)
 * KV budget per GPU = HBM − weights per GPU − reserved        (seeds' accounting)
-* KV budget per GPU = util × HBM − weights per GPU − activation peak − non-torch
-  (vLLM ``gpu_memory_utilization`` accounting)
+* KV budget per GPU, by engine family (``serving.engine``), V = the CUDA-visible bytes
+  (an H100 80 GB exposes 85.05e9, not 80e9):
+    vLLM    ``gpu_memory_utilization`` u:    u × V − weights − activation peak − non-torch
+    TRT-LLM ``kv_cache_free_gpu_mem_fraction`` u of the memory free after the engine loads:
+                                             u × (V − weights − activation peak − non-torch)
+    SGLang  ``mem_fraction_static`` u (weights + KV pool; activations outside it):
+                                             u × V − weights
 * max sequences = KV budget per GPU / KV bytes per sequence per GPU
 
 Functions accept numpy arrays wherever a number is expected.
@@ -33,6 +38,7 @@ __all__ = [
     "DEFAULT_NON_TORCH_BYTES",
     "DEFAULT_MLP_RATIO",
     "DEFAULT_VOCAB",
+    "ENGINE_FAMILIES",
     "PROFILE_DECODE_TOKENS",
     "activation_peak_bytes",
     "activation_profile_tokens",
@@ -51,6 +57,8 @@ __all__ = [
     "weight_bytes_per_gpu",
 ]
 
+# Engine families whose KV budget accounting kv_budget_bytes knows (serving.engine).
+ENGINE_FAMILIES: tuple[str, ...] = ("vllm", "trtllm", "sglang")
 # vLLM-style budgeting constants (assumed defaults).
 # Non-torch memory: CUDA context, NCCL buffers, allocator slack; vLLM's profiler
 # typically reports 0.5-1.5 GB per GPU.
@@ -170,21 +178,30 @@ def kv_budget_bytes(
     memory_utilization: float | None = None,
     activation_bytes: ArrayLike = 0.0,
     non_torch_bytes: float = DEFAULT_NON_TORCH_BYTES,
+    engine: str = "vllm",
 ) -> NDArray[np.float64] | float:
     """KV bytes one GPU can hold (clipped at 0).
 
     Seeds' accounting (``memory_utilization`` None):
         HBM − weights per GPU − reserved
-    vLLM accounting (``memory_utilization`` = u):
-        u × CUDA-visible HBM − weights per GPU − activation peak − non-torch
-    (the engine budgets against what the CUDA runtime reports, not the
-    datasheet's decimal figure: H100 80 GB: 85.0e9 bytes).
+    Engine accounting (``memory_utilization`` = u, V = CUDA-visible HBM: the engines
+    budget against what the CUDA runtime reports, not the datasheet's decimal
+    figure: H100 80 GB: 85.05e9 bytes), by ``engine`` (one of ENGINE_FAMILIES):
+        vllm   (gpu_memory_utilization):         u × V − weights − activation peak − non-torch
+        trtllm (kv_cache_free_gpu_mem_fraction): u × (V − weights − activation peak − non-torch)
+        sglang (mem_fraction_static):            u × V − weights
     """
     w = np.asarray(weight_bytes_per_gpu, float)
     if memory_utilization is None:
         out = gpu.hbm_bytes - w - np.asarray(reserved_bytes, float)
-    else:
+    elif engine == "trtllm":
+        out = memory_utilization * (engine_hbm_bytes(gpu) - w - np.asarray(activation_bytes, float) - non_torch_bytes)
+    elif engine == "sglang":
+        out = memory_utilization * engine_hbm_bytes(gpu) - w
+    elif engine == "vllm":
         out = memory_utilization * engine_hbm_bytes(gpu) - w - np.asarray(activation_bytes, float) - non_torch_bytes
+    else:
+        raise ValueError(f"engine {engine!r}: expected one of {', '.join(ENGINE_FAMILIES)}")
     out = np.maximum(out, 0.0)
     return float(out) if np.ndim(out) == 0 else out
 

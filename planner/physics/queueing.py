@@ -17,14 +17,28 @@ Decode (colocated), at a per-replica arrival rate λ:
   between iterations is c/(1 − ρ_p) and the mean ITL = c / (τ (1 − ρ_p));
   at a batch B instead of a rate, Little's law B = λ·E[o]·ITL gives
   ITL = c/τ + B·E[P]/E[o] and λ = B / (E[o]·ITL).
-* ITL at a percentile q: a share f = λ·E[n/chunk]·c/(1 − ρ_p) of iterations
-  carries a chunk whose stall X follows the chunk-time distribution; the gap is
+* The iteration token budget T (``serving.chunk_tokens``: vLLM
+  max_num_batched_tokens, SGLang chunked_prefill_size, TensorRT-LLM max_num_tokens)
+  is filled by the B running decodes first (d tokens each: 1, or k + 1 positions of a
+  speculative verify pass), then by as many waiting prompts, whole or a chunk of a
+  long one, as fit: R(B) = max(T − d·B, 0) prompt tokens per iteration.  A prompt of
+  n new tokens uses n/R of one iteration's room and spans ⌈n/R⌉ iterations; an
+  iteration carrying prompt tokens runs eagerly and pays the launches ℓ once, so a
+  prompt's work is P(n) = its chunks' marginal time + ℓ·a, a = max((1 − e^(−x))/x, n/R)
+  (capped at 1) its share of an iteration: x = λ·c prompts arrive per cycle and share
+  the next one.
+* ITL at a percentile q: a share f = λ·E[n]/R·c/(1 − ρ_p) of iterations' room
+  carries prompt tokens whose stall X follows the chunk-time distribution; the gap is
   (c + X)/τ, so the q-quantile is c/τ if 1 − f ≥ q, else (c + X_{(q − 1 + f)/f})/τ.
+  Prefill keeps up while f < 1.
 * A new prompt first waits out the iteration in progress: on average its
   residual life E[T²] / (2 E[T]) over iteration times T (c, or c + X).
 
 TTFT: the prefill servers form a pool when a router spreads requests over them
-(M/G/c).  Mean wait by Allen–Cunneen: W = C(c, a) / (cμ − λ) × (1 + c_s²)/2,
+(M/G/c).  On a colocated replica the server is the iteration's prompt room: a
+prompt occupies it for c·n/R + P(n) (its share of the iteration plus its own chunk
+work), so several short prompts ride one iteration, and its own latency is
+⌈n/R⌉·c + P(n).  Mean wait by Allen–Cunneen: W = C(c, a) / (cμ − λ) × (1 + c_s²)/2,
 with C the Erlang-C probability of waiting, a = λ/μ, c_s² the squared coefficient
 of variation of the service time (c = 1: Pollaczek–Khinchine).  Given that a
 request waits, the wait is taken as exponential with mean W / C, so the TTFT
@@ -63,6 +77,7 @@ __all__ = [
     "erlang_c",
     "mgc_wait",
     "pipelined_prefill",
+    "prefill_room_tokens",
     "rate_at_concurrency",
     "sojourn_quantile",
     "stall_quantile",
@@ -200,6 +215,11 @@ def stall_quantile(q: float, *, share: ArrayLike, stalls_s: ArrayLike, weights: 
     return out.reshape(f.shape)
 
 
+def prefill_room_tokens(*, budget_tokens: float, batch: ArrayLike, decode_tokens: float = 1.0) -> Arr:
+    """Prompt tokens one iteration carries beside B decodes: R = max(T − d·B, 0)."""
+    return np.maximum(float(budget_tokens) - float(decode_tokens) * _f(batch), 0.0)
+
+
 @dataclass(frozen=True)
 class ServiceTimes:
     """One replica's service times for the load model (arrays broadcast: a leading
@@ -212,9 +232,34 @@ class ServiceTimes:
     weights: Arr  # (S,) request classes' probabilities
     prefill_work_s: Arr  # (…, S) chunk time a request's prefill adds to iterations (colocated)
     prefill_iterations: Arr  # (…, S) iterations its chunks span (colocated)
-    chunk_share: Arr  # (…, S) new tokens / chunk size: the iterations' budget it uses
+    chunk_share: Arr  # (…, S) new tokens / budget_tokens: the share of an empty iteration's budget it uses
     stall_s: Arr  # (…, K) one chunk's time, over every chunk of every class
     stall_weights: Arr  # (…, K) how often each chunk occurs (summing to 1)
+    budget_tokens: float  # T: tokens one iteration carries, decodes first (serving.chunk_tokens)
+    decode_tokens: float  # d: tokens one decoding sequence puts in an iteration (k + 1 when verifying drafts)
+    # The eager launches an iteration carrying prompt tokens pays once (prefill_work_s excludes
+    # them): a prompt is charged its share n/R of them, and its own iterations in full.
+    launch_s: float = 0.0
+
+    @property
+    def mean_new_tokens(self) -> Arr:
+        """E[n] (…, 1): the mean new prompt tokens a request prefills."""
+        return np.asarray(np.sum(self.weights * self.chunk_share, axis=-1, keepdims=True) * self.budget_tokens,
+                          dtype=float)
+
+    def room_tokens(self, batch: ArrayLike) -> Arr:
+        """R(B) = max(T − d·B, 0): prompt tokens an iteration at decode batch B has room for."""
+        return prefill_room_tokens(budget_tokens=self.budget_tokens, batch=batch, decode_tokens=self.decode_tokens)
+
+    def prompt_share(self, batch: ArrayLike) -> tuple[Arr, Arr]:
+        """(n/R, ⌈n/R⌉) per class at decode batch B, shape batch.shape + (S,): the share of
+        one iteration's prompt room a request's prefill uses, and the iterations it spans
+        (inf where the decodes fill the budget)."""
+        room = self.room_tokens(batch)[..., None]
+        n = np.expand_dims(self.chunk_share * self.budget_tokens, -2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(room > 0, n / np.where(room > 0, room, 1.0), np.inf)
+        return share, np.where(np.isfinite(share), np.maximum(np.ceil(share - ROUNDING_MARGIN), 1.0), np.inf)
 
 
 @dataclass(frozen=True)
@@ -226,8 +271,9 @@ class ColocatedDecode:
     itl_quantile_s: Arr  # at the requested percentile, chunk stalls included
     itl_worst_s: Arr  # the longest chunk's stall
     prefill_share: Arr  # ρ_p: share of time on prefill chunks
-    chunk_share: Arr  # f: share of iterations carrying a chunk
+    chunk_share: Arr  # f: share of the iterations' prompt room in use (prefill keeps up while < 1)
     residual_s: Arr  # mean remaining time of the iteration an arrival lands in: E[T²] / (2 E[T])
+    launch_share: Arr | float = 1.0  # a prompt's share of the launches of the iterations it rides
 
 
 def colocated_decode(sv: ServiceTimes, *, batch: ArrayLike, itl_percentile: float,
@@ -238,15 +284,26 @@ def colocated_decode(sv: ServiceTimes, *, batch: ArrayLike, itl_percentile: floa
     b = _f(batch)
     tau = sv.tokens_per_pass
     eo = sv.mean_output_tokens
-    ep = np.sum(sv.weights * sv.prefill_work_s, axis=-1, keepdims=True)
-    ek = np.sum(sv.weights * sv.chunk_share, axis=-1, keepdims=True)
+    room = sv.room_tokens(b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ek = np.where(room > 0, sv.mean_new_tokens / np.where(room > 0, room, 1.0), np.inf)
     others = np.maximum(b - 1.0, 0.0) if closed_loop else b
+    work = np.sum(sv.weights * sv.prefill_work_s, axis=-1, keepdims=True)
+    # A prompt's share of the launches of the iterations it rides: the prompts arriving in one
+    # cycle (Poisson, x = λ·c of them on average) share the next iteration, so a prompt pays
+    # (1 − e^(−x))/x of its launches, and never less than its share n/R of the budget.
+    x = others * sv.cycle_s / (eo * (sv.cycle_s / tau + others * work / eo))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        alone = np.where(x > 1e-9, -np.expm1(-x) / np.where(x > 1e-9, x, 1.0), 1.0)
+    launch_share = np.minimum(np.maximum(alone, np.where(np.isfinite(ek), ek, 0.0)), 1.0)
+    ep = work + sv.launch_s * launch_share
     itl = sv.cycle_s / tau + others * ep / eo
     rate = b / (eo * itl)
     lam_others = others / (eo * itl)
     rho_p = lam_others * ep
     with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.where(rho_p < 1, lam_others * ek * sv.cycle_s / (1.0 - rho_p), 1.0)
+        f = np.where((rho_p < 1) & np.isfinite(ek), lam_others * ek * sv.cycle_s / (1.0 - rho_p), np.inf)
+        f = np.where(lam_others > 0, f, 0.0)
     stall = stall_quantile(itl_percentile, share=np.broadcast_to(f, np.broadcast_shapes(f.shape, itl.shape)),
                            stalls_s=sv.stall_s, weights=sv.stall_weights)
     worst = np.max(sv.stall_s, axis=-1, keepdims=True)
@@ -259,7 +316,7 @@ def colocated_decode(sv: ServiceTimes, *, batch: ArrayLike, itl_percentile: floa
     t2 = cyc * cyc + fc * (2.0 * cyc * x1 + x2)
     return ColocatedDecode(rate_per_s=rate, itl_mean_s=itl, itl_quantile_s=(sv.cycle_s + stall) / tau,
                            itl_worst_s=(sv.cycle_s + worst) / tau, prefill_share=rho_p, chunk_share=f,
-                           residual_s=t2 / (2.0 * t1))
+                           residual_s=t2 / (2.0 * t1), launch_share=launch_share)
 
 
 @dataclass(frozen=True)

@@ -48,18 +48,20 @@ def peak_flops_per_s(gpu: GpuSpec, weights_dtype: str) -> float:
     return value
 
 
-def attention_dtype(gpu: GpuSpec, kv_dtype: str) -> str:
-    """The tensor-core format attention runs in: FP8 when the KV cache is FP8 and
-    the chip has FP8 units (the kernel reads K and V in the cache's format), else
-    16-bit, whatever the weights are (FlashAttention kernels compute in BF16/FP16)."""
-    if kv_dtype == "fp8" and gpu.flops_per_s.fp8 is not None:
+def attention_dtype(gpu: GpuSpec, kv_dtype: str, *, fp8_attention: bool = False) -> str:
+    """The tensor-core format attention runs in: 16-bit (FlashAttention kernels
+    compute in BF16/FP16, dequantizing an FP8 KV cache as they read it), whatever
+    the weights and the cache are; FP8 only where the engine runs FP8 attention
+    (``fp8_attention``, e.g. TensorRT-LLM's FP8 context FMHA) on an FP8 cache and
+    the chip has FP8 units.  An FP8 KV cache alone halves the bytes, not the FLOP time."""
+    if fp8_attention and kv_dtype == "fp8" and gpu.flops_per_s.fp8 is not None:
         return "fp8"
     return "bf16"
 
 
-def attention_peak_flops_per_s(gpu: GpuSpec, kv_dtype: str) -> float:
+def attention_peak_flops_per_s(gpu: GpuSpec, kv_dtype: str, *, fp8_attention: bool = False) -> float:
     """Dense peak FLOP/s of the attention kernel for a KV-cache format."""
-    value = gpu.flops_per_s.get(attention_dtype(gpu, kv_dtype))
+    value = gpu.flops_per_s.get(attention_dtype(gpu, kv_dtype, fp8_attention=fp8_attention))
     return value if value is not None else gpu.flops_per_s.bf16
 
 

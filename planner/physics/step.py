@@ -1,22 +1,25 @@
-"""Step time: one decode iteration and one prefill, on the roofline.
+"""Step time: one decode iteration and one prefill, as a sum of kernel groups.
 
-The seeds' bound (002):
+The seeds' bound (002), ``t ≥ max(F/(η_c·C), D/(η_b·BW))``, holds per kernel, not per
+step: a step runs the dense GEMMs, then attention over the KV cache, then (MoE) the
+expert GEMMs, each limited by its own roof (:mod:`planner.physics.kernels`):
 
-    t_step ≥ max( F / (η_c · C_peak), D_HBM / (η_b · B_HBM) ) + collectives + overhead
+    step_s = PP × (t_gemm + t_experts + t_attention) + collectives + overhead
 
-Compute splits by the kernel that does it: the linear layers run at the weight
-format's tensor-core rate C_w, attention at C_attn, the 16-bit rate unless the
-KV cache is FP8 and the GPU has FP8 units (attention kernels read K and V in the
-cache's format): F / C = F_linear / C_w + F_attention / C_attn.
+Decode at batch B, live context S (per GPU of a TP·PP·EP replica, per stage pass):
 
-Decode at batch B, live context S (per GPU of a TP·PP·EP replica):
+    t_gemm      = max(2·P_dense·B/(TP·PP·EP) / (η_c·C_w), (W_dense/(TP·PP) + activations) / (η_b·BW))
+    t_experts   = max(2·P_expert,active·B/(TP·PP·EP) / (η_c·C_w),
+                      busiest GPU's touched experts × W_expert/(TP·PP) / (η_b·BW))
+    t_attention = max(attention per cached token × S × B/(TP·PP·EP) / (η_c·C_attn), (B/EP)·S·K_gpu / (η_b·BW))
+    overhead    = step_overhead_s + layer_overhead_s × L without CUDA graphs
+                  (with: graph_layer_overhead_s × L, a fitted term, 0 unless kept)
+                  + sequence_overhead_s × B (a fitted term, planner.physics.terms)
 
-    D = W_dense/(TP·PP) + busiest GPU's touched experts × W_expert/(TP·PP) + (B/EP) × S × K_gpu
-    F = (2 × P_active + attention per cached token × S) × B/(TP·PP·EP)
-    step_s = PP × max(F/(η_c·C), D/(η_b·BW)) + 2·L all-reduces (TP>1)
-             + 2 all-to-alls per MoE layer (EP>1) + PP hops + overhead,
-    overhead = step_overhead_s + layer_overhead_s × L + sequence_overhead_s × B
-    (the last a fitted term, planner.physics.terms: per sequence per step)
+C_attn is the 16-bit rate unless the engine runs FP8 attention (an FP8 KV cache halves
+the KV bytes, not the attention FLOP time).  Decode replays a captured CUDA graph, so
+the per-kernel launch cost (``layer_overhead_s`` per layer) is paid by prefill and
+hybrid iterations only.
 
 MoE decode reads only the experts a batch touches: each expert is touched with
 probability q = 1 − (1 − k/E)^tokens; with EP the E/EP experts of one GPU are
@@ -27,15 +30,17 @@ is E × q.  The all-to-all (dispatch and combine) moves each GPU's own tokens:
 all-reduces per layer per token, each λ + 2(TP−1)/TP × bytes / link (λ ≈ 5 µs
 NVLink, 25 µs PCIe).  A PP hop is point to point: λ + bytes / link.
 
-Attention FLOPs and the per-kernel compute rate: :mod:`planner.physics.attention`;
-collectives (ring all-reduce with its per-hop latency): :mod:`planner.physics.comm`.
+Attention FLOPs: :mod:`planner.physics.attention`; collectives (ring all-reduce with
+its per-hop latency): :mod:`planner.physics.comm`.
 
 Prefill of n new tokens after c cached ones (all TP·EP GPUs share the work: the
 experts are spread over them and attention runs data-parallel across EP ranks):
 
     F = 2 × P_active × n + attention per token-context × (n·c + n²/2)   (causal)
-    t = max(F/(TP·EP·η_c·C), (W/TP + (n+c)·K)/(η_b·BW)) + all-reduces + all-to-alls + overhead
-    (W: dense weights and the experts the n tokens touch on the busiest GPU)
+    t = t_gemm + t_experts + t_attention (each on its roofline, over TP·EP GPUs)
+        + all-reduces + all-to-alls + step_overhead_s + layer_overhead_s × L
+    riding in a decode iteration (marginal_s): the dense GEMMs' compute only (the decode
+    step streams the weights), + t_experts + t_attention + collectives + layer_overhead_s × L
 
 All inputs broadcast over numpy arrays (batch, context, tp, pp, ep ...).
 """
@@ -47,10 +52,17 @@ from typing import Unpack
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import binom
 
-from planner.physics.attention import attention_flops_per_token_context, compute_time_s, shard_gemm_factor
+from planner.physics.attention import attention_flops_per_token_context, shard_gemm_factor
 from planner.physics.comm import all_to_all_s, collective_s, layer_comm_s, p2p_s
+from planner.physics.kernels import (
+    ACTIVATION_BYTES,
+    activation_elements_per_token,
+    expert_active_params,
+    experts_touched,
+    experts_touched_busiest,
+    kernel_groups,
+)
 from planner.physics.link import LINK_DIRECTIONS, NVLINK_COLLECTIVE_LATENCY_S, PCIE_COLLECTIVE_LATENCY_S
 from planner.physics.memory import kv_bytes_per_token_per_gpu
 from planner.physics.techniques import speculative_cycle_s, speculative_tokens_per_pass
@@ -82,9 +94,6 @@ __all__ = [
     "prefill_step",
 ]
 
-# Activations travel in 16-bit.
-ACTIVATION_BYTES = 2.0
-
 Arr = NDArray[np.float64]
 
 
@@ -100,44 +109,25 @@ def _hidden(model: ModelSpec) -> float:
     return float(model.hidden or model.heads * model.head_dim)
 
 
-def experts_touched(*, experts: int, top_k: int, tokens: ArrayLike) -> Arr | float:
-    """Expected distinct experts a batch touches per layer: E × (1 − (1 − k/E)^tokens)."""
-    t = _f(tokens)
-    return _out(experts * (1.0 - (1.0 - top_k / experts) ** t))
-
-
-def experts_touched_busiest(*, experts: int, top_k: int, tokens: ArrayLike, ep: ArrayLike) -> Arr | float:
-    """Expected touched experts on the busiest of EP GPUs (each holding E/EP):
-    E[max of EP Binomial(E/EP, q)] = Σ_{x<E/EP} (1 − F(x)^EP), q = 1 − (1 − k/E)^tokens.
-    At EP = 1 this is E × q (``experts_touched``)."""
-    t0, g0 = np.broadcast_arrays(_f(tokens), _f(ep))
-    t, g = np.atleast_1d(t0), np.atleast_1d(g0)
-    q = 1.0 - (1.0 - top_k / experts) ** t
-    out = np.array(experts * q, dtype=float)
-    many = g > 1
-    if np.any(many):
-        n = experts / g[many]
-        x = np.arange(experts, dtype=float)
-        shape = n.shape + (1,)
-        cdf = binom.cdf(x, n.reshape(shape), q[many].reshape(shape))
-        terms = np.where(x < n.reshape(shape), 1.0 - cdf ** g[many].reshape(shape), 0.0)
-        out[many] = terms.sum(axis=-1)
-    return _out(out.reshape(np.shape(t0)))
-
-
 @dataclass(frozen=True)
 class DecodeStep:
     """One decode iteration of a replica (arrays when inputs are arrays)."""
 
     step_s: Arr | float
-    compute_s: Arr | float  # per stage pass
-    memory_s: Arr | float  # per stage pass
+    compute_s: Arr | float  # per stage pass, Σ over the kernel groups
+    memory_s: Arr | float  # per stage pass, Σ over the kernel groups
     comm_s: Arr | float
     overhead_s: Arr | float
     bytes_per_gpu: Arr | float  # HBM bytes one GPU streams per step (all its passes)
     flops_per_gpu: Arr | float
     attention_flops_per_gpu: Arr | float  # of which attention (at the attention kernel's rate)
-    memory_bound: NDArray[np.bool_] | bool
+    memory_bound: NDArray[np.bool_] | bool  # Σ memory times ≥ Σ compute times over the kernel groups
+    gemm_s: Arr | float = 0.0  # per stage pass: dense GEMMs on their roofline
+    expert_s: Arr | float = 0.0  # MoE expert GEMMs
+    attention_s: Arr | float = 0.0  # attention reading the KV cache
+    # The dense GEMMs' memory time not covered by their compute: prompt tokens riding in this
+    # iteration multiply through the weights it already streams, for free up to this much.
+    gemm_slack_s: Arr | float = 0.0
 
 
 def decode_step(
@@ -158,8 +148,13 @@ def decode_step(
     layer_overhead_s: ArrayLike = 0.0,
     tokens_per_sequence: ArrayLike = 1.0,
     include_attention: bool = True,
+    cuda_graphs: bool = True,
+    fp8_attention: bool = False,
 ) -> DecodeStep:
-    """Time of one decode iteration for ``batch_size`` sequences at ``context_tokens``.
+    """Time of one decode iteration for ``batch_size`` sequences at ``context_tokens``:
+    PP × (dense GEMMs + expert GEMMs + attention, each on its own roofline) + collectives
+    + overhead.  ``cuda_graphs``: the decode pass replays a captured graph (no per-layer
+    launch cost, the engines' default for decode); without, ``layer_overhead_s`` × L is paid.
 
     ``tokens_per_sequence`` > 1 is a speculative verify pass (k+1 positions per
     sequence: the same bytes, k+1 times the FLOPs).
@@ -170,7 +165,9 @@ def decode_step(
     tp_a, pp_a, ep_a = _f(tp), _f(pp), _f(ep)
     tps = _f(tokens_per_sequence)
     micro = b / pp_a  # sequences per pipeline microbatch
+    gpus = tp_a * pp_a * ep_a
     w_dense = (pc.total - pc.expert_total) * bpw / (tp_a * pp_a)
+    p_exp = expert_active_params(model)
     if model.is_moe and pc.expert_total > 0:
         busiest = _f(experts_touched_busiest(experts=model.experts, top_k=model.experts_per_token,
                                              tokens=micro * tps, ep=ep_a))
@@ -179,32 +176,49 @@ def decode_step(
         w_exp = np.zeros_like(micro)
     k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=tp_a, pp=pp_a))
     kv = (micro / ep_a) * s * k_gpu
+    tokens_gpu = micro * tps / ep_a  # tokens one GPU's stage multiplies (attention runs data-parallel over EP)
+    act_d, act_e = activation_elements_per_token(model, tp_a)
+    # Per GPU, per stage pass (one PP stage holds 1/PP of the layers).
+    lin_dense = 2.0 * (pc.active - p_exp) * micro * tps / gpus
+    lin_exp = 2.0 * p_exp * micro * tps / gpus
+    attn = (attention_flops_per_token_context(model, absorbed=True) * s * micro * tps / gpus
+            if include_attention else np.zeros_like(lin_dense))
+    kg = kernel_groups(gpu=gpu, weights_dtype=weights_dtype, dense_flops=lin_dense,
+                       dense_bytes=w_dense + tokens_gpu * act_d * ACTIVATION_BYTES / pp_a,
+                       expert_flops=lin_exp, expert_bytes=w_exp + tokens_gpu * act_e * ACTIVATION_BYTES / pp_a,
+                       attention_flops=attn, attention_bytes=kv if include_attention else np.zeros_like(kv),
+                       compute_efficiency=compute_efficiency, bandwidth_efficiency=bandwidth_efficiency,
+                       gemm_factor=shard_gemm_factor(model, tp_a), fp8_attention=fp8_attention)
+    stage_s = kg.total_s
     bytes_stage = w_dense + w_exp + kv
-    gpus = tp_a * pp_a * ep_a
-    linear = 2.0 * pc.active * micro * tps * pp_a / gpus
-    attn = (attention_flops_per_token_context(model, absorbed=True) * s * micro * tps * pp_a / gpus
-            if include_attention else np.zeros_like(linear))
-    flops_stage = (linear + attn) / pp_a
-    compute_s = compute_time_s(gpu, weights_dtype, kv_dtype, linear / pp_a, attn / pp_a, np.ones_like(gpus),
-                               compute_efficiency, gemm_factor=shard_gemm_factor(model, tp_a))
-    memory_s = bytes_stage / (_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
-    stage_s = np.maximum(compute_s, memory_s)
+    flops_stage = lin_dense + lin_exp + attn
     msg = micro * tps * _hidden(model) * ACTIVATION_BYTES
     comm = layer_comm_s(model=model, gpu=gpu, tp=tp_a, pp=pp_a, ep=ep_a, message_bytes=msg,
                         latency_s=collective_latency_s)
-    overhead = np.broadcast_to(_f(step_overhead_s) + _f(layer_overhead_s) * model.layers
-                               + term("sequence_overhead_s") * b, np.shape(stage_s)).astype(float)
+    launches = (term("graph_layer_overhead_s") if cuda_graphs else _f(layer_overhead_s)) * model.layers
+    overhead = np.broadcast_to(_f(step_overhead_s) + launches + term("sequence_overhead_s") * b,
+                               np.shape(stage_s)).astype(float)
     step = pp_a * stage_s + comm + overhead
+    shape = np.shape(step)
+
+    def full(x: Arr) -> Arr | float:
+        return _out(np.broadcast_to(x, shape).astype(float))
+
     return DecodeStep(
         step_s=_out(step),
-        compute_s=_out(compute_s),
-        memory_s=_out(memory_s),
-        comm_s=_out(np.broadcast_to(comm, np.shape(step)).astype(float)),
+        compute_s=full(kg.compute_s),
+        memory_s=full(kg.memory_s),
+        comm_s=full(comm),
         overhead_s=_out(overhead),
-        bytes_per_gpu=_out(pp_a * bytes_stage),
-        flops_per_gpu=_out(pp_a * flops_stage),
-        attention_flops_per_gpu=_out(np.broadcast_to(attn, np.shape(step)).astype(float)),
-        memory_bound=bool(memory_s >= compute_s) if np.ndim(stage_s) == 0 else (memory_s >= compute_s),
+        bytes_per_gpu=full(pp_a * bytes_stage),
+        flops_per_gpu=full(pp_a * flops_stage),
+        attention_flops_per_gpu=full(pp_a * attn),
+        memory_bound=bool(kg.memory_s >= kg.compute_s) if np.ndim(step) == 0 else
+        np.broadcast_to(kg.memory_s >= kg.compute_s, shape),
+        gemm_s=full(kg.gemm_s),
+        expert_s=full(kg.expert_s),
+        attention_s=full(kg.attention_s),
+        gemm_slack_s=full(np.maximum(kg.gemm_s - kg.gemm_compute_s, 0.0)),
     )
 
 
@@ -270,10 +284,16 @@ class PrefillStep:
     attention_flops: Arr | float  # of which attention (timed at the attention kernel's rate)
     bytes_per_gpu: Arr | float  # HBM bytes one GPU streams (weights + KV)
     compute_bound: NDArray[np.bool_] | bool
-    # Its cost riding in a decode iteration (chunked prefill): the dense weights
-    # are already streamed and the overhead already paid by the decode step, so only
-    # max(compute, (KV + touched experts' bytes) / bandwidth) + its collectives are added.
+    # Its cost riding in a decode iteration (chunked prefill): the dense weights are
+    # already streamed and the step overhead paid by the decode step, so the dense GEMMs'
+    # compute + the expert and attention groups + its collectives + the eager launches.
     marginal_s: Arr | float
+    gemm_s: Arr | float = 0.0  # dense GEMMs on their roofline
+    expert_s: Arr | float = 0.0  # MoE expert GEMMs
+    attention_s: Arr | float = 0.0  # attention (BF16 unless the engine runs FP8 attention)
+    # The eager launches (layer_overhead_s × L) in marginal_s: paid once per iteration that
+    # carries prompt tokens, however many prompts share it.
+    launch_s: Arr | float = 0.0
 
 
 def prefill_step(
@@ -293,9 +313,12 @@ def prefill_step(
     collective_latency_s: float | None = None,
     layer_overhead_s: ArrayLike = 0.0,
     include_attention: bool = True,
+    fp8_attention: bool = False,
 ) -> PrefillStep:
     """Time to prefill ``tokens`` (of which ``cached_tokens`` hit the prefix cache),
-    the prompt passing every pipeline stage in turn."""
+    the prompt passing every pipeline stage in turn: dense GEMMs + expert GEMMs +
+    attention, each on its own roofline, + collectives + step overhead + the eager
+    launch cost per layer (a prefill pass is not a captured graph)."""
     pc = param_counts(model)
     bpw = bytes_per_weight(weights_dtype)
     tp_a, pp_a, ep_a = _f(tp), _f(pp), _f(ep)
@@ -303,8 +326,9 @@ def prefill_step(
     n = np.maximum(_f(tokens) - c, 0.0)
     lin, att = _prefill_flops_parts(model, tokens, cached_tokens, include_attention)
     flops = lin + att
-    compute_s = compute_time_s(gpu, weights_dtype, kv_dtype, lin, att, tp_a * ep_a, compute_efficiency,
-                               gemm_factor=shard_gemm_factor(model, tp_a))
+    gpus = tp_a * ep_a
+    p_exp = expert_active_params(model)
+    lin_exp = 2.0 * p_exp * n
     if model.is_moe and pc.expert_total > 0:
         # The experts the prompt's tokens touch, on the busiest GPU (all of its E/EP for long prompts).
         busiest = _f(experts_touched_busiest(experts=model.experts, top_k=model.experts_per_token, tokens=n,
@@ -312,32 +336,48 @@ def prefill_step(
         w_exp = busiest * (pc.expert_total / model.experts) * bpw / tp_a
     else:
         w_exp = np.zeros_like(n)
-    w = (pc.total - pc.expert_total) / tp_a * bpw + w_exp
+    w_dense = (pc.total - pc.expert_total) / tp_a * bpw
     k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=tp_a, pp=1))
-    hbm = w + (n + c) * k_gpu
-    memory_s = hbm / (_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
-    # Riding in a decode iteration, the dense weights are already streamed; the
-    # experts its tokens touch may not be (counted in full: an upper bound).
-    kv_s = (w_exp + (n + c) * k_gpu) / (_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
+    kv = (n + c) * k_gpu / ep_a
+    act_d, act_e = activation_elements_per_token(model, tp_a)
+    kg = kernel_groups(gpu=gpu, weights_dtype=weights_dtype, dense_flops=(lin - lin_exp) / gpus,
+                       dense_bytes=w_dense + n / ep_a * act_d * ACTIVATION_BYTES, expert_flops=lin_exp / gpus,
+                       expert_bytes=w_exp + n / ep_a * act_e * ACTIVATION_BYTES, attention_flops=att / gpus,
+                       attention_bytes=kv, compute_efficiency=compute_efficiency,
+                       bandwidth_efficiency=bandwidth_efficiency, gemm_factor=shard_gemm_factor(model, tp_a),
+                       fp8_attention=fp8_attention)
+    hbm = w_dense + w_exp + (n + c) * k_gpu
     msg = n * _hidden(model) * ACTIVATION_BYTES
     comm = layer_comm_s(model=model, gpu=gpu, tp=tp_a, pp=pp_a, ep=ep_a, message_bytes=msg,
                         latency_s=collective_latency_s)
-    overhead = _f(step_overhead_s) + _f(layer_overhead_s) * model.layers
-    t = np.maximum(compute_s, memory_s) + comm + overhead
+    launches = _f(layer_overhead_s) * model.layers
+    overhead = _f(step_overhead_s) + launches
+    t = kg.total_s + comm + overhead
     t = np.where(n > 0, t, 0.0)
-    marginal = np.where(n > 0, np.maximum(compute_s, kv_s) + comm, 0.0)
+    # Riding in a decode iteration, the dense weights are already streamed (their GEMMs add
+    # only the prompt tokens' compute), the step overhead is paid; the iteration runs eagerly.
+    marginal = np.where(n > 0, kg.gemm_compute_s + kg.expert_s + kg.attention_s + comm + launches, 0.0)
     shape = np.shape(t)
+
+    def full(x: Arr) -> Arr | float:
+        return _out(np.broadcast_to(x, shape).astype(float))
+
     return PrefillStep(
         time_s=_out(t),
-        compute_s=_out(np.broadcast_to(compute_s, shape).astype(float)),
-        memory_s=_out(np.broadcast_to(memory_s, shape).astype(float)),
-        comm_s=_out(np.broadcast_to(comm, shape).astype(float)),
-        overhead_s=_out(np.broadcast_to(overhead, shape).astype(float)),
-        flops=_out(np.broadcast_to(flops, shape).astype(float)),
-        attention_flops=_out(np.broadcast_to(att, shape).astype(float)),
-        bytes_per_gpu=_out(np.broadcast_to(hbm, shape).astype(float)),
-        compute_bound=bool(compute_s >= memory_s) if np.ndim(t) == 0 else np.broadcast_to(compute_s >= memory_s, shape),
-        marginal_s=_out(np.broadcast_to(marginal, shape).astype(float)),
+        compute_s=full(kg.compute_s),
+        memory_s=full(kg.memory_s),
+        comm_s=full(comm),
+        overhead_s=full(overhead),
+        flops=full(flops),
+        attention_flops=full(att),
+        bytes_per_gpu=full(hbm),
+        compute_bound=bool(kg.compute_s >= kg.memory_s) if np.ndim(t) == 0 else
+        np.broadcast_to(kg.compute_s >= kg.memory_s, shape),
+        marginal_s=full(marginal),
+        gemm_s=full(kg.gemm_s),
+        expert_s=full(kg.expert_s),
+        attention_s=full(kg.attention_s),
+        launch_s=full(np.where(n > 0, launches, 0.0)),
     )
 
 
@@ -352,6 +392,7 @@ class PrefillChunks:
     marginal_s: Arr  # (…, S, K) each chunk riding in a decode iteration (PrefillStep.marginal_s)
     mask: NDArray[np.bool_]  # (S, K)
     counts: Arr  # (S,) chunks per prompt = ⌈new tokens / chunk⌉
+    launch_s: Arr | float = 0.0  # the eager launches each riding chunk's marginal_s includes (per iteration)
 
     @property
     def total_s(self) -> Arr:
@@ -380,5 +421,6 @@ def prefill_chunks(
     size = np.clip(n[:, None] - i[None, :] * chunk_tokens, 0.0, float(chunk_tokens))
     mask = i[None, :] < counts[:, None]
     st = prefill_step(tokens=start + size, cached_tokens=start, **kw)
+    launch = np.asarray(st.launch_s, dtype=float)
     return PrefillChunks(times_s=np.asarray(st.time_s, dtype=float), marginal_s=np.asarray(st.marginal_s, dtype=float),
-                         mask=mask, counts=counts)
+                         mask=mask, counts=counts, launch_s=float(np.max(launch)) if launch.size else 0.0)

@@ -6,11 +6,13 @@ Each replica runs iterations back to back while it has work.  One iteration:
 2. every decoding sequence gets one token; a sequence crossing a block boundary
    takes a new KV block (LRU-evicting unreferenced cached prefixes, else
    preempting the most recently admitted sequence: preemption by recompute);
-3. one prefill chunk of up to ``serving.chunk_tokens`` tokens goes to in-progress
-   prefills, then to waiting requests (FCFS) while blocks and the batch cap allow;
+3. the iteration's token budget ``serving.chunk_tokens`` (vLLM max_num_batched_tokens) holds
+   the B decodes first; the T − B tokens left go to in-progress prefills, then to waiting
+   requests (FCFS: several whole prompts, or a chunk of a long one) while blocks and the
+   batch cap allow;
 4. its time is the seeds' hybrid iteration (additive, as ``techniques.chunked_prefill``):
 
-       iteration_s = decode_step(B, mean live context).step_s + prefill_step(chunk tokens).time_s
+       iteration_s = decode_step(B, mean live context).step_s + prefill_step(prompt tokens).marginal_s
 
 Step times come from :mod:`planner.physics.step` with the scenario's resolved efficiencies.
 KV lives in paged blocks of ``serving.block_tokens``; the capacity is the plan's KV

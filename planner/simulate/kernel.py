@@ -15,8 +15,9 @@ One iteration, as the Python replica:
 1. every decoding sequence gets one token; one whose KV length is a multiple of
    ``block_tokens`` takes a block (short of blocks: evict the least recently used prefix no
    sequence references, else preempt the newest sequence, by recompute);
-2. one prefill chunk: in-progress prefills, then waiting requests (FCFS, each starting from
-   its prefix's cached full blocks), while the chunk budget, the batch cap and the blocks allow;
+2. the prompt tokens: in-progress prefills, then waiting requests (FCFS, each starting from
+   its prefix's cached full blocks), while the token budget left after the decodes
+   (``serving.chunk_tokens`` − decoding sequences), the batch cap and the blocks allow;
    a prefill that completes keeps its prefix cached;
 3. its time: ``decode_step(B, mean live context) + prefill_step(chunk tokens, mean cached)``
    from the tables of :class:`planner.simulate.steptimes.StepTimes`.
@@ -397,13 +398,15 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
                     _preempt(st, q, ent, v, waiting, prefilling, seg_j, seg_a, seg_b)
                 st[S_FREE] -= need
             nrun = st[S_NRUN]
-            # 2. one prefill chunk: in-progress prefills, then waiting requests (FCFS)
+            # 2. the prompt tokens in what the budget leaves after the decodes: in-progress
+            # prefills, then waiting requests (FCFS)
+            room = chunk - nd
             ntot = 0
             cw = 0.0
             npieces = 0
             for i in range(st[S_NPRE]):
                 s = prefilling[i]
-                n = _piece(st, q, ent, s, bt, chunked, chunk, ntot, npieces)
+                n = _piece(st, q, ent, s, bt, chunked, room, ntot, npieces)
                 if n <= 0:
                     break
                 piece_s[npieces] = s
@@ -413,10 +416,10 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
                 cw += n * q[Q_KV, s]
             while st[S_WLEN] > 0 and nrun < max_batch:
                 s = waiting[st[S_WHEAD]]
-                if q[Q_KV, s] >= q[Q_TARGET, s] or (chunked and ntot >= chunk):
+                if q[Q_KV, s] >= q[Q_TARGET, s] or (chunked and ntot >= room):
                     break
                 _attach(st, q, ent, s, bt)
-                n = _piece(st, q, ent, s, bt, chunked, chunk, ntot, npieces)
+                n = _piece(st, q, ent, s, bt, chunked, room, ntot, npieces)
                 if n <= 0:
                     _detach(q, ent, s)
                     break

@@ -193,10 +193,10 @@ class _Replica(_DecodeRuns):
         return 0.0
 
     def _plan_once(self) -> float:
-        """Plan one iteration (decode step + one prefill chunk riding on it); its duration."""
+        """Plan one iteration (decode step + the prompt tokens riding on it); its duration."""
         self._admit_transferred()
         nd, ctx = self._reserve_decode()
-        pieces, ntot, cw = self._plan_prefill_chunk()
+        pieces, ntot, cw = self._plan_prefill_chunk(nd)
         dt = 0.0
         if nd:
             dt += self.steps.decode_s(nd, ctx / nd + 1.0)
@@ -245,10 +245,11 @@ class _Replica(_DecodeRuns):
         self.free -= need
         return self.ndec, ctx
 
-    def _plan_prefill_chunk(self) -> tuple[list[tuple[_Seq, int]], int, float]:
-        """2. One prefill chunk: in-progress prefills, then waiting requests (FCFS), in budget."""
+    def _plan_prefill_chunk(self, decoding: int) -> tuple[list[tuple[_Seq, int]], int, float]:
+        """2. The prompt tokens: in-progress prefills, then waiting requests (FCFS), in what the
+        iteration's token budget (serving.chunk_tokens) leaves after its ``decoding`` sequences."""
         running, waiting = self.running, self.waiting
-        budget = self.chunk_tokens
+        budget = self.chunk_tokens - decoding
         pieces: list[tuple[_Seq, int]] = []
         ntot = 0
         cw = 0.0

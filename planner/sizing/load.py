@@ -7,8 +7,10 @@ Fixed prompt n and output o tokens.  Loads:
 
 * ``request_rate`` λ (open loop, Poisson): the decode batch solves Little's law
   B = λ·E[o]·ITL(B) on the batch grid; beyond the grid's last rate the replica
-  saturates at the engine's batch cap.  TTFT = M/G/1 wait + the prompt's chunked
-  prefill (⌈n/chunk⌉ iterations of cycle + chunk i).
+  saturates at the engine's batch cap.  Each iteration's token budget T
+  (``serving.chunk_tokens``) holds the B decodes, then R = T − B prompt tokens
+  (several short prompts, or a chunk of a long one): TTFT = M/G/1 wait on the
+  prompt room (a prompt occupies it for c·n/R + P(n)) + its own ⌈n/R⌉·c + P(n).
 * ``concurrency`` N (closed loop): the throughput X solves N = X·E2E(X); a
   decoding sequence is interrupted by the N − 1 others' prompts; N beyond the
   batch cap queue: TTFT += N/X − E2E.
@@ -68,13 +70,18 @@ def _grid_state(r: Resolved, *, prompt: float, output: float, max_batch: int, cl
     cycle = np.atleast_2d(np.asarray(cyc.cycle_s, float))
     sv = ServiceTimes(
         cycle_s=cycle, tokens_per_pass=cyc.tokens_per_pass, mean_output_tokens=output, weights=np.ones(1),
-        prefill_work_s=np.atleast_2d(pc.marginal_total_s), prefill_iterations=np.atleast_2d(pc.counts),
+        prefill_work_s=np.atleast_2d(pc.marginal_total_s - pc.counts * pc.launch_s),
+        prefill_iterations=np.atleast_2d(pc.counts),
         chunk_share=np.array([[prompt / chunk]]), stall_s=np.atleast_2d(pc.marginal_s[0][pc.mask[0]]),
-        stall_weights=np.full(int(pc.counts[0]), 1.0 / pc.counts[0]))
+        stall_weights=np.full(int(pc.counts[0]), 1.0 / pc.counts[0]), budget_tokens=float(chunk),
+        decode_tokens=float(sp.draft_tokens + 1), launch_s=float(pc.launch_s))
     dec = colocated_decode(sv, batch=grid.reshape(1, -1), itl_percentile=0.5, closed_loop=closed)
     rate = np.maximum.accumulate(dec.rate_per_s[0])
-    own = float(pc.counts[0]) * cycle[0] + float(pc.marginal_total_s[0])
-    wait = mgc_wait(arrival_per_s=rate, servers=1, mean_s=own, second_moment_s2=own * own).mean_s
+    share, iters = sv.prompt_share(grid.reshape(1, -1))  # (1, B, 1): the prompt room one prompt uses, its iterations
+    work = float(sv.prefill_work_s[0, 0])
+    server = cycle[0] * share[0, :, 0] + work + sv.launch_s * np.asarray(dec.launch_share)[0]
+    own = (cycle[0] + sv.launch_s) * iters[0, :, 0] + work
+    wait = mgc_wait(arrival_per_s=rate, servers=1, mean_s=server, second_moment_s2=server * server).mean_s
     ttft = wait + own + dec.residual_s[0]  # and the iteration in progress at arrival
     e2e = ttft + (output - 1.0) * dec.itl_mean_s[0]
     return {"batch": grid, "rate": rate, "cycle": cycle[0], "itl": dec.itl_mean_s[0],

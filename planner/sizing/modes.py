@@ -2,8 +2,13 @@
 
 * colocated: ITL and the rate a batch implies come from the load model
   (``physics.queueing.colocated_decode``), the ITL percentile including chunk
-  stalls; a prompt's prefill spans ⌈n/chunk⌉ iterations of (cycle + chunk i); the
-  replicas form one M/G/c pool of prefill servers behind the router.
+  stalls.  Each iteration's token budget (``serving.chunk_tokens``) holds the B
+  decodes first and then R = T − B prompt tokens, as many waiting prompts (whole,
+  or a chunk of a long one) as fit: a prompt of n tokens occupies its replica's
+  prefill server for c·n/R + P(n) and waits ⌈n/R⌉·(c + ℓ) + P(n) for its own
+  prefill (ℓ: the eager launches of an iteration carrying prompt tokens, P its
+  chunks' work and its share of the launches: ``colocated_decode``);
+  the replicas form one M/G/c pool of such servers behind the router.
 * disaggregated: decode ITL = cycle/τ; a prefill replica serves prompts' chunks
   back to back, pipelined over its PP stages; TTFT adds the exposed part of the
   layer-by-layer KV transfer; the prefill pool grows past the utilization sizing
@@ -73,6 +78,9 @@ class ModeLoad:
     # The TTFT pool's wait and each request class's own latency (sizing.attainment reads them).
     ttft_wait: QueueWait | None = None
     ttft_own_s: Arr | None = None
+    # Colocated: the longest prompt needs more than one iteration's prompt room R = T − B at the batch
+    # (raising serving.chunk_tokens would let it in whole); None where prompts never share iterations.
+    budget_binds: NDArray[np.bool_] | None = None
 
 
 def _replicas(peak: float, u: float, rate: Arr, floor: int) -> Arr:
@@ -141,13 +149,17 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
     cyc_f = _interp_rows(bf, grid, sv.cycle_s)
     fleet = colocated_decode(replace(sv, cycle_s=cyc_f), batch=bf, itl_percentile=slo.itl_percentile)
     work = sv.prefill_work_s
-    server = cyc_f[..., None] * sv.prefill_iterations[:, None, :] + work[:, None, :]  # (C, B, S)
-    # A prompt also waits out the iteration in progress when it arrives.
-    own_lat = server + fleet.residual_s[..., None]
+    share, iters = sv.prompt_share(bf)  # (C, B, S): the prompt room a prompt uses at the fleet's batch
+    server = cyc_f[..., None] * share + work[:, None, :] + sv.launch_s * np.asarray(fleet.launch_share)[..., None]
+    # Its own latency: the iterations it spans (their launches), and the iteration in progress when it arrives.
+    own_lat = (cyc_f[..., None] + sv.launch_s) * iters + work[:, None, :] + fleet.residual_s[..., None]
     pool = ttft_pool(arrival_per_s=peak, servers=np.where(np.isfinite(reps), reps, 1.0), server_s=server,
                      own_s=own_lat, weights=sv.weights)
     rho = pool.wait.utilization
     zero = np.zeros_like(goodput)
+    room = sv.room_tokens(b)
+    budget_binds = np.broadcast_to(np.max(sv.chunk_share * sv.budget_tokens, axis=-1, keepdims=True) > room,
+                                   goodput.shape)
     return ModeLoad(
         itl_s=dec.itl_mean_s, itl_percentile_s=dec.itl_quantile_s, itl_worst_s=dec.itl_worst_s,
         goodput_req_s=goodput, prefill_req_s=goodput, replicas=reps, prefill_replicas=np.zeros_like(reps),
@@ -155,7 +167,7 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
         ttft_wait_s=pool.wait.mean_s, prefill_service_s=pool.service_mean_s, prefill_utilization=rho,
         prefill_ok=(dec.chunk_share < 1.0) & (rho < 1.0), kv_transfer_s=zero, kv_transfer_exposed_s=zero,
         fleet_batch_size=bf, fleet_itl_s=fleet.itl_mean_s, fleet_itl_percentile_s=fleet.itl_quantile_s,
-        ttft_wait=pool.wait, ttft_own_s=own_lat)
+        ttft_wait=pool.wait, ttft_own_s=own_lat, budget_binds=budget_binds)
 
 
 def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid: Arr, tp: Arr, pp: Arr) -> ModeLoad:

@@ -35,7 +35,8 @@ candidate and ``sweep`` with many: one physics.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -187,10 +188,10 @@ def mean_prefill(r: Resolved) -> MeanPrefill:
         def f(a: ArrayLike) -> float:
             return float(np.broadcast_to(np.asarray(a, float), shape)[i])
 
-        return PrefillStep(time_s=f(st.time_s), compute_s=f(st.compute_s), memory_s=f(st.memory_s),
-                           comm_s=f(st.comm_s), overhead_s=f(st.overhead_s), flops=f(st.flops),
-                           attention_flops=f(st.attention_flops), bytes_per_gpu=f(st.bytes_per_gpu),
-                           compute_bound=bool(np.broadcast_to(st.compute_bound, shape)[i]), marginal_s=f(st.marginal_s))
+        # Every field at prompt i (the kernel groups' times too): floats, the flag a bool.
+        values: dict[str, Any] = {k.name: f(getattr(st, k.name)) for k in fields(PrefillStep)}
+        values["compute_bound"] = bool(np.broadcast_to(st.compute_bound, shape)[i])
+        return PrefillStep(**values)
 
     return MeanPrefill(hit_cached_tokens=hit_cached, miss=at(0), hit=at(1), warm=at(2))
 
@@ -202,9 +203,8 @@ def cycle_at(cyc: DecodeCycle, candidate: int, column: int) -> DecodeCycle:
     def at(a: ArrayLike) -> float:
         return float(np.broadcast_to(np.asarray(a, float), np.shape(cyc.cycle_s))[candidate, column])
 
-    step = DecodeStep(step_s=at(st.step_s), compute_s=at(st.compute_s), memory_s=at(st.memory_s),
-                      comm_s=at(st.comm_s), overhead_s=at(st.overhead_s), bytes_per_gpu=at(st.bytes_per_gpu),
-                      flops_per_gpu=at(st.flops_per_gpu), attention_flops_per_gpu=at(st.attention_flops_per_gpu),
+    values: dict[str, Any] = {k.name: at(getattr(st, k.name)) for k in fields(DecodeStep) if k.name != "memory_bound"}
+    step = DecodeStep(**values,
                       memory_bound=bool(np.broadcast_to(st.memory_bound, np.shape(cyc.cycle_s))[candidate, column]))
     return DecodeCycle(step=step, cycle_s=at(cyc.cycle_s), tokens_per_pass=cyc.tokens_per_pass, itl_s=at(cyc.itl_s))
 
@@ -272,7 +272,7 @@ def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike) 
     act = np.asarray(activation_peak_bytes(model=model, tp=tp, batched_tokens=activation_profile_tokens(
         s.serving.chunk_tokens)) if util else 0.0)
     budget = np.asarray(kv_budget_bytes(gpu=r.gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
-                                        memory_utilization=util, activation_bytes=act))
+                                        memory_utilization=util, activation_bytes=act, engine=s.serving.engine))
     kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=tp, pp=pp))
     dw, dk = scenario_draft(r, tp=tp)
     if s.speculative.draft_tokens > 0:
@@ -300,7 +300,9 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
     new = np.maximum(st.class_prompt - st.class_cached, 1.0)
     pc = prefill_chunks(new_tokens=new, cached_tokens=st.class_cached, chunk_tokens=chunk,
                         **r.step_kwargs(tp=tp[..., None], pp=pp[..., None], ep=ep[..., None]))
-    work = np.broadcast_to(pc.marginal_total_s if riding else pc.total_s, (n_c, new.size))  # (C, S)
+    # Riding chunks: their marginal time less the launches, which an iteration pays once (ServiceTimes.launch_s).
+    work = np.broadcast_to(pc.marginal_total_s - pc.counts * pc.launch_s if riding else pc.total_s,
+                           (n_c, new.size))  # (C, S)
     w = st.class_weight
     each = pc.marginal_s if riding else pc.times_s
     stalls = np.broadcast_to(each, (n_c,) + each.shape[-2:]).reshape(n_c, -1)
@@ -308,13 +310,14 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
     sv = ServiceTimes(cycle_s=cycle, tokens_per_pass=cyc.tokens_per_pass, mean_output_tokens=st.mean_output,
                       weights=w, prefill_work_s=work, prefill_iterations=np.broadcast_to(pc.counts, work.shape),
                       chunk_share=np.broadcast_to(new / chunk, work.shape), stall_s=stalls,
-                      stall_weights=stall_w / stall_w.sum())
+                      stall_weights=stall_w / stall_w.sum(), budget_tokens=float(chunk),
+                      decode_tokens=float(sp.draft_tokens + 1), launch_s=float(pc.launch_s) if riding else 0.0)
     return cyc, sv, pc
 
 
 def _reasons(r: Resolved, *, budget: Arr, kv_ok: NDArray[np.bool_], prefill_ok: NDArray[np.bool_],
              gap_ok: NDArray[np.bool_], att: Arr, ttft_share: Arr, tpot_share: Arr, feasible: NDArray[np.bool_],
-             idx: NDArray[np.int64]) -> NDArray[np.object_]:
+             idx: NDArray[np.int64], budget_binds: NDArray[np.bool_] | None = None) -> NDArray[np.object_]:
     """Why each infeasible candidate misses at its chosen batch (the first check that fails)."""
     slo = r.scenario.slo
     reason = np.array([""] * feasible.shape[0], dtype=object)
@@ -324,7 +327,11 @@ def _reasons(r: Resolved, *, budget: Arr, kv_ok: NDArray[np.bool_], prefill_ok: 
         if budget[i, 0] <= 0 or not kv_ok[i, j]:
             reason[i] = "does not fit" if budget[i, 0] <= 0 or not kv_ok[i, 0] else "KV budget below batch"
         elif not prefill_ok[i, j]:
-            reason[i] = "prefill cannot keep up (raise serving.chunk_tokens)"
+            # The knob that binds: the token budget only where a prompt needs more than one iteration's room.
+            reason[i] = ("prefill cannot keep up (the decodes leave too little of serving.chunk_tokens: raise it)"
+                         if budget_binds is not None and budget_binds[i, j] else
+                         "prefill cannot keep up (prompt compute fills the iterations: a faster GPU, more TP, "
+                         "or disaggregated prefill)")
         elif not gap_ok[i, j]:
             reason[i] = f"misses ITL (token-gap p{GAP_PERCENTILE * 100:g} above slo.itl_gap_p99_s)"
         else:
@@ -435,7 +442,8 @@ def operating_arrays(
         feasible=feasible,
         reason=_reasons(r, budget=budget, kv_ok=kv_ok, prefill_ok=np.broadcast_to(ld.prefill_ok, shape),
                         gap_ok=gap_ok, att=att, ttft_share=ttft_share, tpot_share=tpot_share, feasible=feasible,
-                        idx=idx),
+                        idx=idx, budget_binds=None if ld.budget_binds is None
+                        else np.broadcast_to(ld.budget_binds, shape)),
         max_sequences=max_seq,
         step_s=pick(cyc.step.step_s),
         itl_s=pick(ld.itl_s),

@@ -154,7 +154,11 @@ def plan_resolved(r: Resolved) -> Plan:
         derivations=d,
         uncertainty=plan_uncertainty(gpu=r.gpu.id, tp=s.parallel.tp, ttft_s=ttft, itl_s=op.itl_s if op.feasible
                                      else dec.itl_s, usd_per_mtok_output=cost.usd_per_mtok_output,
-                                     stated_efficiency=s.efficiency.bandwidth is not None),
+                                     stated_efficiency=s.efficiency.bandwidth is not None,
+                                     ttft_statistic="mean, queueing included" if op.feasible
+                                     else "prefill alone, no queueing",
+                                     itl_statistic="mean at the operating point" if op.feasible
+                                     else "decode step, no queueing"),
     )
 
 

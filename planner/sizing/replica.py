@@ -23,7 +23,6 @@ from planner.physics.memory import (
 )
 from planner.physics.roofline import (
     attainable_flops_per_s,
-    attention_peak_flops_per_s,
     bound,
     compute_dtype,
     decode_intensity,
@@ -152,9 +151,21 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
         _d(d, "memory.kv_budget_bytes", f"max(0, HBM − weights per GPU − reserved{dwf})",
            f"max(0, {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(s.serving.reserved_bytes)}{dw})", budget,
            "bytes")
+    elif s.serving.engine == "trtllm":
+        _d(d, "memory.kv_budget_bytes",
+           "max(0, free fraction × (CUDA-visible HBM − weights per GPU − activation peak − non-torch)) "
+           f"(TensorRT-LLM kv_cache_free_gpu_mem_fraction){dwf}",
+           f"max(0, {util} × ({fmt_num(engine_hbm_bytes(gpu))} − {fmt_num(wg)} − {fmt_num(act)} − "
+           f"{fmt_num(DEFAULT_NON_TORCH_BYTES)})){dw}",
+           budget, "bytes")
+    elif s.serving.engine == "sglang":
+        _d(d, "memory.kv_budget_bytes",
+           f"max(0, mem_fraction_static × CUDA-visible HBM − weights per GPU{dwf}) (SGLang)",
+           f"max(0, {util} × {fmt_num(engine_hbm_bytes(gpu))} − {fmt_num(wg)}{dw})", budget, "bytes")
     else:
         _d(d, "memory.kv_budget_bytes",
-           f"max(0, memory_utilization × CUDA-visible HBM − weights per GPU − activation peak − non-torch{dwf})",
+           "max(0, memory_utilization × CUDA-visible HBM − weights per GPU − activation peak − non-torch"
+           f"{dwf}) (vLLM gpu_memory_utilization)",
            f"max(0, {util} × {fmt_num(engine_hbm_bytes(gpu))} − {fmt_num(wg)} − {fmt_num(act)} − "
            f"{fmt_num(DEFAULT_NON_TORCH_BYTES)}{dw})",
            budget, "bytes")
@@ -262,15 +273,13 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
     tpp = cyc.tokens_per_pass
     ob, oc = r.origins["efficiency.bandwidth"], r.origins["efficiency.compute"]
     pp = s.parallel.pp
-    att = float(st.attention_flops_per_gpu) / pp
-    lin = float(st.flops_per_gpu) / pp - att
     _d(d, "decode.step_s",
-       "PP × max(F_linear / (η_c × C_w) + F_attention / (η_c × C_attn), D / (η_b × BW)) + collectives "
-       "+ overhead (step + per layer × L), per GPU per pipeline stage",
-       f"{pp} × max({fmt_num(lin)} / ({r.compute_efficiency} × {fmt_num(peak)}) + {fmt_num(att)} / "
-       f"({r.compute_efficiency} × {fmt_num(attention_peak_flops_per_s(gpu, s.kv_dtype))}), "
-       f"{fmt_num(float(st.bytes_per_gpu) / pp)} / ({r.bandwidth_efficiency} × "
-       f"{fmt_num(gpu.hbm_bytes_per_s)})) + {fmt_num(float(st.comm_s))} + {fmt_num(float(st.overhead_s))}",
+       "PP × (t_gemm + t_experts + t_attention) + collectives + overhead, each kernel group on its own roofline "
+       "per GPU per pipeline stage: t_gemm = max(F_dense / (η_c × C_w), (W + activations) / (η_b × BW)), "
+       "t_attention = max(F_attention / (η_c × C_attn), KV bytes / (η_b × BW)); overhead = step "
+       "(decode replays a CUDA graph: no per-layer launches)",
+       f"{pp} × ({fmt_num(float(st.gemm_s))} + {fmt_num(float(st.expert_s))} + {fmt_num(float(st.attention_s))}) + "
+       f"{fmt_num(float(st.comm_s))} + {fmt_num(float(st.overhead_s))}",
        step, "s", ob if st.memory_bound else oc)
     _d(d, "decode.tok_s_per_sequence", "1 / ITL" + (" (speculative: tokens per pass / cycle)" if k else ""),
        f"1 / {fmt_num(itl)}", tok_seq, "tok/s")
@@ -301,17 +310,11 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
 
 
 def _prefill_working(r: Resolved, pf: PrefillStep, t: float) -> str:
-    """The substituted roofline of one prefill: max(F_lin/(GPUs·η·C_w) + F_attn/(GPUs·η·C_attn),
-    bytes/(η_b·BW)) + collectives + overhead."""
+    """The substituted kernel sum of one prefill: t_gemm + t_experts + t_attention +
+    collectives + overhead (step + per layer × L)."""
     if t <= 0:
         return "0"  # every prompt token hits the prefix cache
-    s, gpu = r.scenario, r.gpu
-    g = s.parallel.tp * s.parallel.ep
-    att = float(pf.attention_flops)
-    lin = float(pf.flops) - att
-    return (f"max({fmt_num(lin)} / ({g} × {r.compute_efficiency} × {fmt_num(peak_flops_per_s(gpu, s.weights_dtype))})"
-            f" + {fmt_num(att)} / ({g} × {r.compute_efficiency} × {fmt_num(attention_peak_flops_per_s(gpu, s.kv_dtype))}), "
-            f"{fmt_num(float(pf.bytes_per_gpu))} / ({r.bandwidth_efficiency} × {fmt_num(gpu.hbm_bytes_per_s)})) + "
+    return (f"{fmt_num(float(pf.gemm_s))} + {fmt_num(float(pf.expert_s))} + {fmt_num(float(pf.attention_s))} + "
             f"{fmt_num(float(pf.comm_s))} + {fmt_num(r.step_overhead_s)} + {fmt_num(r.layer_overhead_s)} × "
             f"{r.model.layers}")
 
@@ -356,8 +359,9 @@ def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float, mean: MeanPr
         sub = _prefill_working(r, hit if h == 1 else miss, t)
     pf = hit if h == 1 else miss
     _d(d, "prefill.time_s",
-       "max(F_linear / (TP·EP × η_c × C_w) + F_attention / (TP·EP × η_c × C_attn), (W/TP + N × K) / (η_b × BW)) "
-       "+ collectives + overhead (step + per layer × L), F = 2 × P × n + 2·(d_qk+d_v)·L·H·(n·c + n²/2)"
+       "t_gemm + t_experts + t_attention (each max(FLOPs / (TP·EP × η_c × C), bytes / (η_b × BW)), attention "
+       "at the 16-bit rate) + collectives + overhead (step + per layer × L), F = 2 × P × n + "
+       "2·(d_qk+d_v)·L·H·(n·c + n²/2)"
        + ("; averaged over prefix hits and misses: h × t_hit + (1 − h) × t_miss" if 0 < h < 1 else ""),
        sub, t, "s", r.origins["efficiency.compute"] if pf.compute_bound else r.origins["efficiency.bandwidth"])
     _d(d, "prefill.mfu", "prompt tok/s × 2 × P_active / (GPUs × peak)",
@@ -366,7 +370,8 @@ def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float, mean: MeanPr
     terms = [f"{cp.chunks} × {fmt_num(decode_step_s)} + {fmt_num(total)}" for _, cp, total in parts]
     _d(d, "prefill.chunked_ttft_s",
        "Σ_i (decode step + chunk i), chunk i attending to the cached tokens and i earlier chunks "
-       "(its cost inside the decode iteration: max(compute, KV bytes / bandwidth) + collectives)"
+       "(its cost inside the decode iteration: the GEMMs' compute + the attention and expert groups + "
+       "collectives + the eager launches)"
        + (" (hits and misses weighted)" if len(parts) > 1 else ""),
        " + ".join(f"{fmt_num(wt)} × ({t_})" for (wt, _, _), t_ in zip(parts, terms, strict=True))
        if len(parts) > 1 else terms[0], chunked_ttft, "s")

@@ -11,7 +11,11 @@ quantity); the band says which.  A measured value is predicted / (1 + e), so
 * TTFT and ITL (times): [t / (1 + e₉₀), t / (1 + e₁₀)];
 * $/Mtok output (price / throughput, e from throughput rows): [c × (1 + e₁₀), c × (1 + e₉₀)],
 
-with e₁₀, e₉₀ the 10th and 90th percentiles: an 80% band around the number.
+with e₁₀, e₉₀ the 10th and 90th percentiles: an 80% band for the number.  Each
+band names the statistic it qualifies (``statistic``: the ITL mean at the
+operating point, say, not the p90 the SLO checks) and whether it contains the
+value: where the nearest rows all erred one way (the planner predicted high on
+every one) the band lies beside the number, and ``contains_value`` says so.
 A scenario that states its own efficiencies (a probe calibration) gets the
 band of the fitted defaults, and says so.
 """
@@ -43,6 +47,19 @@ class Band(BaseModel):
     rows: int  # residuals the band is drawn from
     basis: str  # which data: "h100-sxm, TP 2" ... "all rows"
     median_error_pct: float  # the planner's median signed error there (+: predicts high)
+    statistic: str = ""  # the number the band qualifies: "mean, queueing included", ...
+
+    @property
+    def contains_value(self) -> bool:
+        return self.low <= self.value <= self.high
+
+    def describe(self) -> str:
+        """Where the band lies against its value, for a caption."""
+        if self.contains_value:
+            return "around the prediction"
+        side = "below" if self.high < self.value else "above"
+        return (f"{side} the prediction: the nearest published rows measured {side} it "
+                f"(median error {self.median_error_pct:+.0f}%)")
 
 
 class Uncertainty(BaseModel):
@@ -73,7 +90,7 @@ def nearest_residuals(quantity: str, *, gpu: str, tp: int, family: str | None = 
     return [], "no residuals"
 
 
-def _band(value: float, errs_pct: list[float], basis: str, *, time_like: bool) -> Band | None:
+def _band(value: float, errs_pct: list[float], basis: str, *, time_like: bool, statistic: str = "") -> Band | None:
     if not errs_pct or not np.isfinite(value):
         return None
     lo_q, hi_q = (1.0 - BAND_LEVEL) / 2.0, (1.0 + BAND_LEVEL) / 2.0
@@ -82,18 +99,21 @@ def _band(value: float, errs_pct: list[float], basis: str, *, time_like: bool) -
     low, high = ((value / (1.0 + e_hi), value / (1.0 + e_lo)) if time_like
                  else (value * (1.0 + e_lo), value * (1.0 + e_hi)))
     return Band(value=value, low=low, high=high, rows=len(errs_pct), basis=basis,
-                median_error_pct=float(np.median(errs_pct)))
+                median_error_pct=float(np.median(errs_pct)), statistic=statistic)
 
 
 def plan_uncertainty(*, gpu: str, tp: int, ttft_s: float, itl_s: float, usd_per_mtok_output: float,
                      stated_efficiency: bool = False, family: str | None = None,
+                     ttft_statistic: str = "mean", itl_statistic: str = "mean",
                      residuals: Sequence[Residual] = FITTED_RESIDUALS) -> Uncertainty:
-    """The bands of a plan's TTFT, ITL and $/Mtok output on ``gpu`` at TP ``tp``."""
+    """The bands of a plan's TTFT, ITL and $/Mtok output on ``gpu`` at TP ``tp``;
+    ``ttft_statistic``/``itl_statistic`` name what ``ttft_s``/``itl_s`` are."""
     bands = {}
-    for key, quantity, value, time_like in (("ttft_s", "ttft", ttft_s, True), ("itl_s", "itl", itl_s, True),
-                                            ("usd_per_mtok_output", "throughput", usd_per_mtok_output, False)):
+    for key, quantity, value, time_like, stat in (
+            ("ttft_s", "ttft", ttft_s, True, ttft_statistic), ("itl_s", "itl", itl_s, True, itl_statistic),
+            ("usd_per_mtok_output", "throughput", usd_per_mtok_output, False, "at the operating point")):
         errs, basis = nearest_residuals(quantity, gpu=gpu, tp=tp, family=family, residuals=residuals)
-        bands[key] = _band(value, errs, basis, time_like=time_like)
+        bands[key] = _band(value, errs, basis, time_like=time_like, statistic=stat)
     note = (f"{BAND_LEVEL:.0%} band from the {RESIDUALS_SCHEME} cross-validated errors of published rows nearest "
             "to this plan (bench/fit_defaults.py)")
     if stated_efficiency:

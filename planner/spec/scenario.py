@@ -135,6 +135,14 @@ class Workload(BaseModel):
             check_profile(value)
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _mean_follows_peak(cls, data: Any) -> Any:
+        # a peak given without a mean is a flat load at the peak, not the default mean under it
+        if isinstance(data, dict) and data.get("peak_requests_per_s") is not None and "requests_per_s" not in data:
+            return {**data, "requests_per_s": data["peak_requests_per_s"]}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> Workload:
         if self.prefix_tokens > self.prompt_tokens:
@@ -185,6 +193,9 @@ class Serving(BaseModel):
     block_tokens: Annotated[int, Field(ge=1, le=4096)] = 16
     reserved_bytes: NonNegFloat = 4.0e9
     memory_utilization: PosFraction | None = 0.9
+    # Whose memory_utilization it is (planner.physics.memory.kv_budget_bytes): vLLM's
+    # gpu_memory_utilization, TensorRT-LLM's kv_cache_free_gpu_mem_fraction, SGLang's mem_fraction_static.
+    engine: Literal["vllm", "trtllm", "sglang"] = "vllm"
 
 
 class Speculative(BaseModel):

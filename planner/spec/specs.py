@@ -125,6 +125,15 @@ class ModelSpec(BaseModel):
     source_note: str = ""
 
     @property
+    def attention_kind(self) -> str:
+        """What the attention is called: MLA, MHA (a KV head per query head), MQA (one KV head) or GQA."""
+        if self.attention == "mla":
+            return "MLA"
+        if self.kv_heads == self.heads:
+            return "MHA"
+        return "MQA" if self.kv_heads == 1 else "GQA"
+
+    @property
     def is_moe(self) -> bool:
         return self.experts > 0
 

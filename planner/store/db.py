@@ -99,6 +99,15 @@ def store_error(exc: BaseException, url: str | URL | None = None) -> StoreError:
     if "unable to open database file" in low:
         return StoreError(f"database {where} cannot be opened (is it a directory, or in a folder that does "
                           "not exist?): point RIDGELINE_DB or DATABASE_URL at a database file")
+    if "readonly database" in low or "read-only file system" in low or "attempt to write a read" in low:
+        return StoreError(f"database {where} is read-only (the file, its folder or the disk cannot be written): "
+                          "nothing was saved; make it writable, or point RIDGELINE_DB or DATABASE_URL at a "
+                          "writable store")
+    if "database or disk is full" in low or "no space left" in low or "disk full" in low or "quota" in low:
+        return StoreError(f"database {where}: the disk is full: nothing was saved; free some space and try again")
+    if "disk i/o error" in low:
+        return StoreError(f"database {where}: the disk reported an I/O error (full, read-only or failing): "
+                          "nothing was saved; check the disk and try again")
     if "database is locked" in low:
         return StoreError(f"database {where} stayed locked by another writer for {BUSY_TIMEOUT_MS / 1000:g} s: "
                           "try again")
@@ -123,7 +132,10 @@ def _sqlite_events(engine: Engine) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (below)
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        cur.execute("PRAGMA journal_mode = WAL")
+        try:  # a read-only file or disk cannot switch its journal: reads still work without it
+            cur.execute("PRAGMA journal_mode = WAL")
+        except Exception:  # noqa: BLE001 - sqlite3.OperationalError; the driver's class is not imported here
+            pass
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.close()

@@ -46,6 +46,7 @@ from planner.validate.names import (
 from planner.validate.rows import METRICS, MeasurementRow, run_key, unstated_load_runs
 
 __all__ = [
+    "ENGINE_CHUNK_TOKENS",
     "ENGINE_MAX_BATCH",
     "ENGINE_MEMORY_UTILIZATION",
     "EfficiencySet",
@@ -66,10 +67,17 @@ UNSTATED_LOAD_REASON = ("client concurrency / request rate not stated for this o
 # (2048 in trtllm-bench engines), vLLM's max_num_seqs default (256; SGLang's
 # default running-request cap is of the same order).
 ENGINE_MAX_BATCH: dict[str, int] = {"trtllm": 2048, "vllm": 256}
-# KV budget accounting: TensorRT-LLM hands a fraction of the memory left after
-# weights to the KV cache (None: the seeds' HBM − weights − reserved); vLLM
-# uses gpu_memory_utilization × HBM (default 0.9).
-ENGINE_MEMORY_UTILIZATION: dict[str, float | None] = {"trtllm": None, "vllm": 0.9}
+# KV budget accounting per engine (planner.physics.memory.kv_budget_bytes, of the
+# CUDA-visible bytes): TensorRT-LLM hands kv_cache_free_gpu_mem_fraction of the memory
+# free after weights and activations to the KV cache (0.95 in trtllm-bench's
+# published runs, 0.9 its library default); vLLM's gpu_memory_utilization covers
+# everything (default 0.9); SGLang's mem_fraction_static covers weights and the KV
+# pool (0.88 for one 80 GB GPU in its defaults).
+ENGINE_MEMORY_UTILIZATION: dict[str, float | None] = {"trtllm": 0.95, "vllm": 0.9, "sglang": 0.88}
+# Per-iteration token budget (serving.chunk_tokens) the engines default to on an
+# 80 GB-class GPU: TensorRT-LLM max_num_tokens 8192, vLLM V1 max_num_batched_tokens
+# 8192 (its API server on >= 70 GiB GPUs), SGLang chunked_prefill_size 8192.
+ENGINE_CHUNK_TOKENS: dict[str, int] = {"trtllm": 8192, "vllm": 8192, "sglang": 8192}
 
 Load = Literal["max_throughput", "concurrency", "request_rate"]
 
@@ -86,6 +94,7 @@ class EfficiencySet(BaseModel):
     collective_hop_s: float | None = Field(default=None, ge=0)
     sequence_overhead_s: float | None = Field(default=None, ge=0)
     gemm_half_width: float | None = Field(default=None, ge=0)
+    graph_layer_overhead_s: float | None = Field(default=None, ge=0)
 
     def terms(self) -> dict[str, float]:
         """The physics terms this set states."""
@@ -156,14 +165,16 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
         per = row.concurrency / replicas
     elif row.request_rate is not None:
         per = row.request_rate / replicas
-    util = ENGINE_MEMORY_UTILIZATION.get(family)
+    memory_engine = "sglang" if "sglang" in row.engine.lower() else family
+    util = ENGINE_MEMORY_UTILIZATION.get(memory_engine)
     try:
         scenario = Scenario(
             name=row.id, gpu=gpu_id, model=model_id, weights_dtype=dtypes[0], kv_dtype=dtypes[1],
             parallel=Parallel(tp=tp, pp=pp),
             workload=Workload(prompt_tokens=row.isl, output_tokens=row.osl,
                               requests_per_s=per if load == "request_rate" and per else 1.0),
-            serving=Serving(memory_utilization=util),
+            serving=Serving(memory_utilization=util, engine=memory_engine,
+                            chunk_tokens=ENGINE_CHUNK_TOKENS.get(memory_engine, 8192)),
             efficiency=Efficiency(bandwidth=eff.bandwidth, compute=eff.compute,
                                   step_overhead_s=eff.step_overhead_s),
         )

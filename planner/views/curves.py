@@ -44,6 +44,7 @@ __all__ = [
     "Row",
     "batch_curve",
     "chunk_curve",
+    "hbm_accounting",
     "log_grid",
     "max_sequences_curve",
     "memory_breakdown",
@@ -129,6 +130,29 @@ def roofline_points(
     return rows
 
 
+def hbm_accounting(scenario: Scenario) -> Row:
+    """The one HBM figure a page shows beside the memory split, and what it means.
+
+    With ``memory_utilization`` set the accounting starts from the bytes the CUDA
+    runtime reports (an engine's ``gpu_memory_utilization`` is a fraction of them:
+    85.0 GB on an H100 SXM, whose datasheet says 80 GB); without it, from the
+    datasheet figure (the seeds' HBM − weights − reserved).  Both are decimal
+    GB (10⁹ bytes); ``datasheet_bytes`` is kept for the note."""
+    gpu, memory_utilization = resolve(scenario).gpu, scenario.serving.memory_utilization
+    cuda = memory_utilization is not None and gpu.cuda_visible_hbm_bytes is not None
+    total = engine_hbm_bytes(gpu) if memory_utilization is not None else gpu.hbm_bytes
+    basis = "CUDA-visible" if cuda else "datasheet"
+    if cuda:
+        note = (f"what the CUDA runtime reports ({total / 2**20:,.0f} MiB), which the engine's memory utilization "
+                f"is a fraction of; the datasheet says {gpu.hbm_bytes / 1e9:,.0f} GB")
+    elif memory_utilization is not None:
+        note = "the datasheet figure (no CUDA-reported size is recorded for this GPU)"
+    else:
+        note = "the datasheet figure: the KV budget is HBM − weights − reserved"
+    return {"bytes": float(total), "basis": basis, "label": f"HBM per GPU ({basis})",
+            "datasheet_bytes": float(gpu.hbm_bytes), "note": note}
+
+
 def memory_breakdown(scenario: Scenario) -> list[Row]:
     """One GPU's memory split into weights, reserved/activations, KV budget and
     the rest (the 1 − memory_utilization headroom); the parts sum to the memory
@@ -139,7 +163,7 @@ def memory_breakdown(scenario: Scenario) -> list[Row]:
     mem = memory_section(r, {}, context_tokens=cap)
     util = scenario.serving.memory_utilization
     # An engine budgets a fraction of the memory CUDA reports, not the datasheet figure.
-    total = engine_hbm_bytes(r.gpu) if util is not None else mem.hbm_bytes
+    total = hbm_accounting(scenario)["bytes"]
     rows: list[Row] = [{"part": "weights", "bytes": mem.weight_bytes_per_gpu}]
     if mem.draft_weight_bytes_per_gpu > 0:  # speculative decoding's drafter
         rows.append({"part": "draft weights", "bytes": mem.draft_weight_bytes_per_gpu})

@@ -99,6 +99,7 @@ FIELD_LABELS: dict[str, str] = {
     "serving.mode": "Serving mode", "serving.batch_size": "Batch", "serving.context_tokens": "Context tokens",
     "serving.chunk_tokens": "Prefill chunk tokens", "serving.block_tokens": "KV block tokens",
     "serving.reserved_bytes": "Reserved memory", "serving.memory_utilization": "Memory utilization",
+    "serving.engine": "Engine (memory accounting)",
     "speculative.draft_tokens": "Speculative draft tokens", "speculative.acceptance": "Speculative acceptance",
     "speculative.draft_cost": "Draft step cost", "speculative.draft_model": "Draft model",
     "speculative.draft_layers": "Draft head layers", "speculative.draft_weights_dtype": "Draft weights precision",

@@ -14,7 +14,7 @@ from typing import Any
 
 from planner.sizing.plan import Plan
 from planner.spec.scenario import Scenario, resolve_gpu
-from planner.views.curves import batch_curve, log_grid, memory_breakdown, roof_lines
+from planner.views.curves import batch_curve, hbm_accounting, log_grid, memory_breakdown, roof_lines
 from planner.views.report.alternatives import Alternative
 from planner.views.report.numbers import count, is_number, quantity, usd
 
@@ -24,7 +24,8 @@ CHART_WIDTH_PX = 620  # fits an A4 page's text width at 96 dpi with the margins 
 CHART_HEIGHT_PX = 260
 BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 _CONFIG: dict[str, Any] = {"font": "sans-serif", "view": {"stroke": None}, "axis": {"labelFontSize": 11},
-                           "legend": {"labelFontSize": 11, "orient": "bottom"}}
+                           # labelLimit 0: a legend label is never cut ("headroom (1 − utilization)")
+                           "legend": {"labelFontSize": 11, "orient": "bottom", "labelLimit": 0, "columns": 3}}
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,9 @@ def _latency(s: Scenario, p: Plan) -> dict[str, Any]:
             for r in batch_curve(s, batches=batches)]
     x = {"field": "itl_ms", "type": "quantitative", "title": "ITL, ms (decode step at the batch)"}
     y = {"field": "tok_s", "type": "quantitative", "title": "tokens/s per replica", "axis": {"format": ",.0f"}}
-    op = {"itl_ms": p.operating_point.itl_s * 1e3, "tok_s": p.operating_point.tok_s_per_replica,
-          "label": f"operating point: batch {p.operating_point.batch_size:,}"}
+    # the operating point on the curve it is drawn over: the decode step at the plan's batch (the
+    # operating point's own ITL adds the interleaved prefill chunks, which the curve does not)
+    op = {"itl_ms": d.itl_s * 1e3, "tok_s": d.tok_s_per_replica, "label": f"operating point: batch {d.batch_size:,}"}
     return {"layer": [
         {"data": {"values": rows}, "mark": {"type": "line", "point": True},
          "encoding": {"x": x, "y": y, "color": {"field": "kv", "type": "nominal", "title": None}}},
@@ -91,8 +93,10 @@ def _latency(s: Scenario, p: Plan) -> dict[str, Any]:
 def _memory(s: Scenario) -> dict[str, Any]:
     rows = [{"part": r["part"], "gb": r["bytes"] / 1e9, "order": i, "label": quantity(r["bytes"], "bytes")}
             for i, r in enumerate(memory_breakdown(s))]
+    hbm = hbm_accounting(s)
+    title = f"GB (10⁹ bytes) of one GPU's {quantity(hbm['bytes'], 'bytes')} HBM, {hbm['basis']}"
     return {"data": {"values": rows}, "height": 60, "mark": {"type": "bar"}, "encoding": {
-        "x": {"field": "gb", "type": "quantitative", "stack": "zero", "title": "GB of one GPU's HBM"},
+        "x": {"field": "gb", "type": "quantitative", "stack": "zero", "title": title},
         "color": {"field": "part", "type": "nominal", "title": None, "sort": [r["part"] for r in rows]},
         "order": {"field": "order", "type": "quantitative"},
         "tooltip": [{"field": "part"}, {"field": "label"}]}}

@@ -213,7 +213,9 @@ def _scenario_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
                f"{sig(w.output_sigma)})", "trace": f"trace of {len(w.trace or ()):,} requests"}[w.distribution]
     rows = [
         ReportRow("Model", f"{r.model.name or r.model.id} ({r.model.id})", f"{sig(r.params.total / 1e9)} billion parameters"),
-        ReportRow("GPU", f"{r.gpu.name} ({r.gpu.id})", f"{quantity(r.gpu.hbm_bytes, 'bytes')} HBM"),
+        ReportRow("GPU", f"{r.gpu.name} ({r.gpu.id})", f"{quantity(r.gpu.hbm_bytes, 'bytes')} HBM (datasheet)" + (
+            f", {quantity(r.gpu.cuda_visible_hbm_bytes, 'bytes')} CUDA-visible"
+            if r.gpu.cuda_visible_hbm_bytes is not None else "")),
         ReportRow("Precision", f"weights {s.weights_dtype}, KV cache {s.kv_dtype}"),
         ReportRow("Layout per replica", f"TP {par.tp} × PP {par.pp} × EP {par.ep} = {p.fleet.gpus_per_replica} GPU(s)"),
         ReportRow("Serving mode", sv.mode),
