@@ -43,7 +43,8 @@ with C the Erlang-C probability of waiting, a = λ/μ, c_s² the squared coeffic
 of variation of the service time (c = 1: Pollaczek–Khinchine).  Given that a
 request waits, the wait is taken as exponential with mean W / C, so the TTFT
 distribution is P(T ≤ t) = Σ_j w_j [(1 − C) + C (1 − e^(−(t − s_j)C/W))] over
-t ≥ s_j, s_j each request's own service; its q-quantile is found by bisection.
+t ≥ s_j, s_j each request's own service; its q-quantile has a closed form per
+interval between sorted services (``sojourn_quantile``).
 A prefill replica of PP stages pipelines successive prompts: it is one server of
 service S/PP (throughput PP/S), and a prompt's own latency over its m chunks
 (microbatches) is (S/PP) / (1 − bubble), bubble = (PP − 1)/(m + PP − 1).
@@ -80,6 +81,7 @@ __all__ = [
     "prefill_room_tokens",
     "rate_at_concurrency",
     "sojourn_quantile",
+    "sojourn_quantile_bisect",
     "stall_quantile",
     "ttft_pool",
 ]
@@ -122,14 +124,28 @@ def erlang_c(servers: ArrayLike, offered: ArrayLike) -> Arr:
     c, a = np.broadcast_arrays(_f(servers), _f(offered))
     out = np.ones_like(a)
     small = c <= ERLANG_EXACT_MAX_SERVERS
-    cmax = int(np.max(c[small])) if np.any(small) else 0
-    b = np.ones_like(a)
-    for k in range(1, cmax + 1):
-        b = a * b / (k + a * b)
-        at = c == k
-        if np.any(at):
-            rho = a[at] / k
-            out[at] = np.where(rho < 1, b[at] / (1.0 - rho * (1.0 - b[at])), 1.0)
+    # The recursion runs over the pools sorted by server count, each step only over those
+    # with at least k servers, recording C where c = k (elementwise the same operations as
+    # over the whole array, so the same bits).
+    sel = np.flatnonzero(small.ravel())
+    if sel.size:
+        flat = out.ravel().copy()
+        cf = c.ravel()[sel]
+        order = np.argsort(cf, kind="stable")
+        pos, cs, asrt = sel[order], cf[order], a.ravel()[sel][order]
+        cmax = int(cs[-1])
+        b = np.ones(cs.size)
+        ks = np.arange(1, cmax + 1, dtype=float)
+        los = np.searchsorted(cs, ks, side="left").tolist()
+        his = np.searchsorted(cs, ks, side="right").tolist()
+        for k, lo, hi in zip(range(1, cmax + 1), los, his, strict=True):
+            ab = asrt[lo:] * b[lo:]
+            b[lo:] = ab / (k + ab)
+            if hi > lo:
+                rho = asrt[lo:hi] / k
+                bk = b[lo:hi]
+                flat[pos[lo:hi]] = np.where(rho < 1, bk / (1.0 - rho * (1.0 - bk)), 1.0)
+        out = flat.reshape(out.shape)
     large = ~small
     if np.any(large):
         cl, al = c[large], np.maximum(a[large], 1e-300)
@@ -165,10 +181,59 @@ def mgc_wait(*, arrival_per_s: ArrayLike, servers: ArrayLike, mean_s: ArrayLike,
     return QueueWait(mean_s=np.where(lam > 0, w, 0.0), p_wait=np.where(lam > 0, p_wait, 0.0), utilization=rho)
 
 
+def _sojourn_parts(wait: QueueWait) -> tuple[Arr, Arr, Arr]:
+    """(C, W/C with 0 for none or saturated, saturated) of a pool's wait."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tail = np.where(wait.p_wait > 0, wait.mean_s / wait.p_wait, 0.0)
+    return _f(wait.p_wait), np.where(np.isfinite(tail), tail, 0.0), ~np.isfinite(wait.mean_s)
+
+
 def sojourn_quantile(q: float, wait: QueueWait, service_s: ArrayLike, weights: ArrayLike) -> Arr:
     """q-quantile of wait + own service: the wait is 0 with probability 1 − C and
     exponential with mean W/C otherwise; ``service_s`` holds each request class's
-    own service on its last axis (weights summing to 1)."""
+    own service on its last axis (weights summing to 1).
+
+    Closed form (exact; :func:`sojourn_quantile_bisect` is the bisection it replaces):
+    with the services sorted s_1 ≤ … ≤ s_S, on [s_k, s_(k+1)) the CDF is
+    F(t) = A_k − C·E_k·e^(−(t − s_k)/θ), θ = W/C, A_k = Σ_(j≤k) w_j and
+    E_k = Σ_(j≤k) w_j e^(−(s_k − s_j)/θ) = E_(k−1)·e^(−(s_k − s_(k−1))/θ) + w_k; so the
+    quantile is s_k where F(s_k) ≥ q, else s_k + θ·ln(C·E_k / (A_k − q)) where that lies
+    before s_(k+1), the first such over k."""
+    pw, tail, saturated = _sojourn_parts(wait)
+    s, w = np.broadcast_arrays(_f(service_s), _f(weights))
+    lead = np.broadcast_shapes(pw.shape, s.shape[:-1])
+    s = np.broadcast_to(s, lead + s.shape[-1:])
+    w = np.broadcast_to(w, s.shape)
+    order = np.argsort(s, axis=-1, kind="stable")
+    ss = np.take_along_axis(s, order, axis=-1)
+    ws = np.take_along_axis(w, order, axis=-1)
+    pw = np.broadcast_to(pw, lead)
+    tail = np.broadcast_to(tail, lead)
+    has_tail = tail > 0
+    theta = np.where(has_tail, tail, 1.0)
+    n = ss.shape[-1]
+    best = np.full(lead, np.inf)
+    a_k = np.zeros(lead)
+    e_k = np.zeros(lead)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for k in range(n):
+            sk = ss[..., k]
+            if k:
+                e_k = e_k * np.exp(-(sk - ss[..., k - 1]) / theta)
+            e_k = e_k + ws[..., k]
+            a_k = a_k + ws[..., k]
+            ek = np.where(has_tail, e_k, 0.0)
+            at_start = a_k - pw * ek
+            t = sk + tail * np.log(pw * ek / (a_k - q))
+            nxt = ss[..., k + 1] if k + 1 < n else np.inf
+            t = np.where(at_start >= q, sk, np.where((a_k > q) & has_tail & (t < nxt), t, np.inf))
+            best = np.minimum(best, t)
+    return np.where(saturated, np.inf, best)
+
+
+def sojourn_quantile_bisect(q: float, wait: QueueWait, service_s: ArrayLike, weights: ArrayLike) -> Arr:
+    """The reference for :func:`sojourn_quantile`: the same quantile by bisection
+    on the CDF (BISECTION_STEPS evaluations), kept for tests of the closed form."""
     s = _f(service_s)
     w = _f(weights)
     pw = np.expand_dims(wait.p_wait, -1)
