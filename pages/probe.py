@@ -36,6 +36,7 @@ from planner.probe import (
 )
 from planner.probe.client import ERROR_DETAIL_CHARS
 from planner.probe.summary import first_failure
+from planner.views.columns import display_rows, residual_rows
 
 POLL_S = 0.5  # how often the page looks at a running probe
 # the "API" choice → ProbeSettings.endpoint (None: the one the URL's path names)
@@ -138,23 +139,17 @@ if run is not None and not run.levels:
 if run is not None and run.levels:
     _outcome(run)
     st.subheader(f"Run {run.run_id}: measured beside predicted")
-    st.dataframe(pd.DataFrame(run.csv_rows()), hide_index=True, key="pr_table")
-    def _scaled(x: float | None, k: float) -> float | None:  # None (no reading) stays empty, never 0
-        return None if x is None else x * k
-
-    clients = [{"level": level_label(lv), "event loop": lv.client.event_loop, "workers": lv.client.workers,
-                "loop lag p50 (ms)": _scaled(lv.client.loop_lag_p50_s, 1e3),
-                "loop lag p99 (ms)": _scaled(lv.client.loop_lag_p99_s, 1e3),
-                "CPU (% of a core)": _scaled(lv.client.cpu_share, 100),
-                "held concurrency": lv.client.held_concurrency, "asked": lv.client.requested_concurrency}
-               for lv in run.levels if lv.client is not None]
+    st.dataframe(pd.DataFrame(display_rows(run.csv_rows())), hide_index=True, key="pr_table")
+    clients = display_rows({"level": level_label(lv), "event_loop": lv.client.event_loop,
+                            "workers": lv.client.workers, "loop_lag_p50_s": lv.client.loop_lag_p50_s,
+                            "loop_lag_p99_s": lv.client.loop_lag_p99_s, "cpu_share": lv.client.cpu_share,
+                            "held_concurrency": lv.client.held_concurrency,
+                            "requested_concurrency": lv.client.requested_concurrency}
+                           for lv in run.levels if lv.client is not None)
     if clients:
         st.caption("The probe's own client: event-loop lag (a 5 ms timer's delay), CPU share, and the concurrency "
-                   "it held (time-weighted requests in flight, ramp-up and tail included)")
-        st.dataframe(pd.DataFrame(clients), hide_index=True, key="pr_client",
-                     column_config={c: st.column_config.NumberColumn(format="%.1f") for c in
-                                    ("loop lag p50 (ms)", "loop lag p99 (ms)", "CPU (% of a core)",
-                                     "held concurrency")})
+                   "it held (time-weighted requests in flight, ramp-up and tail included); — where it has no reading")
+        st.dataframe(pd.DataFrame(clients), hide_index=True, key="pr_client")
     compared = [r for r in measured_vs_predicted(run) if r["measured"] is not None]
     if compared:
         long = pd.DataFrame(compared).melt(["load", "metric"], var_name="source").dropna(subset=["value"])
@@ -186,7 +181,8 @@ if run is not None and run.levels:
                  f"step overhead {cal.step_overhead_s * 1e3:.2f} ms · rms log error {cal.rms_log_error:.3f}")
         for text in cal.warnings:  # a value at its bound, an error over the limit: the fit says nothing
             st.warning(f"Calibration: {text}", icon=None)
-        st.dataframe(pd.DataFrame([r.model_dump() for r in cal.residuals]), hide_index=True, key="pr_resid")
+        st.dataframe(pd.DataFrame(residual_rows(r.model_dump() for r in cal.residuals)), hide_index=True,
+                     key="pr_resid")
         if st.button("Use the calibrated scenario", key="pr_use"):
             request_load(calibrated, label=f"calibrated from probe run {cal.run_id}")
             st.rerun()
