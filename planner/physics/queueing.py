@@ -60,6 +60,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -114,6 +115,23 @@ def _erf_f(x: Arr) -> Arr:
     return np.asarray(_erf(x), dtype=float)
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _erlang_c_exact(c: Arr, a: Arr, limit: float, out: Arr) -> None:  # pragma: no cover - compiled
+    """C(c, a) into ``out`` where c is an integer from 1 to ``limit``: B_k = a·B_(k−1) / (k + a·B_(k−1))
+    from B_0 = 1, then C = B / (1 − (a/c)(1 − B)) (1 where a ≥ c)."""
+    for i in range(c.size):
+        ci = c[i]
+        if ci < 1.0 or ci > limit or ci != math.floor(ci):
+            continue
+        ai = a[i]
+        b = 1.0
+        n = int(ci)
+        for k in range(1, n + 1):
+            b = ai * b / (k + ai * b)
+        rho = ai / n
+        out[i] = b / (1.0 - rho * (1.0 - b)) if rho < 1 else 1.0
+
+
 def erlang_c(servers: ArrayLike, offered: ArrayLike) -> Arr:
     """Probability an arrival waits in M/M/c: C(c, a), a = λ/μ (1 where a ≥ c).
 
@@ -124,28 +142,11 @@ def erlang_c(servers: ArrayLike, offered: ArrayLike) -> Arr:
     c, a = np.broadcast_arrays(_f(servers), _f(offered))
     out = np.ones_like(a)
     small = c <= ERLANG_EXACT_MAX_SERVERS
-    # The recursion runs over the pools sorted by server count, each step only over those
-    # with at least k servers, recording C where c = k (elementwise the same operations as
-    # over the whole array, so the same bits).
-    sel = np.flatnonzero(small.ravel())
-    if sel.size:
-        flat = out.ravel().copy()
-        cf = c.ravel()[sel]
-        order = np.argsort(cf, kind="stable")
-        pos, cs, asrt = sel[order], cf[order], a.ravel()[sel][order]
-        cmax = int(cs[-1])
-        b = np.ones(cs.size)
-        ks = np.arange(1, cmax + 1, dtype=float)
-        los = np.searchsorted(cs, ks, side="left").tolist()
-        his = np.searchsorted(cs, ks, side="right").tolist()
-        for k, lo, hi in zip(range(1, cmax + 1), los, his, strict=True):
-            ab = asrt[lo:] * b[lo:]
-            b[lo:] = ab / (k + ab)
-            if hi > lo:
-                rho = asrt[lo:hi] / k
-                bk = b[lo:hi]
-                flat[pos[lo:hi]] = np.where(rho < 1, bk / (1.0 - rho * (1.0 - bk)), 1.0)
-        out = flat.reshape(out.shape)
+    # Erlang B's recursion per pool, compiled (the same IEEE operations, in the same order,
+    # as the recursion over the whole array up to the largest pool: the same bits).
+    flat = out.ravel().copy()
+    _erlang_c_exact(c.ravel().astype(float), a.ravel().astype(float), float(ERLANG_EXACT_MAX_SERVERS), flat)
+    out = flat.reshape(out.shape)
     large = ~small
     if np.any(large):
         cl, al = c[large], np.maximum(a[large], 1e-300)
