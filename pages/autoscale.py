@@ -10,6 +10,8 @@ from typing import Any
 import altair as alt
 import pandas as pd
 import streamlit as st
+from streamlit import runtime as st_runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from pages._charts import downsample_max, show_chart
 from pages._format import MISSING, derivation_md, md, plain, round3, shown, usd
@@ -22,6 +24,18 @@ from planner.spec.profile import MAX_PROFILE_CSV_BYTES, diurnal_profile, parse_p
 st.title("Autoscaling")
 base = page_scenario()
 MIN_PEAK_REQ_S = 0.001  # the "Peak req/s" field's minimum
+
+
+class _VisitorLeft(Exception):
+    """The page's session is no longer connected: its work is for nobody."""
+
+
+def _visitor_connected() -> bool:
+    """Whether this run's browser session is still connected (True outside a server, e.g. AppTest)."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None or not st_runtime.exists():
+        return True
+    return bool(st_runtime.get_instance().is_active_session(ctx.session_id))
 
 
 def _clamped(label: str, value: float, low: float) -> float:
@@ -115,8 +129,10 @@ if c2.button("Simulate the day (every policy)"):
     done: dict[str, AutoscaleResult] = {}
 
     def _beat() -> None:
-        # a Streamlit call while the workers run: once the visitor has left it raises, and
-        # simulate_day stops its worker processes at once
+        # while the workers run: once the visitor has left (their session is no longer
+        # connected), raise, and simulate_day stops its worker processes at once
+        if not _visitor_connected():
+            raise _VisitorLeft
         bar.progress(shown_bar[0], text=str(shown_bar[1]))
 
     try:
@@ -131,6 +147,8 @@ if c2.button("Simulate the day (every policy)"):
         bar.empty()
         st.error(plain(str(exc)))
         st.stop()
+    except _VisitorLeft:
+        st.stop()  # nobody to show it to
     bar.empty()
     st.session_state[sim_key] = (scenario.model_dump_json(), int(per_step), done)
 saved = st.session_state.get(sim_key)

@@ -27,28 +27,41 @@ from planner.io.formatting import (
     format_value,
     human,
     is_number,
+    markdown_code,
+    markdown_text,
+    one_line,
     readable,
     sig3,
 )
 from planner.io.jsonfile import (
     MAX_JSON_DEPTH,
     MAX_JSON_FILE_BYTES,
+    SURROGATE_MESSAGE,
+    lone_surrogate_path,
     parse_json,
     read_json,
     read_text_file,
 )
 from planner.io.output import (
+    OUTPUT_CHUNK_BYTES,
     OUTPUT_STALL_S,
     OutputError,
+    flush_stream,
+    whole_stdout,
     write_all,
+    write_text,
 )
 from planner.io.pdf import (
     CHROMIUM_PATH,
+    MAX_CONCURRENT_PDF_RENDERS,
     PDF_MAX_HTML_BYTES,
+    PDF_QUEUE_WAIT_S,
+    PDF_SLOT_DIR_ENV,
     PDF_TIMEOUT_S,
     chromium_path,
     html_to_pdf,
     no_chromium_message,
+    render_slot,
 )
 
 __all__ = [
@@ -86,4 +99,17 @@ __all__ = [
     "unit_column",
     "write_all",
     "write_bytes_atomic",
+    "markdown_code",
+    "markdown_text",
+    "one_line",
+    "SURROGATE_MESSAGE",
+    "lone_surrogate_path",
+    "OUTPUT_CHUNK_BYTES",
+    "flush_stream",
+    "whole_stdout",
+    "write_text",
+    "MAX_CONCURRENT_PDF_RENDERS",
+    "PDF_QUEUE_WAIT_S",
+    "PDF_SLOT_DIR_ENV",
+    "render_slot",
 ]

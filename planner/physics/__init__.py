@@ -15,6 +15,12 @@ from planner.physics.comm import (
     p2p_s,
 )
 from planner.physics.draft import DraftMemory, draft_memory, eagle_head_params
+from planner.physics.kernels import (
+    KernelGroups,
+    activation_elements_per_token,
+    expert_active_params,
+    kernel_groups,
+)
 from planner.physics.lengths import (
     MAX_TRACE_CSV_BYTES,
     LengthSamples,
@@ -45,6 +51,7 @@ from planner.physics.memory import (
     DEFAULT_MLP_RATIO,
     DEFAULT_NON_TORCH_BYTES,
     DEFAULT_VOCAB,
+    ENGINE_FAMILIES,
     LOGIT_ELEMENT_BYTES,
     MAX_PROFILED_LOGIT_ROWS,
     PROFILE_DECODE_TOKENS,
@@ -77,8 +84,10 @@ from planner.physics.queueing import (
     erlang_c,
     mgc_wait,
     pipelined_prefill,
+    prefill_room_tokens,
     rate_at_concurrency,
     sojourn_quantile,
+    sojourn_quantile_bisect,
     stall_quantile,
     ttft_pool,
 )
@@ -233,4 +242,11 @@ __all__ = [
     "weight_bytes",
     "weight_bytes_per_gpu",
     "weighted_quantile",
+    "KernelGroups",
+    "activation_elements_per_token",
+    "expert_active_params",
+    "kernel_groups",
+    "ENGINE_FAMILIES",
+    "prefill_room_tokens",
+    "sojourn_quantile_bisect",
 ]

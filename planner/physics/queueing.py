@@ -43,7 +43,8 @@ with C the Erlang-C probability of waiting, a = λ/μ, c_s² the squared coeffic
 of variation of the service time (c = 1: Pollaczek–Khinchine).  Given that a
 request waits, the wait is taken as exponential with mean W / C, so the TTFT
 distribution is P(T ≤ t) = Σ_j w_j [(1 − C) + C (1 − e^(−(t − s_j)C/W))] over
-t ≥ s_j, s_j each request's own service; its q-quantile is found by bisection.
+t ≥ s_j, s_j each request's own service; its q-quantile has a closed form per
+interval between sorted services (``sojourn_quantile``).
 A prefill replica of PP stages pipelines successive prompts: it is one server of
 service S/PP (throughput PP/S), and a prompt's own latency over its m chunks
 (microbatches) is (S/PP) / (1 − bubble), bubble = (PP − 1)/(m + PP − 1).
@@ -59,6 +60,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -80,6 +82,7 @@ __all__ = [
     "prefill_room_tokens",
     "rate_at_concurrency",
     "sojourn_quantile",
+    "sojourn_quantile_bisect",
     "stall_quantile",
     "ttft_pool",
 ]
@@ -112,6 +115,23 @@ def _erf_f(x: Arr) -> Arr:
     return np.asarray(_erf(x), dtype=float)
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _erlang_c_exact(c: Arr, a: Arr, limit: float, out: Arr) -> None:  # pragma: no cover - compiled
+    """C(c, a) into ``out`` where c is an integer from 1 to ``limit``: B_k = a·B_(k−1) / (k + a·B_(k−1))
+    from B_0 = 1, then C = B / (1 − (a/c)(1 − B)) (1 where a ≥ c)."""
+    for i in range(c.size):
+        ci = c[i]
+        if ci < 1.0 or ci > limit or ci != math.floor(ci):
+            continue
+        ai = a[i]
+        b = 1.0
+        n = int(ci)
+        for k in range(1, n + 1):
+            b = ai * b / (k + ai * b)
+        rho = ai / n
+        out[i] = b / (1.0 - rho * (1.0 - b)) if rho < 1 else 1.0
+
+
 def erlang_c(servers: ArrayLike, offered: ArrayLike) -> Arr:
     """Probability an arrival waits in M/M/c: C(c, a), a = λ/μ (1 where a ≥ c).
 
@@ -122,14 +142,11 @@ def erlang_c(servers: ArrayLike, offered: ArrayLike) -> Arr:
     c, a = np.broadcast_arrays(_f(servers), _f(offered))
     out = np.ones_like(a)
     small = c <= ERLANG_EXACT_MAX_SERVERS
-    cmax = int(np.max(c[small])) if np.any(small) else 0
-    b = np.ones_like(a)
-    for k in range(1, cmax + 1):
-        b = a * b / (k + a * b)
-        at = c == k
-        if np.any(at):
-            rho = a[at] / k
-            out[at] = np.where(rho < 1, b[at] / (1.0 - rho * (1.0 - b[at])), 1.0)
+    # Erlang B's recursion per pool, compiled (the same IEEE operations, in the same order,
+    # as the recursion over the whole array up to the largest pool: the same bits).
+    flat = out.ravel().copy()
+    _erlang_c_exact(c.ravel().astype(float), a.ravel().astype(float), float(ERLANG_EXACT_MAX_SERVERS), flat)
+    out = flat.reshape(out.shape)
     large = ~small
     if np.any(large):
         cl, al = c[large], np.maximum(a[large], 1e-300)
@@ -165,10 +182,59 @@ def mgc_wait(*, arrival_per_s: ArrayLike, servers: ArrayLike, mean_s: ArrayLike,
     return QueueWait(mean_s=np.where(lam > 0, w, 0.0), p_wait=np.where(lam > 0, p_wait, 0.0), utilization=rho)
 
 
+def _sojourn_parts(wait: QueueWait) -> tuple[Arr, Arr, Arr]:
+    """(C, W/C with 0 for none or saturated, saturated) of a pool's wait."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tail = np.where(wait.p_wait > 0, wait.mean_s / wait.p_wait, 0.0)
+    return _f(wait.p_wait), np.where(np.isfinite(tail), tail, 0.0), ~np.isfinite(wait.mean_s)
+
+
 def sojourn_quantile(q: float, wait: QueueWait, service_s: ArrayLike, weights: ArrayLike) -> Arr:
     """q-quantile of wait + own service: the wait is 0 with probability 1 − C and
     exponential with mean W/C otherwise; ``service_s`` holds each request class's
-    own service on its last axis (weights summing to 1)."""
+    own service on its last axis (weights summing to 1).
+
+    Closed form (exact; :func:`sojourn_quantile_bisect` is the bisection it replaces):
+    with the services sorted s_1 ≤ … ≤ s_S, on [s_k, s_(k+1)) the CDF is
+    F(t) = A_k − C·E_k·e^(−(t − s_k)/θ), θ = W/C, A_k = Σ_(j≤k) w_j and
+    E_k = Σ_(j≤k) w_j e^(−(s_k − s_j)/θ) = E_(k−1)·e^(−(s_k − s_(k−1))/θ) + w_k; so the
+    quantile is s_k where F(s_k) ≥ q, else s_k + θ·ln(C·E_k / (A_k − q)) where that lies
+    before s_(k+1), the first such over k."""
+    pw, tail, saturated = _sojourn_parts(wait)
+    s, w = np.broadcast_arrays(_f(service_s), _f(weights))
+    lead = np.broadcast_shapes(pw.shape, s.shape[:-1])
+    s = np.broadcast_to(s, lead + s.shape[-1:])
+    w = np.broadcast_to(w, s.shape)
+    order = np.argsort(s, axis=-1, kind="stable")
+    ss = np.take_along_axis(s, order, axis=-1)
+    ws = np.take_along_axis(w, order, axis=-1)
+    pw = np.broadcast_to(pw, lead)
+    tail = np.broadcast_to(tail, lead)
+    has_tail = tail > 0
+    theta = np.where(has_tail, tail, 1.0)
+    n = ss.shape[-1]
+    best = np.full(lead, np.inf)
+    a_k = np.zeros(lead)
+    e_k = np.zeros(lead)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for k in range(n):
+            sk = ss[..., k]
+            if k:
+                e_k = e_k * np.exp(-(sk - ss[..., k - 1]) / theta)
+            e_k = e_k + ws[..., k]
+            a_k = a_k + ws[..., k]
+            ek = np.where(has_tail, e_k, 0.0)
+            at_start = a_k - pw * ek
+            t = sk + tail * np.log(pw * ek / (a_k - q))
+            nxt = ss[..., k + 1] if k + 1 < n else np.inf
+            t = np.where(at_start >= q, sk, np.where((a_k > q) & has_tail & (t < nxt), t, np.inf))
+            best = np.minimum(best, t)
+    return np.where(saturated, np.inf, best)
+
+
+def sojourn_quantile_bisect(q: float, wait: QueueWait, service_s: ArrayLike, weights: ArrayLike) -> Arr:
+    """The reference for :func:`sojourn_quantile`: the same quantile by bisection
+    on the CDF (BISECTION_STEPS evaluations), kept for tests of the closed form."""
     s = _f(service_s)
     w = _f(weights)
     pw = np.expand_dims(wait.p_wait, -1)

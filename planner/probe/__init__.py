@@ -85,6 +85,7 @@ from planner.probe.prediction import (
     PredictedLevel,
 )
 from planner.probe.record import (
+    MAX_ITL_SAMPLES_PER_REQUEST,
     RequestRecord,
 )
 from planner.probe.redact import (
@@ -147,13 +148,18 @@ from planner.probe.summary import (
     Stats,
     client_report,
     failure_summary,
+    first_failure,
+    itl_stats,
     level_label,
     stats,
     summarize_level,
 )
 from planner.probe.workers import (
+    MAX_SERVER_PROBE_PROCESSES,
+    SLOT_DIR_ENV,
     WORKER_START_S,
     WORKER_STOP_S,
+    ProcessSlots,
     WorkerPool,
     worker_main,
 )
@@ -276,4 +282,10 @@ __all__ = [
     "watch_flag",
     "with_prediction",
     "worker_main",
+    "MAX_ITL_SAMPLES_PER_REQUEST",
+    "first_failure",
+    "itl_stats",
+    "MAX_SERVER_PROBE_PROCESSES",
+    "ProcessSlots",
+    "SLOT_DIR_ENV",
 ]

@@ -9,10 +9,13 @@ from planner.simulate.arrivals import (
     parse_request_trace_csv,
 )
 from planner.simulate.day import (
+    DAY_POLL_S,
     DEFAULT_STEP_REQUESTS,
     MAX_DAY_SIM_REPLICAS,
+    MAX_DAY_SIM_REQUESTS,
     MAX_DAY_WORKERS,
     StepSim,
+    check_day_size,
     meets,
     run_step,
     simulate_day,
@@ -53,11 +56,15 @@ from planner.simulate.options import (
     MAX_THINK_S,
     Router,
     SimOptions,
+    check_sim_size,
     sim_options,
+    token_steps,
 )
 from planner.simulate.referee import (
+    checked_report_html,
     referee_check,
     refereed_sweep,
+    report_check,
     simulated_attainment,
     simulator,
 )
@@ -148,4 +155,11 @@ __all__ = [
     "simulate",
     "simulate_day",
     "summarize",
+    "DAY_POLL_S",
+    "MAX_DAY_SIM_REQUESTS",
+    "check_day_size",
+    "check_sim_size",
+    "token_steps",
+    "checked_report_html",
+    "report_check",
 ]

@@ -19,9 +19,10 @@
   ITL ≤ slo.itl_s); the day's is weighted by each interval's requests; an interval
   meets the SLO when it reaches ``PLAN_ATTAINMENT_TARGET`` (what the plan promises).
 * Bounds: at most ``MAX_DAY_SIM_REQUESTS`` requests per day (intervals × requests per
-  interval), refused before anything runs; the worker processes are terminated at once
-  when the caller's ``progress`` or ``heartbeat`` raises (a page whose visitor left: its
-  next Streamlit call raises), so no interval runs on for nobody.
+  interval), refused before anything runs; the worker processes are killed at once
+  when the caller's ``progress`` or ``heartbeat`` raises (a page whose visitor left:
+  pages/autoscale.py raises once its session is disconnected), so no interval runs on
+  for nobody.
 """
 
 from __future__ import annotations
@@ -215,7 +216,12 @@ def simulate_day(scenario: Scenario, result: AutoscaleResult, *, requests_per_st
                     progress(done, len(jobs))
             pool.close()
         except BaseException:
-            pool.terminate()  # the intervals still running or waiting are dropped, their processes killed
+            # The intervals still running or waiting are dropped: the workers are killed first (a
+            # worker blocked on the task queue holds its lock, on which terminate() alone waited
+            # forever in the app server), then the pool's threads are ended.
+            for proc in list(getattr(pool, "_pool", ())):
+                proc.kill()
+            pool.terminate()
             raise
         finally:
             pool.join()

@@ -15,6 +15,8 @@ from planner.sizing.attainment import (
     ttft_within,
 )
 from planner.sizing.autoscale import (
+    MAX_DAY_INTERVALS,
+    MIN_DAY_INTERVAL_S,
     MIN_SIZING_RATE,
     POLICIES,
     AutoscaleResult,
@@ -56,6 +58,7 @@ from planner.sizing.operating import (
     KV_TAIL_Z,
     MAX_PREFILL_POOL_GROWTH,
     MAX_PROMPT_CLASSES,
+    TAIL_PERCENTILE,
     MeanPrefill,
     OperatingArrays,
     ReplicaMemory,
@@ -166,4 +169,7 @@ __all__ = [
     "routing_section",
     "scale_up_delay",
     "workload_stats",
+    "MAX_DAY_INTERVALS",
+    "MIN_DAY_INTERVAL_S",
+    "TAIL_PERCENTILE",
 ]

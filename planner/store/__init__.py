@@ -52,6 +52,7 @@ from planner.store.limits import (
 from planner.store.listing import (
     LIST_MAX,
     LIST_PAGE_SIZE,
+    SUMMARY_COLUMNS,
     RevisionSummary,
     ScenarioPage,
     list_revision_summaries,
@@ -59,6 +60,8 @@ from planner.store.listing import (
     scenario_summary,
 )
 from planner.store.migrate import (
+    MIGRATE_LOCK_SQL,
+    MIGRATE_UNLOCK_SQL,
     MIGRATIONS_DIR,
     alembic_config,
     current,
@@ -87,6 +90,10 @@ from planner.store.quota import (
     REVISIONS_MAX,
     SCENARIOS_MAX,
     STORED_BYTES_MAX,
+    check_new_revision,
+    check_new_scenario,
+    lock_writes,
+    stored_bytes,
 )
 from planner.store.repository import (
     Revision,
@@ -209,4 +216,11 @@ __all__ = [
     "upgrade",
     "utc_now",
     "writer",
+    "SUMMARY_COLUMNS",
+    "MIGRATE_LOCK_SQL",
+    "MIGRATE_UNLOCK_SQL",
+    "check_new_revision",
+    "check_new_scenario",
+    "lock_writes",
+    "stored_bytes",
 ]

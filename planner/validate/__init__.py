@@ -4,6 +4,9 @@ from planner.validate.fit import (
     CV_SCHEMES,
     FIT_TERMS,
     FOLDS,
+    LOSS,
+    LOSS_SCALE,
+    MAX_BANDWIDTH_EFFICIENCY,
     MIN_FAMILY_ROWS,
     SEED,
     TERM_SEARCH,
@@ -27,6 +30,7 @@ from planner.validate.names import (
     resolve_model_name,
 )
 from planner.validate.predict import (
+    ENGINE_CHUNK_TOKENS,
     ENGINE_MAX_BATCH,
     ENGINE_MEMORY_UTILIZATION,
     UNSTATED_LOAD_REASON,
@@ -118,4 +122,8 @@ __all__ = [
     "unstated_load_runs",
     "validate_rows",
     "validation_payload",
+    "LOSS",
+    "LOSS_SCALE",
+    "MAX_BANDWIDTH_EFFICIENCY",
+    "ENGINE_CHUNK_TOKENS",
 ]

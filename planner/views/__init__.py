@@ -2,6 +2,12 @@
 and below.
 """
 
+from planner.views.columns import (
+    RESIDUAL_METRICS,
+    display_column,
+    display_rows,
+    residual_rows,
+)
 from planner.views.compare import (
     COMPARE_MAX,
     COMPARE_MIN,
@@ -80,13 +86,17 @@ from planner.views.report import (
     SIG_FIGS,
     Alternative,
     Chart,
+    CheckRow,
     DerivationRow,
     ReportRow,
     ReviewReport,
+    SimulatedCheck,
     Source,
     alternatives,
+    band_row,
     count,
     is_number,
+    latency_rows,
     missing,
     percent,
     quantity,
@@ -264,4 +274,12 @@ __all__ = [
     "ttft_curve",
     "usd",
     "widget_values",
+    "RESIDUAL_METRICS",
+    "display_column",
+    "display_rows",
+    "residual_rows",
+    "SimulatedCheck",
+    "band_row",
+    "latency_rows",
+    "CheckRow",
 ]

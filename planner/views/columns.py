@@ -15,11 +15,11 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from planner.views.report.numbers import MISSING  # the one "—" of every view
 from planner.views.vocabulary import FIELD_LABELS, label_for
 
 __all__ = ["MISSING", "RESIDUAL_METRICS", "display_column", "display_rows", "residual_rows"]
 
-MISSING = "—"
 STATS = ("mean", "p50", "p90", "p99", "count", "max", "min")
 # (suffix of a key's last part, shown unit, factor from the SI value): the longest suffix first.
 _UNITS: tuple[tuple[str, str, float], ...] = (
