@@ -43,12 +43,11 @@ COLUMNS = {"candidate": "Candidate", "meets": "Meets the SLO", "slo_status": "SL
 # The GPUs full width and the short lists as pills: every chosen value readable at 1024 px
 # (a multiselect in a third of the page cut "disaggregated" and the fourth TP).
 gpus = st.multiselect("GPUs", sorted(load_catalog().gpus), default=["h100-sxm", "h200-sxm", "b200"], key="ex_gpus")
-c = st.columns(2)
+dtypes = st.pills("Weights", DTYPES, default=["bf16", "fp8"], selection_mode="multi", key="ex_dtypes")  # 7: full width
+c = st.columns(2)  # pills scroll sideways when they do not fit: at 1024 px two of these lists fit a row
 modes = c[0].pills("Modes", MODES, default=MODES, selection_mode="multi", key="ex_modes")
-dtypes = c[1].pills("Weights", DTYPES, default=["bf16", "fp8"], selection_mode="multi", key="ex_dtypes")
-c = st.columns(2)
-tps = c[0].pills("TP", [1, 2, 4, 8, 16], default=[1, 2, 4, 8], selection_mode="multi", key="ex_tps")
-pps = c[1].pills("PP", [1, 2, 4, 8], default=[1, 2], selection_mode="multi", key="ex_pps")
+tps = c[1].pills("TP", [1, 2, 4, 8, 16], default=[1, 2, 4, 8], selection_mode="multi", key="ex_tps")
+pps = st.columns(2)[0].pills("PP", [1, 2, 4, 8], default=[1, 2], selection_mode="multi", key="ex_pps")
 if not (gpus and dtypes and tps and pps and modes):
     st.info("Choose at least one value in each list.")
     st.stop()
