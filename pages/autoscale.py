@@ -174,7 +174,10 @@ df, binned = downsample_max(pd.DataFrame(rows), by="series")
 if binned > 1:
     st.caption(f"{len(res.steps):,} intervals drawn as {math.ceil(len(res.steps) / binned):,} points per series: "
                f"each the highest of {binned} consecutive intervals.")
-x = alt.X("hour:Q", title="hour of day", scale=alt.Scale(domain=[0, 24]))
+# The day's axis: 0 to 24 h, never padded below 0 (a bar chart's default), a tick every 2 h.
+DAY_TICKS_H = list(range(0, 25, 2))
+x = alt.X("hour:Q", title="hour of day", scale=alt.Scale(domain=[0, 24], nice=False, clamp=True),
+          axis=alt.Axis(values=DAY_TICKS_H))
 traffic = alt.Chart(df[df.axis == "traffic"]).mark_area(opacity=0.25, interpolate="step-after").encode(
     x=x, y=alt.Y("value:Q", title="requests/s"), tooltip=["hour", "value"])
 reps = alt.Chart(df[df.axis == "replicas"]).mark_line(interpolate="step-after").encode(
@@ -187,8 +190,9 @@ show_chart(alt.layer(traffic, reps).resolve_scale(y="independent").properties(
 att = [s.slo_attainment for s in res.steps]
 if any(a is not None for a in att):
     adf = pd.DataFrame({"hour": [s.t_s / 3600 for s in res.steps], "attainment": att})
+    adf["end"] = adf["hour"].shift(-1).fillna(24.0).clip(upper=24.0)  # each bar spans its interval
     show_chart(alt.Chart(adf).mark_bar().encode(
-        x=alt.X("hour:Q", title="hour of day"), y=alt.Y("attainment:Q", title="simulated SLO attainment",
+        x=x, x2="end:Q", y=alt.Y("attainment:Q", title="simulated SLO attainment",
                                                        scale=alt.Scale(domain=[0, 1]))), f"autoscale-att-{pick}",
         height=240)
 else:

@@ -40,13 +40,15 @@ COLUMNS = {"candidate": "Candidate", "meets": "Meets the SLO", "slo_status": "SL
            "simulated": "Attainment, simulated", "batch_size": "Batch",
            "goodput_req_s_per_gpu": "Goodput per GPU (req/s)", "reason": "Why not"}
 
-c = st.columns([3, 2])
-gpus = c[0].multiselect("GPUs", sorted(load_catalog().gpus), default=["h100-sxm", "h200-sxm", "b200"], key="ex_gpus")
-modes = c[1].multiselect("Modes", MODES, default=MODES, key="ex_modes")
-c = st.columns(3)
-dtypes = c[0].multiselect("Weights", DTYPES, default=["bf16", "fp8"], key="ex_dtypes")
-tps = c[1].multiselect("TP", [1, 2, 4, 8, 16], default=[1, 2, 4, 8], key="ex_tps")
-pps = c[2].multiselect("PP", [1, 2, 4, 8], default=[1, 2], key="ex_pps")
+# The GPUs full width and the short lists as pills: every chosen value readable at 1024 px
+# (a multiselect in a third of the page cut "disaggregated" and the fourth TP).
+gpus = st.multiselect("GPUs", sorted(load_catalog().gpus), default=["h100-sxm", "h200-sxm", "b200"], key="ex_gpus")
+c = st.columns(2)
+modes = c[0].pills("Modes", MODES, default=MODES, selection_mode="multi", key="ex_modes")
+dtypes = c[1].pills("Weights", DTYPES, default=["bf16", "fp8"], selection_mode="multi", key="ex_dtypes")
+c = st.columns(2)
+tps = c[0].pills("TP", [1, 2, 4, 8, 16], default=[1, 2, 4, 8], selection_mode="multi", key="ex_tps")
+pps = c[1].pills("PP", [1, 2, 4, 8], default=[1, 2], selection_mode="multi", key="ex_pps")
 if not (gpus and dtypes and tps and pps and modes):
     st.info("Choose at least one value in each list.")
     st.stop()

@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages._charts import show_chart
 from pages._format import shown
+from pages._layout import metric_cells
 from pages._sidebar import cached_curve, page_plan, page_scenario
 from planner import room_for_labels
 
@@ -16,7 +17,7 @@ scenario = page_scenario()
 result = page_plan(scenario)
 d = result.decode
 op = result.operating_point
-cols = st.columns(4)
+cols = metric_cells(4)  # two a row: the statistic qualifiers fit at 1024 px
 cols[0].metric("ITL mean · no queueing", shown(op.itl_s if op.feasible else d.itl_s, "s"),
                help=f"the Plan's ITL mean at the batch {d.batch_size:,}"
                     + (" (prefill chunks interleaved: every token gap's mean, = the mean TPOT)"

@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages._charts import show_chart
 from pages._format import derivation_md, sequences, shown
+from pages._layout import metric_cells
 from pages._sidebar import KV_DTYPES, cached_curve, page_plan, page_scenario
 
 st.title("Memory & KV cache")
@@ -20,7 +21,7 @@ cols[1].metric("KV budget per GPU", shown(m.kv_budget_bytes, "bytes"))
 cols[2].metric("KV per token", shown(m.kv_bytes_per_token, "bytes"),
                help=f"{shown(m.kv_bytes_per_token_per_gpu, 'bytes')} per GPU")
 cols[3].metric("KV per sequence", shown(m.kv_bytes_per_sequence, "bytes"), help=f"{m.context_tokens:,} tokens")
-cols = st.columns(4)
+cols = metric_cells(4)  # two a row: "HBM per GPU (CUDA-visible)" fits at 1024 px
 cols[0].metric("Max sequences", sequences(m.max_sequences), help=f"whole sequences of {m.context_tokens:,} tokens each")
 hbm = cached_curve("hbm_accounting", scenario)  # the one HBM figure: the one the split below adds up to
 cols[1].metric(hbm["label"], shown(hbm["bytes"], "bytes"), help=f"{hbm['note']}; GB = 10⁹ bytes")
@@ -29,7 +30,7 @@ cols[3].metric("Fits", "yes" if m.fits else "no")
 if m.draft_name:  # speculative decoding: the drafter's weights and KV are charged beside the target's
     st.caption(f"Speculative decoding drafts with {m.draft_name}: its weights come out of the KV budget and "
                "every sequence holds its KV too (derivations below: memory.draft_*).")
-    cols = st.columns(4)
+    cols = metric_cells(3)
     cols[0].metric("Draft weights per GPU", shown(m.draft_weight_bytes_per_gpu, "bytes"),
                    help=f"{shown(m.draft_weight_bytes, 'bytes')} in all, sharded over TP {scenario.parallel.tp}")
     cols[1].metric("Draft KV per token", shown(m.draft_kv_bytes_per_token, "bytes"),

@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages._charts import gpu_colors, show_chart
 from pages._format import derivation_md, shown
+from pages._layout import metric_cells
 from pages._sidebar import DTYPES, cached_curve, page_plan, page_scenario
 from planner import load_catalog, log_grid, roof_lines, room_for_labels
 
@@ -18,9 +19,9 @@ st.title("Roofline")
 scenario = page_scenario()
 result = page_plan(scenario)
 cat = load_catalog()
-c1, c2 = st.columns(2)
-gpus = c1.multiselect("GPUs to compare", sorted(cat.gpus), default=[result.gpu], key="roof_gpus")
-dtypes = c2.multiselect("Precisions", DTYPES, default=[scenario.weights_dtype], key="roof_dtypes")
+# The GPUs full width, the precisions as pills: every chosen value readable at 1024 px.
+gpus = st.multiselect("GPUs to compare", sorted(cat.gpus), default=[result.gpu], key="roof_gpus")
+dtypes = st.pills("Precisions", DTYPES, default=[scenario.weights_dtype], selection_mode="multi", key="roof_dtypes")
 roofs, ridges = roof_lines(gpus=[cat.gpus[g] for g in gpus] or [cat.gpus[result.gpu]],
                            weights_dtypes=dtypes or [scenario.weights_dtype],
                            intensities=log_grid(low=X_RANGE[0], high=X_RANGE[1], points=80))
@@ -64,7 +65,7 @@ show_chart(chart, "roofline")
 st.caption(f"Points: the scenario's decode steps (batch × context) and prefills (prompt length) on {result.gpu}'s roof; "
            "a ridge is labelled where there is room (hover a diamond for the rest).")
 r = result.roofline
-cols = st.columns(4)
+cols = metric_cells(4)  # two a row: the FLOP/B values fit at 1024 px
 cols[0].metric("Ridge point", f"{r.ridge_flop_per_byte:,.0f} FLOP/B")
 cols[1].metric("Decode intensity", shown(r.decode_intensity_flop_per_byte, "FLOP/B"), help=r.decode_bound + " bound")
 cols[2].metric("Decode attainable", shown(r.decode_attainable_flops_per_s, "FLOP/s"))

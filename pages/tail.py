@@ -10,6 +10,7 @@ import streamlit as st
 
 from pages._charts import show_chart
 from pages._format import MISSING, round3, shown
+from pages._layout import metric_cells
 from pages._sidebar import page_plan, page_scenario
 from planner import PlannerError, Scenario
 from planner.simulate import (
@@ -108,7 +109,7 @@ with st.spinner("Simulating"):
         st.stop()
 target = PLAN_ATTAINMENT_TARGET
 ok = one.slo_attainment + 1e-12 >= target
-m = st.columns(4)
+m = metric_cells(4)  # two a row: labels and values fit at 1024 px
 m[0].metric("Requests meeting both targets", f"{one.slo_attainment:.1%}",
             help=f"TTFT ≤ {shown(scenario.slo.ttft_s, 's')} and the request's mean ITL ≤ "
                  f"{shown(scenario.slo.itl_s, 's')}; the plan promises {target:.0%} (it sizes TTFT at its p90)")

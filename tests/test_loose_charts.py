@@ -1,6 +1,7 @@
 """Layout and chart loose ends: attention named by its heads, no "None" cells in the
 catalog, whole sequence counts, one HBM figure, labelled Parallelism points, and (in
-a real browser) statistic qualifiers that fit at 1024 and 1440 px."""
+a real browser) metric labels, values and multiselect chips that fit at 1024 and 1440 px on
+every page."""
 
 from __future__ import annotations
 
@@ -77,30 +78,54 @@ def test_plan_page_whole_sequences() -> None:
     assert next(m.value for m in at.metric if m.label == "Max sequences").replace(",", "").isdigit()
 
 
-def test_statistic_qualifiers_fit_at_1024_and_1440_px() -> None:
+# Every page with metrics or multiselects, by its URL path ("" is Plan), and a label it draws
+# once its numbers are in (the page has finished its first run).
+LAYOUT_PAGES = {"": "TTFT mean · queueing included", "roofline": "Ridge point", "memory": "Max sequences",
+                "latency": "ITL mean · no queueing", "fleet": None, "tail": "Goodput", "autoscale": None,
+                "compare": None, "explore": "Candidates meeting the SLO", "scenarios": None, "probe": None}
+# Metric labels and values Streamlit cuts with an ellipsis are wider inside than their box.
+_CUT_JS = """() => [...document.querySelectorAll(
+        "[data-testid='stMetricLabel'] .stMarkdownEllipsis, [data-testid='stMetricValue'] > div")]
+    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"""
+# A multiselect whose chosen chips do not all fit: Streamlit 1.67 scrolls its tags container
+# sideways (marking it data-can-scroll-end) and fades the last ones; or a chip's own text cut.
+_CHIPS_JS = """() => [...document.querySelectorAll("[data-testid='stMultiSelectTagsContainer']")]
+    .filter(c => c.offsetParent !== null)
+    .filter(c => c.scrollWidth > c.clientWidth + 1
+        || [...c.querySelectorAll('[data-tag] > span')].some(s => s.scrollWidth > s.clientWidth + 1))
+    .map(c => [...c.querySelectorAll('[data-tag]')].map(t => t.textContent).join(', '))"""
+
+
+def test_metric_labels_and_chips_fit_at_1024_and_1440_px_on_every_page() -> None:
     from tests.browser_support import CHROMIUM, LAUNCH_ARGS, chromium_or_skip, migrated_server, settled
 
     chromium_or_skip()
     from playwright.sync_api import expect, sync_playwright
 
+    problems: list[str] = []
     with tempfile.TemporaryDirectory() as d, migrated_server(Path(d) / "s.db") as url, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
         try:
             for width in (1024, 1440):
                 page = browser.new_page(viewport={"width": width, "height": 900})
-                page.goto(url)
-                settled(page, timeout_ms=120_000)
-                label = page.locator("[data-testid='stMetricLabel']", has_text="TTFT mean · queueing included")
-                expect(label).to_be_visible(timeout=120_000)  # the first plan on a busy machine
-                # a label Streamlit cuts with an ellipsis is wider inside than its box
-                cut = page.evaluate("""() => [...document.querySelectorAll(
-                        "[data-testid='stMetricLabel'] .stMarkdownEllipsis")]
-                    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)""")
-                assert page.locator("[data-testid='stMetricLabel'] .stMarkdownEllipsis").count() >= 8
-                assert cut == [], f"at {width} px: {cut}"
+                for path, ready in LAYOUT_PAGES.items():
+                    page.goto(f"{url}/{path}")
+                    settled(page, timeout_ms=120_000)
+                    if ready is not None:  # the first plan or sweep on a busy machine
+                        label = page.locator("[data-testid='stMetricLabel']", has_text=ready)
+                        expect(label.first).to_be_visible(timeout=120_000)
+                    settled(page, timeout_ms=120_000)
+                    if path == "":
+                        assert page.locator("[data-testid='stMetricLabel'] .stMarkdownEllipsis").count() >= 8
+                    if path in ("explore", "roofline", "compare"):  # the check sees chips where there are some
+                        expect(page.locator("[data-testid='stMultiSelectTagsContainer'] [data-tag]").first).to_be_visible()
+                    for kind, js in (("cut", _CUT_JS), ("clipped chips", _CHIPS_JS)):
+                        if found := page.evaluate(js):
+                            problems.append(f"/{path} at {width} px, {kind}: {found}")
                 page.close()
         finally:
             browser.close()
+    assert problems == []
 
 
 def test_report_operating_point_lies_on_its_curve_and_legends_are_never_cut() -> None:
