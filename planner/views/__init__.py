@@ -282,8 +282,4 @@ __all__ = [
     "display_column",
     "display_rows",
     "residual_rows",
-    "SimulatedCheck",
-    "band_row",
-    "latency_rows",
-    "ReportCells",
 ]
