@@ -7,7 +7,8 @@ pays a hop latency on top of the collective's launch floor λ:
 
     t = λ + 2(g−1) × λ_hop + 2(g−1)/g × bytes / link
 
-λ_hop is the fitted term ``collective_hop_s`` (:mod:`planner.physics.terms`);
+λ_call (``collective_call_s``, fitted, added to λ once per call) and
+λ_hop are fitted terms; λ_hop is ``collective_hop_s`` (:mod:`planner.physics.terms`);
 a scenario's ``efficiency.collective_latency_s`` states the whole latency
 (λ + hops) instead.
 """
@@ -41,7 +42,7 @@ def collective_s(
     """All-reduces: count × (λ + 2(g−1)·λ_hop + 2(g−1)/g × bytes / link), zero for a group of one."""
     g = _f(group)
     lat, bw = group_link(gpu, g)
-    lat = lat + 2.0 * (g - 1.0) * term("collective_hop_s")
+    lat = lat + term("collective_call_s") + 2.0 * (g - 1.0) * term("collective_hop_s")
     if latency_s is not None:
         lat = np.full_like(lat, latency_s)
     per = lat + 2.0 * (g - 1.0) / g * _f(message_bytes) / bw

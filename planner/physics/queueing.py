@@ -189,6 +189,38 @@ def _sojourn_parts(wait: QueueWait) -> tuple[Arr, Arr, Arr]:
     return _f(wait.p_wait), np.where(np.isfinite(tail), tail, 0.0), ~np.isfinite(wait.mean_s)
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _sojourn_closed_form(q: float, ss: Arr, ws: Arr, pw: Arr, tail: Arr,
+                         out: Arr) -> None:  # pragma: no cover - compiled
+    """Per row of sorted services ``ss`` (weights ``ws``): the first s_k with F(s_k) ≥ q, or
+    s_k + θ·ln(C·E_k / (A_k − q)) inside [s_k, s_(k+1)) (see :func:`sojourn_quantile`)."""
+    rows, n = ss.shape
+    for r in range(rows):
+        theta = tail[r]
+        has_tail = theta > 0.0
+        c = pw[r]
+        a_k = 0.0
+        e_k = 0.0
+        best = np.inf
+        for k in range(n):
+            sk = ss[r, k]
+            if has_tail:
+                if k:
+                    e_k = e_k * math.exp(-(sk - ss[r, k - 1]) / theta)
+                e_k = e_k + ws[r, k]
+            a_k = a_k + ws[r, k]
+            if a_k - c * e_k >= q:
+                best = sk
+                break
+            if has_tail and a_k > q:
+                t = sk + theta * math.log(c * e_k / (a_k - q))
+                nxt = ss[r, k + 1] if k + 1 < n else np.inf
+                if t < nxt:
+                    best = t
+                    break
+        out[r] = best
+
+
 def sojourn_quantile(q: float, wait: QueueWait, service_s: ArrayLike, weights: ArrayLike) -> Arr:
     """q-quantile of wait + own service: the wait is 0 with probability 1 − C and
     exponential with mean W/C otherwise; ``service_s`` holds each request class's
@@ -210,26 +242,13 @@ def sojourn_quantile(q: float, wait: QueueWait, service_s: ArrayLike, weights: A
     ws = np.take_along_axis(w, order, axis=-1)
     pw = np.broadcast_to(pw, lead)
     tail = np.broadcast_to(tail, lead)
-    has_tail = tail > 0
-    theta = np.where(has_tail, tail, 1.0)
     n = ss.shape[-1]
-    best = np.full(lead, np.inf)
-    a_k = np.zeros(lead)
-    e_k = np.zeros(lead)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for k in range(n):
-            sk = ss[..., k]
-            if k:
-                e_k = e_k * np.exp(-(sk - ss[..., k - 1]) / theta)
-            e_k = e_k + ws[..., k]
-            a_k = a_k + ws[..., k]
-            ek = np.where(has_tail, e_k, 0.0)
-            at_start = a_k - pw * ek
-            t = sk + tail * np.log(pw * ek / (a_k - q))
-            nxt = ss[..., k + 1] if k + 1 < n else np.inf
-            t = np.where(at_start >= q, sk, np.where((a_k > q) & has_tail & (t < nxt), t, np.inf))
-            best = np.minimum(best, t)
-    return np.where(saturated, np.inf, best)
+    flat = np.empty(int(np.prod(lead, dtype=np.int64)))
+    _sojourn_closed_form(float(q), np.ascontiguousarray(ss, dtype=float).reshape(-1, n),
+                         np.ascontiguousarray(ws, dtype=float).reshape(-1, n),
+                         np.ascontiguousarray(pw, dtype=float).ravel(), np.ascontiguousarray(tail, dtype=float).ravel(),
+                         flat)
+    return np.where(saturated, np.inf, flat.reshape(lead))
 
 
 def sojourn_quantile_bisect(q: float, wait: QueueWait, service_s: ArrayLike, weights: ArrayLike) -> Arr:

@@ -24,8 +24,9 @@ MIN_ROWS_COVERED = 5
 # sequence_overhead_s: host work per sequence per decode step (sampling, scheduling);
 # gemm_half_width: per-GPU GEMM width (hidden / TP) at which the tensor-core rate halves;
 # graph_layer_overhead_s: per layer of a decode step replayed as a CUDA graph (the kernels'
-# own start-up and tail on the GPU, which a graph does not remove).
-FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0}
+# own start-up and tail on the GPU, which a graph does not remove);
+# collective_call_s: latency added once per TP all-reduce call (a TP1 step pays none).
+FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 0}
 
 # bench/fit_defaults.py on published_calibration.json
 FITTED_EFFICIENCY: dict[str, dict[str, float]] = {

@@ -95,6 +95,7 @@ class EfficiencySet(BaseModel):
     sequence_overhead_s: float | None = Field(default=None, ge=0)
     gemm_half_width: float | None = Field(default=None, ge=0)
     graph_layer_overhead_s: float | None = Field(default=None, ge=0)
+    collective_call_s: float | None = Field(default=None, ge=0)
 
     def terms(self) -> dict[str, float]:
         """The physics terms this set states."""

@@ -86,8 +86,8 @@ from planner.views.report import (
     SIG_FIGS,
     Alternative,
     Chart,
-    CheckRow,
     DerivationRow,
+    ReportCells,
     ReportRow,
     ReviewReport,
     SimulatedCheck,
@@ -156,6 +156,10 @@ from planner.views.vocabulary import (
 )
 
 __all__ = [
+    "Row",
+    "latency_rows",
+    "band_row",
+    "SimulatedCheck",
     "Simulate",
     "Simulated",
     "Attainment",
@@ -208,7 +212,7 @@ __all__ = [
     "REPORT_FILE_STEM_MAX_CHARS",
     "ReportRow",
     "ReviewReport",
-    "Row",
+    "ReportCells",
     "SIG_FIGS",
     "SloCheck",
     "Source",
@@ -278,8 +282,4 @@ __all__ = [
     "display_column",
     "display_rows",
     "residual_rows",
-    "SimulatedCheck",
-    "band_row",
-    "latency_rows",
-    "CheckRow",
 ]

@@ -49,7 +49,7 @@ from planner.views.report.numbers import (
     usd,
 )
 from planner.views.report.simulated import (
-    CheckRow,
+    ReportCells,
     SimulatedCheck,
     band_row,
     latency_rows,
@@ -71,7 +71,7 @@ __all__ = [
     "ReviewReport",
     "SIG_FIGS",
     "SimulatedCheck",
-    "CheckRow",
+    "ReportCells",
     "band_row",
     "latency_rows",
     "Source",

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from planner.sizing.plan import Plan
 from planner.views.report.numbers import missing, percent, quantity, readable_text, usd
 
-__all__ = ["CheckRow", "SimulatedCheck", "band_row", "latency_rows"]
+__all__ = ["ReportCells", "SimulatedCheck", "band_row", "latency_rows"]
 
-CheckRow = tuple[str, str, str]  # (label, value, note): a report row, before content.ReportRow
+ReportCells = tuple[str, str, str]  # (label, value, note): a report row, before content.ReportRow
 
 
-def _row(label: str, value: str, note: str = "") -> CheckRow:
+def _row(label: str, value: str, note: str = "") -> ReportCells:
     return (label, value, note)
 
 
@@ -39,7 +39,7 @@ class SimulatedCheck:
         return self.attainment + 1e-12 >= self.target
 
 
-def latency_rows(p: Plan, check: SimulatedCheck | None) -> list[CheckRow]:
+def latency_rows(p: Plan, check: SimulatedCheck | None) -> list[ReportCells]:
     """The tails beside the checked percentiles: analytic at the operating point, simulated where run."""
     op = p.operating_point
 
@@ -62,7 +62,7 @@ def latency_rows(p: Plan, check: SimulatedCheck | None) -> list[CheckRow]:
     ]
 
 
-def band_row(p: Plan) -> CheckRow | None:
+def band_row(p: Plan) -> ReportCells | None:
     """The uncertainty band of the headline numbers (planner/sizing/uncertainty.py)."""
     u = p.uncertainty
     if u is None:
