@@ -35,6 +35,11 @@ def test_page_shows_policies_and_elasticity_saves() -> None:
     at = _page("Diurnal shape")
     assert at.title[0].value == "Autoscaling"
     assert not at.error, [e.value for e in at.error]
+    # A day whose peak needs several replicas of the default plan (at the page's default 10 req/s the
+    # minimum of 2 replicas serves every hour since issue 24's batches grew, and nothing is saved).
+    at.number_input(key="as_peak").set_value(200.0).run()
+    at.number_input(key="as_trough").set_value(20.0).run()
+    assert not at.error, [e.value for e in at.error]
     hours = _gpu_hours(at)
     assert hours["reactive"] < hours["static"] and hours["predictive"] < hours["static"]
     assert at.expander  # derivations shown

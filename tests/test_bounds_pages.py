@@ -37,6 +37,10 @@ def _texts(at: AppTest, kind: str) -> list[str]:
 
 def test_autoscale_tiny_rate_is_a_one_line_warning() -> None:
     at = _run({"rps": "0.000001"}, "autoscale")
+    # The default day is the scenario's own (flat) load: no "Peak req/s" field to clamp; the
+    # diurnal shape has one, and the linked 1e-6 req/s is below its minimum.
+    at.radio(key="as_shape").set_value("Diurnal shape").run()
+    assert not at.exception, [e.value for e in at.exception]
     assert any(w.startswith("Peak req/s: the scenario's 1e-06 is below this field's minimum of 0.001")
                for w in _texts(at, "warning")), _texts(at, "warning")
 
