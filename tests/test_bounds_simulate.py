@@ -38,6 +38,14 @@ print(json.dumps({"message": message, "before_kb": before, "after_kb": after}))
 """
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _kernel_compiled() -> None:
+    """Compile the simulator's kernel once, in its own process (numba caches it beside the module):
+    a fresh clone's first run would otherwise count the compiler's memory (LLVM) as the run's."""
+    subprocess.run([sys.executable, "-c", "from planner.simulate.kernel import warm; warm()"], cwd=ROOT,
+                   check=True, env={"PYTHONPATH": str(ROOT), "PATH": ""}, capture_output=True)
+
+
 def _child(requests: int, prompt: int, output: int, rate_req_s: float = 1.0) -> dict[str, object]:
     out = subprocess.run([sys.executable, "-c", _CHILD, str(requests), str(prompt), str(output), str(rate_req_s)],
                          cwd=ROOT,
