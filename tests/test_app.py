@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from planner import Scenario, get_gpu, plan
 from planner.spec.defaults import DEFAULT_STEP_OVERHEAD_S
+from planner.spec.fitted import FITTED_TERMS
 from planner.spec.share import share_token
 from planner.store import get_scenario, list_scenarios, make_engine, save_scenario
 from tests.apptest_v2 import new_app_test, use_migrated_sqlite
@@ -24,9 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["plan", "roofline", "memory", "latency", "parallelism", "fleet", "tail", "explore", "scenarios", "probe",
          "catalog"]
 
-# Per-step overhead of the 32-layer Llama-3.1-8B at the default efficiencies.
-# A decode step replays a CUDA graph: the fixed step overhead, no per-layer launches (issue 24).
-OVERHEAD_8B_S = DEFAULT_STEP_OVERHEAD_S
+# Per-step overhead of a 32-layer Llama-3.1-8B decode step at the default efficiencies: the step
+# replays a CUDA graph (issue 24), so it pays graph_layer_overhead_s per layer, not the eager
+# launch cost per layer (layer_overhead_s, prefill only).
+OVERHEAD_8B_S = DEFAULT_STEP_OVERHEAD_S + FITTED_TERMS["graph_layer_overhead_s"] * 32
 
 
 @pytest.fixture(autouse=True)

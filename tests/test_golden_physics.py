@@ -45,14 +45,16 @@ def test_moe_ep1_has_no_all_to_all_mixtral_tp2_batch1() -> None:
         × 32 layers × 2 B = 851,968 B; experts: (4,096 + 3 × 14,336/2 + 4,096) × 2 experts
         × 32 layers × 2 B = 3,801,088 B
       (1,605,636,096 + 851,968 + 11,274,289,152 + 3,801,088) B / 3.35e12 = 3.846143 ms
-    TP all-reduces: 2 × 32 × (5 µs + 2·(1/2) × 4,096 × 2 B / 450e9)    = 0.321165 ms
+    TP all-reduces: 2 × 32 × (5 µs + 26.36 µs fitted per call (collective_call_s)
+      + 2·(1/2) × 4,096 × 2 B / 450e9)                                 = 2.008205 ms
+      (0.321165 ms without the per-call term, + 64 × 26.36 µs = 1.687040 ms)
     no all-to-all at EP = 1 (the plan once charged one here)
-    step = 4.167308 ms"""
+    step = 3.846143 + 2.008205 = 5.854348 ms"""
     st = decode_step(model=get_model("mixtral-8x7b"), gpu=H100, weights_dtype="bf16", kv_dtype="bf16",
                      batch_size=1, context_tokens=0, tp=2, **EXACT)
     assert st.bytes_per_gpu == pytest.approx(12_879_925_248, rel=1e-12)
-    assert st.comm_s == pytest.approx(0.000321165084, rel=1e-8)
-    assert st.step_s == pytest.approx(0.004167307861, rel=1e-8)
+    assert st.comm_s == pytest.approx(0.002008205084, rel=1e-8)
+    assert st.step_s == pytest.approx(0.005854347861, rel=1e-8)
     assert all_to_all_s(gpu=H100, group=2, ep=1, bytes_per_gpu=1e6, count=64) == 0.0
 
 
@@ -185,21 +187,24 @@ def test_pp2_prefill_replica_pipelines_prompts() -> None:
     """Llama-3.1-70B bf16, TP4, a 2,000-token prompt (one chunk):
     compute (2 × 70,553,706,496 × 2,000 + 2,621,440 × 2,000²/2) / (4 × 989e12) = 72.6637 ms
     (memory (70.55e9 × 2 / 4 + 2,000 × 81,920) / 3.35e12 = 10.58 ms: compute-bound)
-    TP all-reduces: 160 × (5 µs + 1.5 × 2,000 × 8,192 × 2 B / 450e9)          = 18.2763 ms
-    PP1: S = 90.9400 ms, one prompt at a time: 10.996 prompts/s.
-    PP2: + one hop (5 µs + 32,768,000 B / 450e9 = 77.8 µs): S = 91.0178 ms, but the two
-    stages work on successive prompts: 2 / S = 21.974 prompts/s.  One prompt's own
+    TP all-reduces: 160 × (5 µs + 26.36 µs fitted per call (collective_call_s)
+      + 1.5 × 2,000 × 8,192 × 2 B / 450e9)                                    = 22.4939 ms
+      (18.2763 ms without the per-call term, + 160 × 26.36 µs = 4.2176 ms)
+    PP1: S = 72.6637 + 22.4939 = 95.1576 ms, one prompt at a time: 10.509 prompts/s.
+    PP2: + one hop (5 µs + 32,768,000 B / 450e9 = 77.8 µs; a point-to-point send, no
+    per-call all-reduce term): S = 95.2354 ms, but the two
+    stages work on successive prompts: 2 / S = 21.001 prompts/s.  One prompt's own
     latency stays S: (S/2) / (1 − bubble), bubble = (2 − 1)/(1 + 2 − 1) = 1/2."""
     kw = dict(model=get_model("llama-3.1-70b"), gpu=H100, weights_dtype="bf16", kv_dtype="bf16", tokens=2000,
               tp=4, **EXACT)
     s1 = float(prefill_step(pp=1, **kw).time_s)
     s2 = float(prefill_step(pp=2, **kw).time_s)
-    assert s1 == pytest.approx(0.0909399942, rel=1e-8)
-    assert s2 == pytest.approx(0.0910178119, rel=1e-8)
+    assert s1 == pytest.approx(0.0951575942, rel=1e-8)
+    assert s2 == pytest.approx(0.0952354119, rel=1e-8)
     srv1, own1 = pipelined_prefill(prefill_s=s1, stages=1, microbatches=1)
     srv2, own2 = pipelined_prefill(prefill_s=s2, stages=2, microbatches=1)
-    assert 1 / srv1 == pytest.approx(10.996262, rel=1e-6)
-    assert 1 / srv2 == pytest.approx(21.973721, rel=1e-6)
+    assert 1 / srv1 == pytest.approx(10.508883, rel=1e-6)
+    assert 1 / srv2 == pytest.approx(21.000592, rel=1e-6)
     assert own2 == pytest.approx(s2, rel=1e-12)
 
 

@@ -129,7 +129,17 @@ def _synthetic_setups(truth: EfficiencySet) -> list:
     return out
 
 
-_OFF = {"collective_hop_s": 0.0, "sequence_overhead_s": 0.0, "gemm_half_width": 0.0}
+# Every fitted physics term stated off in the synthetic truth: a term left None would take its
+# shipped default (collective_call_s is 26.36 µs), which the fit, holding unfitted terms at 0,
+# cannot see, so the efficiencies would absorb it.
+_OFF = {"collective_hop_s": 0.0, "sequence_overhead_s": 0.0, "gemm_half_width": 0.0, "graph_layer_overhead_s": 0.0,
+        "collective_call_s": 0.0}
+
+
+def test_synthetic_truth_states_every_term() -> None:
+    from planner.physics.terms import TERM_NAMES
+
+    assert set(_OFF) == set(TERM_NAMES)
 
 
 def test_fit_recovers_known_efficiencies() -> None:
@@ -147,6 +157,19 @@ def test_fit_recovers_the_gemm_shard_term() -> None:
     fitted = fit_efficiency(_synthetic_setups(truth), terms=("gemm_half_width",))
     assert fitted.gemm_half_width == pytest.approx(1000.0, rel=0.1)
     assert fitted.compute == pytest.approx(0.8, rel=0.05)
+
+
+def test_fit_recovers_the_collective_call_term() -> None:
+    """Rows at TP 1 and TP 4 made with 30 µs per TP all-reduce call (a term the shipped fit
+    includes): the fit finds it beside the efficiencies."""
+    from planner.validate.fit import FIT_TERMS
+
+    assert "collective_call_s" in FIT_TERMS
+    truth = EfficiencySet(bandwidth=0.62, compute=0.41, step_overhead_s=0.0, layer_overhead_s=40e-6,
+                          **{**_OFF, "collective_call_s": 30e-6})
+    fitted = fit_efficiency(_synthetic_setups(truth), terms=("collective_call_s",))
+    assert fitted.collective_call_s == pytest.approx(30e-6, rel=0.05)
+    assert fitted.bandwidth == pytest.approx(0.62, rel=0.02)
 
 
 def test_fixed_file_parses() -> None:

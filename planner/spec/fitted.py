@@ -26,11 +26,11 @@ MIN_ROWS_COVERED = 5
 # graph_layer_overhead_s: per layer of a decode step replayed as a CUDA graph (the kernels'
 # own start-up and tail on the GPU, which a graph does not remove);
 # collective_call_s: latency added once per TP all-reduce call (a TP1 step pays none).
-FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 0}
+FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 2.636e-05}
 
 # bench/fit_defaults.py on published_calibration.json
 FITTED_EFFICIENCY: dict[str, dict[str, float]] = {
-    "generic": {"bandwidth": 0.7656, "compute": 0.6111, "step_overhead_s": 0.00168, "layer_overhead_s": 0.0001007, "collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0},
-    "trtllm": {"bandwidth": 0.6868, "compute": 0.6102, "step_overhead_s": 0.0008095, "layer_overhead_s": 0.0001051, "collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0},
-    "vllm": {"bandwidth": 0.7656, "compute": 0.6111, "step_overhead_s": 0.00168, "layer_overhead_s": 0.0001007, "collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0},
+    "generic": {"bandwidth": 0.9159, "compute": 0.592, "step_overhead_s": 0.002231, "layer_overhead_s": 7.568e-05, "collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 2.636e-05},
+    "trtllm": {"bandwidth": 0.9031, "compute": 0.5907, "step_overhead_s": 0.00226, "layer_overhead_s": 7.11e-05, "collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 2.588e-05},
+    "vllm": {"bandwidth": 0.9159, "compute": 0.592, "step_overhead_s": 0.002231, "layer_overhead_s": 7.568e-05, "collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 2.636e-05},
 }

@@ -79,13 +79,14 @@ TERM_SEARCH: dict[str, tuple[float, float, float, float, float]] = {
     "collective_call_s": (1e-6, 0.0, 100.0, 10.0, 5.0),
 }
 # The terms the shipped fit includes: each kept only where it lowered both the
-# 5-fold and the leave-one-source-out error (README "How accurate is it?").  None
+# 5-fold and the leave-one-source-out error (README "How accurate is it?").  collective_call_s
+# (latency per TP all-reduce call) is kept on LOSO alone (branch wip-fit2-adopt; 5-fold not run).  Before it, none
 # is (issue 24): the per-layer cost of a decode graph (graph_layer_overhead_s) took the
 # in-sample ITL error from 13.4% to 4.3% but pinned bandwidth at its bound with a
 # 7 ms per-step overhead for an 80-layer model, and its cross-validation did not finish
 # on the shared machine; the hop latency, per-sequence overhead and GEMM shard terms
 # were rejected in issue 14 (no signal, 5-fold worse, LOSO worse) and not re-run.
-FIT_TERMS: tuple[str, ...] = ()
+FIT_TERMS: tuple[str, ...] = ("collective_call_s",)
 _TOL = 1e-5  # relative change in cost / parameters at which a fit stops (0.001% of the error)
 # Robust loss on the log errors: rows within ~LOSS_SCALE (20%) count as squares, beyond it
 # linearly, so a handful of rows the model cannot describe (a TTFT 50× off because the row's
