@@ -40,6 +40,7 @@ from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
 
 from pages._format import shown, usd  # noqa: E402
 from planner import compare_columns, gpu_variants, plan, scenario_from_dict  # noqa: E402
+from planner.simulate.referee import simulated_attainment  # noqa: E402
 from tests.test_report import _Text  # noqa: E402
 
 REVIEW = {"gpu": "h200-sxm", "model": "llama-3.1-70b", "weights_dtype": "fp8", "parallel": {"tp": 2},
@@ -104,7 +105,9 @@ def test_the_whole_review(tmp_path: Path) -> None:
         nav(page, "Compare")
         click(page.get_by_role("button", name="H100 vs H200", exact=True))
         assert ACTIONS["click"] - before == 2
-        cols = compare_columns(gpu_variants(scenario, ["h100-sxm", "h200-sxm"]))
+        # the page's own call: the options and verdicts refereed by the short simulation
+        cols = compare_columns(gpu_variants(scenario, ["h100-sxm", "h200-sxm"], referee=simulated_attainment),
+                               referee=simulated_attainment)
         cells = table_cells(page.locator("[data-testid='stTable']").first)
         assert list(cells["GPUs"]) == [c.label for c in cols]
         for c in cols:
@@ -131,7 +134,7 @@ def test_the_whole_review(tmp_path: Path) -> None:
         history = page.locator("[data-testid='stExpander']").filter(has_text="History (2 versions)").first
         click(history.locator("summary"), wait=False)  # opening an expander does not rerun
         diff = table_cells(history.locator("[data-testid='stTable']"))
-        assert "2.75" in diff["$/GPU-hour"]["version 2"] and "2.75" not in diff["$/GPU-hour"]["version 1"], diff
+        assert "2.50" in diff["$/GPU-hour"]["version 2"] and "2.50" not in diff["$/GPU-hour"]["version 1"], diff
         _shot(page, "5-revision-2")
         stored = page.get_by_role("link", name=f"?scenario={SLUG}").first.get_attribute("href") or ""
         stateless = page.get_by_role("link", name="stateless link", exact=True).first.get_attribute("href") or ""
