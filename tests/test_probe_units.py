@@ -369,13 +369,16 @@ def test_prediction_physics_by_hand():
     (8 layers × 11,274,240 + 2 × 354 × 1,024 embeddings + 1,024 final norm), KV 2 × 8 layers × 4 KV heads
     × 64 × 4 B = 16,384 B/token, attention 2·(64 + 64)·8 layers·16 heads = 32,768 FLOP per token pair.
 
+    A step is a sum of kernel groups (issue 24): the GEMMs also read and write each token's
+    activations, 8 layers × (attention 1,024 + 1,536 + 1,024 + 1,024 + MLP 1,024 + 5,632 + 2,816 + 1,024)
+    = 120,832 elements × 2 B (bf16) = 241,664 B per token; attention reads the KV on its own roofline.
     c = 1, live context 100 + 48/2 = 124 tokens:
-    decode bytes = 90,919,936 × 4 + 124 × 16,384 = 363,679,744 + 2,031,616 = 365,711,360 B / 50e9 B/s
-                 = 7.3142272 ms; FLOPs 2 × 90,919,936 + 32,768 × 124 = 185,903,104 / 200e9 = 0.93 ms:
-                 memory-bound.
+    decode bytes = 90,919,936 × 4 + 241,664 + 124 × 16,384 = 363,679,744 + 241,664 + 2,031,616
+                 = 365,953,024 B / 50e9 B/s = 7.31906048 ms; FLOPs 2 × 90,919,936 + 32,768 × 124
+                 = 185,903,104 / 200e9 = 0.93 ms: memory-bound (each group too).
     prefill of 100 tokens: 2 × 90,919,936 × 100 + 32,768 × 100²/2 = 18,347,827,200 FLOP / 200e9
                  = 91.739136 ms (memory 365,318,144 B / 50e9 = 7.3 ms): compute-bound.
-    c = 4: decode 363,679,744 + 4 × 124 × 16,384 = 371,806,208 B -> 7.43612416 ms; prefill of 4 × 100 tokens
+    c = 4: decode 363,679,744 + 4 × 241,664 + 4 × 124 × 16,384 = 372,772,864 B -> 7.45545728 ms; prefill of 4 × 100 tokens
                  together: 2 × 90,919,936 × 400 + 32,768 × 400²/2 = 75,357,388,800 FLOP -> 376.786944 ms.
     """
     sc = Scenario(gpu=CPU, model=SMALL, weights_dtype="fp32", kv_dtype="fp32",
@@ -383,13 +386,13 @@ def test_prediction_physics_by_hand():
     from planner import resolve
 
     p = predict_level(resolve(sc), prompt_tokens=100, output_tokens=48, concurrency=1)
-    assert p.tpot_s == pytest.approx(0.0073142272, rel=1e-9)
+    assert p.tpot_s == pytest.approx(0.00731906048, rel=1e-9)
     assert p.ttft_s == pytest.approx(0.091739136, rel=1e-9)
-    assert p.e2e_s == pytest.approx(0.091739136 + 47 * 0.0073142272, rel=1e-9)
-    assert p.output_tok_s == pytest.approx(48 / (0.091739136 + 47 * 0.0073142272), rel=1e-9)  # 110.2 tok/s
+    assert p.e2e_s == pytest.approx(0.091739136 + 47 * 0.00731906048, rel=1e-9)
+    assert p.output_tok_s == pytest.approx(48 / (0.091739136 + 47 * 0.00731906048), rel=1e-9)  # 110.1 tok/s
     p4 = predict_level(resolve(sc), prompt_tokens=100, output_tokens=48, concurrency=4)
-    assert (p4.tpot_s, p4.ttft_s) == (pytest.approx(0.00743612416, rel=1e-9), pytest.approx(0.376786944, rel=1e-9))
-    assert p4.output_tok_s == pytest.approx(4 * 48 / (0.376786944 + 47 * 0.00743612416), rel=1e-9)
+    assert (p4.tpot_s, p4.ttft_s) == (pytest.approx(0.00745545728, rel=1e-9), pytest.approx(0.376786944, rel=1e-9))
+    assert p4.output_tok_s == pytest.approx(4 * 48 / (0.376786944 + 47 * 0.00745545728), rel=1e-9)
 
 
 def test_cancel_before_start_yields_no_levels():
