@@ -70,9 +70,8 @@ for col, (mode, sc) in zip(cols, mode_scenarios(scenario).items(), strict=True):
             fits = "fits within" if f.kv_transfer_fits_ttft else "does NOT fit"
             rows.append(("KV transfer per request", f"{shown(f.kv_transfer_s, 's')} ({fits} the TTFT target)",
                          extra["fleet.kv_transfer_s"]))
-        grid = st.columns(2)
-        for i, (label, value, _dv) in enumerate(rows[:4]):
-            grid[i % 2].metric(label, value, help=reason if value == MISSING else None)
+        for label, value, _dv in rows[:4]:  # one to a row: the labels fit the half page at 1024 px
+            st.metric(label, value, help=reason if value == MISSING else None)
         checks = plan_slo_checks(p, sc)
         att = plan_attainment(p, sc)
         st.markdown("  \n".join([check_line(ch) for ch in checks] + [att.sentence()]))
@@ -113,7 +112,7 @@ if plans:
                f"(the shared prefix is the prior conversation); prefill time only, no queueing")
     if scenario.workload.prefix_tokens == 0:
         st.info("Set Shared prefix tokens in the sidebar (the prior conversation) to see what warm routing saves.")
-    c1, c2 = st.columns(2)
+    c1, c2 = st.container(), st.container()  # full width: the labels carry their statistic and warm share
     c1.metric("TTFT mean · no queueing, 90% of turns warm", shown(rt.ttft_at_90pct_warm_s, "s"),
               help=f"prefill capacity {shown(rt.prefill_req_s_at_90pct_warm, 'req/s')} per replica")
     c2.metric("TTFT mean · no queueing, 30% of turns warm", shown(rt.ttft_at_30pct_warm_s, "s"),
