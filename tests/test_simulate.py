@@ -80,8 +80,10 @@ def test_long_prompt_raises_batch_itl_by_one_chunk_or_by_the_whole_prefill() -> 
     k = kw(Scenario())
     # Issue 13: a prefill riding in a decode iteration costs its marginal time (the
     # decode step already streams the weights and pays the overhead), PrefillStep.marginal_s.
-    chunk_s = [float(prefill_step(tokens=c + min(512, 8000 - c), cached_tokens=c, **k).marginal_s)
-               for c in range(0, 8000, 512)]
+    # Issue 24: the iteration's token budget (512) holds the 8 running decodes first, so the
+    # prompt's chunks are 512 − 8 = 504 tokens.
+    chunk_s = [float(prefill_step(tokens=c + min(504, 8000 - c), cached_tokens=c, **k).marginal_s)
+               for c in range(0, 8000, 504)]
     whole_s = float(prefill_step(tokens=8000, **k).marginal_s)
     chunked_rise, base = _head_of_line(chunked=True)
     whole_rise, _ = _head_of_line(chunked=False)

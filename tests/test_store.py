@@ -194,7 +194,7 @@ def test_frozen_catalog_reproduces_plan_after_catalog_change(engine: sa.Engine, 
         if entry["id"] == "h100-sxm":
             old_bw = entry["hbm_bytes_per_s"]
             entry["hbm_bytes_per_s"] = float(old_bw) / 2  # YAML 1.1 reads 3.35e12 as text
-            entry["usd_per_gpu_hour"] = float(entry["usd_per_gpu_hour"]) + 1.0
+            entry["usd_per_gpu_hour"] = float(entry["usd_per_gpu_hour"]) + 0.5  # still within its quotes
     (new_dir / "gpus.yaml").write_text(yaml.safe_dump(gpus))
     monkeypatch.setenv("RIDGELINE_CATALOG_DIR", str(new_dir))
     stored = repo.get_scenario(engine=engine, ref=s.slug)
