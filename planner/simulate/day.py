@@ -210,6 +210,8 @@ def simulate_day(scenario: Scenario, result: AutoscaleResult, *, requests_per_st
                     if heartbeat:
                         heartbeat()
                     continue
+                if heartbeat:  # also between results: intervals that each finish within DAY_POLL_S
+                    heartbeat()  # would otherwise never ask whether the visitor is still there
                 att[i] = a
                 done += 1
                 if progress:
