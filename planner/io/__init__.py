@@ -63,6 +63,9 @@ from planner.io.pdf import (
     no_chromium_message,
     render_slot,
 )
+from planner.io.slots import (
+    try_lock_slot,
+)
 
 __all__ = [
     "CSV_FIELD_CHARS",
@@ -112,4 +115,5 @@ __all__ = [
     "PDF_QUEUE_WAIT_S",
     "PDF_SLOT_DIR_ENV",
     "render_slot",
+    "try_lock_slot",
 ]

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from planner.errors import PlannerError
+from planner.io.slots import try_lock_slot
 
 __all__ = ["CHROMIUM_PATH", "MAX_CONCURRENT_PDF_RENDERS", "PDF_MAX_HTML_BYTES", "PDF_QUEUE_WAIT_S", "PDF_SLOT_DIR_ENV",
            "PDF_TIMEOUT_S", "chromium_path", "html_to_pdf", "no_chromium_message", "render_slot"]
@@ -58,11 +59,8 @@ def render_slot(*, wait_s: float = PDF_QUEUE_WAIT_S) -> Iterator[None]:
     deadline = time.monotonic() + wait_s
     while True:
         for k in range(MAX_CONCURRENT_PDF_RENDERS):
-            fd = os.open(d / f"slot-{k}", os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
+            fd = try_lock_slot(d, k)
+            if fd is None:
                 continue
             try:
                 yield

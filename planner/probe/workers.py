@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from planner.errors import ProbeError
+from planner.io.slots import try_lock_slot
 from planner.probe.client import ERROR_DETAIL_CHARS, make_client
 from planner.probe.level import LevelPlan, LocalLoad, Progress
 from planner.probe.loop import ClientStats, run_on_fastest_loop
@@ -155,13 +156,9 @@ class ProcessSlots:
         for k in range(MAX_SERVER_PROBE_PROCESSES):
             if len(fds) == n:
                 break
-            fd = os.open(d / f"slot-{k}", os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                continue
-            fds.append(fd)
+            fd = try_lock_slot(d, k)
+            if fd is not None:
+                fds.append(fd)
         if len(fds) < n:
             free = len(fds)
             cls(fds).release()
