@@ -27,23 +27,27 @@ pytestmark = pytest.mark.skipif(chromium_path() is None and os.environ.get("RIDG
 
 
 def _browsers() -> int:
-    """Chromium browser processes of this test's process tree (not their renderers and helpers)."""
-    n = 0
+    """Chromium browser processes of this test's slot dir: not their renderers and helpers
+    (`--type=`), and not a process a browser has forked and not yet exec'd (it shows its parent's
+    command line for that instant): only those whose parent is not itself a Chromium."""
+    procs: dict[str, tuple[str, bool]] = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             environ = Path(f"/proc/{pid}/environ").read_bytes()
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if state in ("Z", "X"):  # exited, not yet reaped: holds no memory
+        if fields[0] in ("Z", "X"):  # exited, not yet reaped: holds no memory
             continue
-        if cmd and os.path.basename(cmd[0]) == b"chromium" and not any(a.startswith(b"--type=") for a in cmd) \
-                and os.environ[PDF_SLOT_DIR_ENV].encode() in environ:
-            n += 1
-    return n
+        chromium = bool(cmd) and os.path.basename(cmd[0]) == b"chromium"
+        browser = chromium and not any(a.startswith(b"--type=") for a in cmd) \
+            and os.environ[PDF_SLOT_DIR_ENV].encode() in environ
+        procs[pid] = (fields[1], browser)  # (parent pid, is a browser)
+    chromiums = {pid for pid, (_, browser) in procs.items() if browser}
+    return sum(1 for pid in chromiums if procs[pid][0] not in chromiums)
 
 
 @pytest.fixture(autouse=True)

@@ -20,20 +20,37 @@ from planner.sizing.plan import plan
 ROOT = Path(__file__).resolve().parents[1]
 
 _CHILD = r"""
-import json, resource, sys
+import json, sys
 from planner import Scenario
 from planner.errors import ScenarioError
 from planner.simulate import sim_options, simulate
 requests, prompt, output = (int(x) for x in sys.argv[1:4])
 rate = float(sys.argv[4])
-s = Scenario(workload={"prompt_tokens": prompt, "output_tokens": output})
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def status_kb(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def run(s, n, r):
+    simulate(s, sim_options(requests=n, rate_req_s=r, lengths="fixed", kv_capacity_tokens=200_000_000))
+
+
+# The same run, tiny, first in this process: whatever it compiles or loads from numba's cache is
+# then in memory, and the peak is reset (clear_refs 5) so it measures only the run below.
+run(Scenario(workload={"prompt_tokens": prompt, "output_tokens": 16}), 2, rate)
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")
+before = status_kb("VmRSS")
 try:
-    simulate(s, sim_options(requests=requests, rate_req_s=rate, lengths="fixed", kv_capacity_tokens=200_000_000))
+    run(Scenario(workload={"prompt_tokens": prompt, "output_tokens": output}), requests, rate)
     message = None
 except ScenarioError as exc:
     message = str(exc)
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+after = status_kb("VmHWM")
 print(json.dumps({"message": message, "before_kb": before, "after_kb": after}))
 """
 
@@ -73,8 +90,9 @@ def test_just_under_the_cap_runs_in_bounded_memory() -> None:
     output = MAX_SIM_TOKEN_STEPS // requests - 1
     r = _child(requests, 16, output, 1e-6)
     assert r["message"] is None
-    peak_mb = int(r["after_kb"]) / 1024  # type: ignore[call-overload]
-    assert peak_mb < 1024, f"a run at the cap peaked at {peak_mb:.0f} MB"
+    # the run's own peak above the warmed process (measured here: about 540 MB for 10M token steps)
+    grew_mb = (int(r["after_kb"]) - int(r["before_kb"])) / 1024  # type: ignore[call-overload]
+    assert grew_mb < 768, f"a run at the cap grew the process by {grew_mb:.0f} MB at its peak"
 
 
 def test_cap_counts_prefill_chunks() -> None:
