@@ -92,11 +92,13 @@ from planner.spec.scenario import (
     MAX_WARM_POOL_REPLICAS,
     MIN_SCALE_INTERVAL_S,
     MODEL_PATH_MESSAGE,
+    POOL_ROLES,
     SCHEMA_VERSION,
     Cost,
     Efficiency,
     Fleet,
     Parallel,
+    Pool,
     Scenario,
     Serving,
     Slo,
@@ -124,6 +126,8 @@ from planner.spec.specs import (
 )
 
 __all__ = [
+    "POOL_ROLES",
+    "Pool",
     "Catalog",
     "ComputeDtype",
     "Cost",
