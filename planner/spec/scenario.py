@@ -11,7 +11,16 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from planner.errors import PlannerError, ScenarioError, validation_message
 from planner.io.jsonfile import MAX_JSON_DEPTH, SURROGATE_MESSAGE, lone_surrogate_path, parse_json, read_json
@@ -374,6 +383,16 @@ class Scenario(BaseModel):
             raise ValueError(f"speculative.draft_model: parallel.tp ({tp}) must divide the draft's "
                              f"{get_model(sp.draft_model).heads} attention heads")
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_pools(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A scenario without pools serializes as before they existed: the same JSON, share token and store payload.
+        out = handler(self)
+        if isinstance(out, dict):
+            for role in POOL_ROLES:
+                if role in out and out[role] is None:
+                    del out[role]
+        return out
 
     @model_validator(mode="after")
     def _pools(self) -> Scenario:
