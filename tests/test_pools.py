@@ -216,3 +216,21 @@ def test_plan_and_simulator_agree_on_a_heterogeneous_fleet() -> None:
     assert abs(row.tpot_error) <= 0.15, (row.plan.tpot_s, row.sim.tpot_s)
     assert abs(row.ttft_error) <= 0.15, (row.plan.ttft_p90_s, row.sim.ttft_p90_s)
     assert math.isfinite(row.plan.ttft_p90_s)
+
+
+def test_the_autoscaling_day_refuses_pools_with_a_message() -> None:
+    from planner.sizing.autoscale import autoscale
+
+    with pytest.raises(ScenarioError, match="prefill/decode: the autoscaling day sizes one GPU and layout"):
+        autoscale(_sc(HETERO))
+
+
+def test_the_sweep_searches_one_layout_for_both_phases() -> None:
+    from planner import sweep, sweep_row_scenario
+
+    sc = _sc(HETERO)
+    res = sweep(sc, gpus=["h200-sxm"], dtypes=["fp8"], tps=[2], pps=[1], modes=["disaggregated"])
+    row = res["rows"][0]
+    back = sweep_row_scenario(sc, row)
+    assert back.prefill is None and back.decode is None
+    assert plan(back).fleet.gpus_total == row["gpus_total"]

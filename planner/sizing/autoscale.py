@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict
 
 from planner.errors import ScenarioError
 from planner.sizing.operating import OperatingArrays, operating_arrays, workload_stats
+from planner.sizing.pools import pools_set
 from planner.spec.context import Resolved, resolve
 from planner.spec.derivation import Derivation, fmt_num
 from planner.spec.profile import DAY_S, ProfilePoint, profile_integral, profile_max
@@ -278,6 +279,10 @@ def autoscale(scenario: Scenario, policy: str | None = None, *, sizer: Sizer | N
     """Replicas, GPUs and latencies per control interval under ``policy`` (default: fleet.policy)."""
     sz = sizer or Sizer(resolve(scenario))
     s = sz.r.scenario
+    if s.serving.mode == "disaggregated" and pools_set(s):
+        raise ScenarioError("prefill/decode: the autoscaling day sizes one GPU and layout for both pools; pools with "
+                            "their own gpu or parallel are planned by `plan` and the Fleet page only (unset "
+                            "prefill and decode here)")
     pol = policy or s.fleet.policy
     prof = day_profile(s)
     disagg = s.serving.mode == "disaggregated"

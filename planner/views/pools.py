@@ -85,13 +85,15 @@ def pool_data(data: Mapping[str, Any], chosen: Mapping[str, tuple[Any, int | Non
         if role not in chosen:
             continue
         gpu, tp = chosen[role]
-        old = out.get(role) if isinstance(out.get(role), Mapping) else {}
+        held = out.get(role)
+        old: Mapping[str, Any] = held if isinstance(held, Mapping) else {}
         new: dict[str, Any] = {}
         g = gpu if gpu is not None else (old.get("gpu") if isinstance(old.get("gpu"), Mapping) else None)
         if g is not None:
             new["gpu"] = g
         if tp is not None:
-            par = old.get("parallel") if isinstance(old.get("parallel"), Mapping) else {}
+            was = old.get("parallel")
+            par: Mapping[str, Any] = was if isinstance(was, Mapping) else {}
             new["parallel"] = {**par, "tp": int(tp)}
         if new:
             out[role] = new

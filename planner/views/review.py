@@ -136,6 +136,8 @@ def sweep_row_scenario(base: Scenario, row: SweepRow | Mapping[str, Any]) -> Sce
     dtype, TP, PP, EP, chunk size and serving mode; ``plan`` of it gives the row's
     feasibility, GPUs and $/Mtok (``base`` being the scenario the sweep ran on)."""
     data = base.model_dump(mode="json")
+    for role in ("prefill", "decode"):  # the sweep searched one GPU and layout for both phases
+        data.pop(role, None)
     values = row.to_dict() if isinstance(row, SweepRow) else row
     try:
         data["gpu"] = str(values["gpu"])

@@ -216,7 +216,9 @@ def sweep_result(
     ``eps`` default: DEFAULT_EP for a mixture-of-experts model, else the
     scenario's own; ``chunks`` default: DEFAULT_CHUNKS and the scenario's own.
     :func:`planner.views.review.sweep_row_scenario` turns a row back into the
-    scenario ``plan`` gives the same feasibility, GPUs and $/Mtok for."""
+    scenario ``plan`` gives the same feasibility, GPUs and $/Mtok for.  The sweep searches one
+    GPU and layout for both phases: pools with their own (``prefill``/``decode``) are left out."""
+    base = base.model_copy(update={"prefill": None, "decode": None})
     cat = load_catalog()
     gpu_ids = _unique(list(gpus)) if gpus else sorted(cat.gpus)
     dts = _unique(list(dtypes)) if dtypes else list(DEFAULT_DTYPES)
