@@ -42,6 +42,7 @@ from planner.validate.predict import (
     predict_row,
     setup_row,
     setup_rows,
+    shared_runs,
 )
 from planner.validate.report import (
     GROUP_KEYS,
@@ -49,6 +50,7 @@ from planner.validate.report import (
     GroupKey,
     MetricSummary,
     RowResult,
+    gpu_label,
     group_value,
     grouped_summary,
     row_result,
@@ -60,6 +62,8 @@ from planner.validate.rows import (
     LATENCY_METRICS,
     MAX_MEASUREMENT_ROWS,
     METRICS,
+    SPECULATIVE_METHODS,
+    DisaggregatedSetup,
     MeasurementRow,
     load_measurements,
     parse_measurements,
@@ -126,4 +130,8 @@ __all__ = [
     "LOSS_SCALE",
     "MAX_BANDWIDTH_EFFICIENCY",
     "ENGINE_CHUNK_TOKENS",
+    "DisaggregatedSetup",
+    "SPECULATIVE_METHODS",
+    "shared_runs",
+    "gpu_label",
 ]

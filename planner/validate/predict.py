@@ -24,7 +24,9 @@ A GPU named without its variant runs on the common one, noted in ``notes``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
 
@@ -58,6 +60,7 @@ __all__ = [
     "predict_row",
     "setup_row",
     "setup_rows",
+    "shared_runs",
 ]
 
 UNSTATED_LOAD_REASON = ("client concurrency / request rate not stated for this online run (it reports latencies, "
@@ -138,6 +141,9 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
                   else "request_rate" if row.request_rate is not None else "max_throughput")
     if load == "max_throughput" and row.metric in {"ttft_ms", "e2e_s"}:
         return "TTFT/E2E at offline max throughput depend on the benchmark's queue depth, which the row does not give"
+    unmodelled = _unmodelled(row)
+    if unmodelled is not None:
+        return unmodelled
     family = engine_family(row.engine)
     model_id, why = resolve_model_name(row.model)
     if model_id is None:
@@ -191,6 +197,19 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
                     load_per_replica=per, max_batch=max_batch, notes=tuple(notes))
 
 
+def _unmodelled(row: MeasurementRow) -> str | None:
+    """Why a field the row carries cannot be honoured yet (None: every field is used)."""
+    if row.ep is not None and row.ep > 1:
+        return f"ep: expert parallelism ({row.ep}) over the replica's GPUs is not modelled yet"
+    if row.dp_attention:
+        return "dp_attention: attention data parallelism is not modelled yet"
+    if row.speculative not in (None, "none"):
+        return f"speculative: {row.speculative} is not modelled yet"
+    if row.disaggregated is not None:
+        return "disaggregated: pools with their own layouts are not modelled yet"
+    return None
+
+
 def setup_rows(rows: Sequence[MeasurementRow], eff: EfficiencySet | Sequence[EfficiencySet],
                context: Sequence[MeasurementRow] | None = None) -> list[RowSetup | str]:
     """:func:`setup_row` for each row (``eff``: one set, or one per row), and the
@@ -204,7 +223,35 @@ def setup_rows(rows: Sequence[MeasurementRow], eff: EfficiencySet | Sequence[Eff
 
 
 def operating_point(setup: RowSetup, eff: EfficiencySet) -> LoadPoint:
-    """The replica's state at the row's load."""
+    """The replica's state at the row's load.  Inside :func:`shared_runs`, rows of one run
+    (the same setup and load, another metric) share it: computed once per run and
+    efficiency set."""
+    cache = _RUNS.get()
+    if cache is None:
+        return _operating_point(setup, eff)
+    key = (run_key(setup.row), eff)
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = _operating_point(setup, eff)
+    return hit
+
+
+_RUNS: ContextVar[dict[tuple[object, ...], LoadPoint] | None] = ContextVar("validate_runs", default=None)
+
+
+@contextmanager
+def shared_runs() -> Iterator[None]:
+    """Within it, :func:`operating_point` computes each run's state once per efficiency set
+    (a fit evaluates the four metrics of a run at one set); outside it, nothing is kept,
+    so a changed catalog or physics term is never answered from an old state."""
+    token = _RUNS.set({} if _RUNS.get() is None else _RUNS.get())
+    try:
+        yield
+    finally:
+        _RUNS.reset(token)
+
+
+def _operating_point(setup: RowSetup, eff: EfficiencySet) -> LoadPoint:
     r = resolve(setup.with_efficiency(eff))
     with physics_terms(**eff.terms()):
         return replica_load(r, load=setup.load, prompt_tokens=float(setup.row.isl or 1),
@@ -217,9 +264,15 @@ def predict_row(setup: RowSetup, eff: EfficiencySet) -> tuple[float, LoadPoint]:
     op = operating_point(setup, eff)
     m = setup.row.metric
     total = op.output_tok_s_per_replica * setup.replicas
+    # input tokens/s: the request rate the output rate implies (output / OSL) × ISL
+    input_total = total / float(setup.row.osl or 1) * float(setup.row.isl or 1)
     value = {
         "output_tok_s_total": total,
         "output_tok_s_per_gpu": total / setup.row.n_gpus,
+        # one user's decode rate: tokens/s between its first and last token (1 / TPOT)
+        "output_tok_s_per_user": 1.0 / op.itl_s if op.itl_s > 0 else 0.0,
+        "input_tok_s_total": input_total,
+        "input_tok_s_per_gpu": input_total / setup.row.n_gpus,
         "ttft_ms": op.ttft_s * 1e3,
         "itl_ms": op.itl_s * 1e3,
         "tpot_ms": op.itl_s * 1e3,
