@@ -86,3 +86,42 @@ def test_leave_one_out_folds_hold_out_one_gpu_or_engine(scheme: str) -> None:
         else:
             assert {r.engine for r in test} == {fold} and fold not in {r.engine for r in train}
         assert len(train) + len(test) == len(rows)
+
+
+DISAGG = {**BASE, "model": "llama-3.1-70b", "precision": "fp8", "n_gpus": 12, "tp": 8, "isl": 8192, "osl": 1024,
+          "disaggregated": {"prefill_gpus": 4, "decode_gpus": 8, "prefill_tp": 4, "prefill_workers": 1,
+                            "decode_tp": 8, "decode_workers": 1}}
+
+
+@pytest.mark.parametrize("users", [1, 4, 64])
+def test_a_disaggregated_run_is_a_closed_loop_over_both_pools(users: int) -> None:
+    rows = parse_measurements([{**DISAGG, "id": m, "metric": m, "concurrency": users}
+                               for m in ("tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "input_tok_s_per_gpu")])
+    res = {r.id: r for r in validate_rows(rows)}
+    assert all(r.predicted is not None for r in res.values()), [r.skipped_reason for r in res.values()]
+    op = res["tpot_ms"].operating_point
+    assert op is not None and op.replicas == 1
+    # Little's law over the deployment: N users = X (req/s) × E2E, E2E = TTFT + (o − 1) × ITL
+    x = op.output_tok_s_per_replica / 1024
+    assert x * op.e2e_s == pytest.approx(users, rel=1e-3)
+    assert op.e2e_s == pytest.approx(op.ttft_s + 1023 * op.itl_s, rel=1e-9)
+    # TTFT is never below the prompt's own prefill on its pool (plus the exposed KV transfer)
+    assert op.ttft_s >= op.prefill_s * (1 - 1e-9)
+    # per-GPU rates are per pool: output over the 8 decode GPUs, input over the 4 prefill GPUs
+    assert res["output_tok_s_per_gpu"].predicted == pytest.approx(op.output_tok_s_per_replica / 8, rel=1e-9)
+    assert res["input_tok_s_per_gpu"].predicted == pytest.approx(x * 8192 / 4, rel=1e-9)
+    assert res["tpot_ms"].scenario is not None and res["tpot_ms"].scenario["parallel"]["tp"] == 8
+
+
+@pytest.mark.parametrize(("pools", "reason"), [
+    ({"prefill_workers": 0}, "prefill_workers is 0"),
+    ({"prefill_gpus": 6, "decode_gpus": 6}, "prefill_gpus (6) is not a whole number"),
+    ({"decode_tp": 4}, "a decode worker has 8 GPUs"),
+])
+def test_pools_that_do_not_add_up_skip_the_row_naming_the_field(pools: dict[str, int], reason: str) -> None:
+    d = {**DISAGG["disaggregated"], **pools}  # type: ignore[dict-item]
+    if "prefill_gpus" in pools:
+        d["prefill_workers"] = 4
+    rows = parse_measurements([{**DISAGG, "concurrency": 4, "disaggregated": d}])
+    (r,) = validate_rows(rows)
+    assert r.predicted is None and r.skipped_reason is not None and reason in r.skipped_reason

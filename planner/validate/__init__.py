@@ -1,5 +1,6 @@
 """Check the planner against published measurements (``python -m planner validate``)."""
 
+from planner.validate.disagg import disaggregated_point, prefill_service
 from planner.validate.fit import (
     CV_SCHEMES,
     FIT_TERMS,
@@ -18,6 +19,7 @@ from planner.validate.fit import (
     fold_split,
     predictable_setups,
 )
+from planner.validate.layout import PoolSetup, pool_setup, row_layout, unmodelled
 from planner.validate.names import (
     COMMON_GPU_VARIANTS,
     ENGINE_FAMILIES,
@@ -134,4 +136,10 @@ __all__ = [
     "SPECULATIVE_METHODS",
     "shared_runs",
     "gpu_label",
+    "disaggregated_point",
+    "prefill_service",
+    "PoolSetup",
+    "pool_setup",
+    "row_layout",
+    "unmodelled",
 ]
