@@ -174,7 +174,8 @@ def decode_step(
         w_exp = busiest * (pc.expert_total / model.experts) * bpw / (tp_a * pp_a)
     else:
         w_exp = np.zeros_like(micro)
-    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=tp_a, pp=pp_a))
+    # KV/token at the context: the ledger's where layers are windowed (gpt-oss, Llama 4), else constant.
+    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=tp_a, pp=pp_a, context_tokens=s))
     kv = (micro / ep_a) * s * k_gpu
     tokens_gpu = micro * tps / ep_a  # tokens one GPU's stage multiplies (attention runs data-parallel over EP)
     act_d, act_e = activation_elements_per_token(model, tp_a)
@@ -337,7 +338,7 @@ def prefill_step(
     else:
         w_exp = np.zeros_like(n)
     w_dense = (pc.total - pc.expert_total) / tp_a * bpw
-    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=tp_a, pp=1))
+    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=tp_a, pp=1, context_tokens=n + c))
     kv = (n + c) * k_gpu / ep_a
     act_d, act_e = activation_elements_per_token(model, tp_a)
     kg = kernel_groups(gpu=gpu, weights_dtype=weights_dtype, dense_flops=(lin - lin_exp) / gpus,

@@ -322,7 +322,8 @@ class Scenario(BaseModel):
         gpu = resolve_gpu(self)
         model = resolve_model(self)
         tp, ep = self.parallel.tp, self.parallel.ep
-        if tp > gpu.gpus_per_node:
+        # A TP group stays in one node, or in one NVLink domain where that spans nodes (NVL72).
+        if tp > max(gpu.gpus_per_node, gpu.scaleup_domain_gpus):
             raise ValueError(
                 f"parallel.tp ({tp}) exceeds the {gpu.gpus_per_node} GPUs in a {gpu.id} node; "
                 "use parallel.pp across nodes"
