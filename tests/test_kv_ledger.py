@@ -152,3 +152,44 @@ def test_windowed_decode_reads_less_kv_than_all_full() -> None:
     full_bytes = decode_step(model=full, **kw).bytes_per_gpu
     kv_saved = 32 * (36 * 131072 - (18 * 128 + 18 * 131072)) * 2048
     assert full_bytes - windowed_bytes == pytest.approx(kv_saved, rel=1e-9)
+
+
+def _pairs_by_sum(kind: str, window: int, n: int, c: int) -> float:
+    """Discrete check of the continuous pair count: Σ over new positions of the tokens held, minus ½ per token."""
+    total = 0.0
+    for p in range(c, c + n):  # 0-based position of each new token
+        if kind == "sliding":
+            total += min(p + 0.5, window)
+        else:
+            total += (p % window) + 0.5
+    return total
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["sliding", "chunked"]), st.integers(min_value=1, max_value=300),
+       st.integers(min_value=0, max_value=900), st.integers(min_value=0, max_value=900))
+def test_prefill_pairs_match_the_sum_over_positions(kind, window, n, c) -> None:
+    from planner.physics.kvledger import attention_layer_pairs
+    m = _windowed_spec((kind,), window, 1)
+    got = attention_layer_pairs(m, n, c)
+    # The continuous ∫ held(p) dp equals the midpoint sum exactly for these piecewise-linear shapes,
+    # except within one token of a window edge (at most ½ pair per crossing).
+    edges = 1 + (c + n) // window
+    assert abs(got - _pairs_by_sum(kind, window, n, c)) <= 0.5 * edges + 1e-9
+    assert got <= n * window + 1e-9  # a windowed layer never attends past its window
+
+
+def test_full_layers_keep_the_causal_pairs() -> None:
+    from planner.physics.kvledger import attended_layer_tokens, attention_layer_pairs
+    m = get_model("llama-3.1-8b")
+    assert attention_layer_pairs(m, 1000, 500) == 32 * (1000 * 500 + 1000 * 1000 / 2)
+    assert attended_layer_tokens(m, 4096) == 32 * 4096
+
+
+def test_gpt_oss_prefill_attention_by_hand() -> None:
+    from planner.physics.kvledger import attention_layer_pairs
+    m = get_model("gpt-oss-120b")
+    # 8,192-token prompt, nothing cached: 18 full layers × 8,192²/2 + 18 sliding layers × (128²/2 + (8,192 − 128) × 128).
+    full = 18 * 8192 * 8192 / 2
+    sliding = 18 * (128 * 128 / 2 + (8192 - 128) * 128)
+    assert attention_layer_pairs(m, 8192, 0) == pytest.approx(full + sliding, rel=1e-12)

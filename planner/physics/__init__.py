@@ -23,6 +23,8 @@ from planner.physics.kernels import (
 )
 from planner.physics.kvledger import (
     KvLedgerRow,
+    attended_layer_tokens,
+    attention_layer_pairs,
     held_tokens,
     kv_bytes_per_layer_token,
     kv_bytes_per_sequence,
@@ -211,6 +213,8 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_bytes_per_token_per_gpu",
     "KvLedgerRow",
+    "attended_layer_tokens",
+    "attention_layer_pairs",
     "held_tokens",
     "kv_bytes_per_layer_token",
     "kv_bytes_per_sequence",

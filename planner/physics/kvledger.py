@@ -21,6 +21,13 @@ KV bytes for a sequence = Σ over kinds of layers × held tokens × bytes per to
 layer; the per-token figure at a context L is that over L.  Without windowed layers
 it is the seeds' linear ``L × KV bytes/token``.
 
+Attention work follows the same ledger: a decode token attends, per layer, to the
+tokens that layer holds (``attended_layer_tokens``); a prefill of n new tokens after
+c cached ones attends, per layer, to ∫_c^{c+n} held(p) dp token pairs
+(``attention_layer_pairs``): n·c + n²/2 for a full layer; for a sliding window W,
+G(c+n) − G(c) with G(x) = x²/2 up to W and W²/2 + (x − W)·W beyond; for chunks of
+C, F(c+n) − F(c) with F(x) = ⌊x/C⌋·C²/2 + (x mod C)²/2.
+
 Functions accept numpy arrays wherever a token count is expected.
 """
 
@@ -37,6 +44,8 @@ from planner.spec.specs import ModelSpec
 
 __all__ = [
     "KvLedgerRow",
+    "attended_layer_tokens",
+    "attention_layer_pairs",
     "held_tokens",
     "kv_bytes_per_layer_token",
     "kv_bytes_per_sequence",
@@ -143,3 +152,40 @@ def kv_ledger_text(model: ModelSpec, kv_dtype: str, tokens: float) -> tuple[str,
     formula = f"({' + '.join(parts_f)}) × {per_label}"
     substituted = f"({' + '.join(parts_s)}) × {fmt_num(rows[0].bytes_per_token_per_layer)}"
     return formula, substituted
+
+
+def attended_layer_tokens(model: ModelSpec, context_tokens: ArrayLike) -> Arr | float:
+    """Σ over layers of the tokens one decode token attends to at ``context_tokens``
+    (layers × context for a model whose layers are all full)."""
+    t = np.maximum(np.asarray(context_tokens, float), 0.0)
+    out = np.zeros_like(t)
+    for kind, count in model.attention_layer_counts.items():
+        out = out + count * np.asarray(held_tokens(t, _window(model, kind)), float)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def _pairs_to(x: Arr, kind: str, window: int | None) -> Arr:
+    """∫_0^x held(p) dp: the causal token pairs of the first x tokens in one layer."""
+    if window is None:
+        return x * x / 2.0
+    w = float(window)
+    if kind == "sliding":
+        return np.where(x <= w, x * x / 2.0, w * w / 2.0 + (x - w) * w)
+    rem = np.mod(x, w)
+    return np.floor(x / w) * w * w / 2.0 + rem * rem / 2.0
+
+
+def attention_layer_pairs(model: ModelSpec, new_tokens: ArrayLike, cached_tokens: ArrayLike) -> Arr | float:
+    """Σ over layers of the (query, key) pairs a prefill of ``new_tokens`` after
+    ``cached_tokens`` attends: layers × (n·c + n²/2) for all-full layers; windowed
+    layers count only the tokens they hold."""
+    n = np.maximum(np.asarray(new_tokens, float), 0.0)
+    c = np.maximum(np.asarray(cached_tokens, float), 0.0)
+    out = np.zeros(np.broadcast(n, c).shape)
+    for kind, count in model.attention_layer_counts.items():
+        window = _window(model, kind)
+        if window is None:
+            out = out + count * (n * c + n * n / 2.0)
+        else:
+            out = out + count * (_pairs_to(c + n, kind, window) - _pairs_to(c, kind, window))
+    return float(out) if np.ndim(out) == 0 else out
