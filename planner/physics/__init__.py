@@ -27,6 +27,17 @@ from planner.physics.kernels import (
     expert_active_params,
     kernel_groups,
 )
+from planner.physics.kvledger import (
+    KvLedgerRow,
+    attended_layer_tokens,
+    attention_layer_pairs,
+    held_tokens,
+    kv_bytes_per_layer_token,
+    kv_bytes_per_sequence,
+    kv_bytes_per_token_at,
+    kv_ledger,
+    kv_ledger_text,
+)
 from planner.physics.layout import (
     attention_dp,
     attention_tp,
@@ -216,6 +227,15 @@ __all__ = [
     "kv_budget_bytes",
     "kv_bytes_per_token",
     "kv_bytes_per_token_per_gpu",
+    "KvLedgerRow",
+    "attended_layer_tokens",
+    "attention_layer_pairs",
+    "held_tokens",
+    "kv_bytes_per_layer_token",
+    "kv_bytes_per_sequence",
+    "kv_bytes_per_token_at",
+    "kv_ledger",
+    "kv_ledger_text",
     "kv_heads_per_gpu",
     "kv_link_bytes_per_s",
     "kv_transfer_exposed_s",

@@ -63,6 +63,7 @@ from planner.physics.kernels import (
     experts_touched_busiest,
     kernel_groups,
 )
+from planner.physics.kvledger import attended_layer_tokens, attention_layer_pairs
 from planner.physics.layout import attention_dp, attention_tp, moe_tp
 from planner.physics.link import LINK_DIRECTIONS, NVLINK_COLLECTIVE_LATENCY_S, PCIE_COLLECTIVE_LATENCY_S
 from planner.physics.memory import dp_replicated_params, kv_bytes_per_token_per_gpu
@@ -179,7 +180,8 @@ def decode_step(
         w_exp = busiest * (pc.expert_total / model.experts) * bpw / (m_tp * pp_a)
     else:
         w_exp = np.zeros_like(micro)
-    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=pp_a))
+    # KV/token at the context: the ledger's where layers are windowed (gpt-oss, Llama 4), else constant.
+    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=pp_a, context_tokens=s))
     kv = (micro / ranks) * s * k_gpu  # each attention rank reads its own sequences' KV
     tokens_gpu = micro * tps / ranks  # tokens one GPU's attention and dense GEMMs see
     act_d = activation_elements_per_token(model, a_tp)[0]
@@ -187,7 +189,9 @@ def decode_step(
     # Per GPU, per stage pass (one PP stage holds 1/PP of the layers).
     lin_dense = 2.0 * (pc.active - p_exp) * micro * tps / gpus
     lin_exp = 2.0 * p_exp * micro * tps / gpus
-    attn = (attention_flops_per_token_context(model, absorbed=True) * s * micro * tps / gpus
+    # A decode token attends to what each layer holds: the context, or its window (kvledger).
+    attended = _f(attended_layer_tokens(model, s)) / model.layers if model.has_windowed_layers else s
+    attn = (attention_flops_per_token_context(model, absorbed=True) * attended * micro * tps / gpus
             if include_attention else np.zeros_like(lin_dense))
     kg = kernel_groups(gpu=gpu, weights_dtype=weights_dtype, dense_flops=lin_dense,
                        dense_bytes=w_dense + tokens_gpu * act_d * ACTIVATION_BYTES / pp_a,
@@ -277,7 +281,12 @@ def _prefill_flops_parts(model: ModelSpec, tokens: ArrayLike, cached_tokens: Arr
     c = _f(cached_tokens)
     n = np.maximum(_f(tokens) - c, 0.0)
     lin = 2.0 * param_counts(model).active * n
-    att = attention_flops_per_token_context(model) * (n * c + n * n / 2.0) if include_attention else 0.0 * n
+    if not include_attention:
+        att = 0.0 * n
+    elif model.has_windowed_layers:  # windowed layers attend only to the tokens they hold (kvledger)
+        att = attention_flops_per_token_context(model) * _f(attention_layer_pairs(model, n, c)) / model.layers
+    else:
+        att = attention_flops_per_token_context(model) * (n * c + n * n / 2.0)
     return lin, _f(att)
 
 
@@ -356,7 +365,7 @@ def prefill_step(
         w_exp = np.zeros_like(n)
     rep = p_rep * bpw
     w_dense = ((pc.total - pc.expert_total) * bpw - rep) / tp_a + rep
-    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=1))
+    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=1, context_tokens=n + c))
     kv = (n + c) * k_gpu
     act_d = activation_elements_per_token(model, a_tp)[0]
     act_e = activation_elements_per_token(model, m_tp)[1]

@@ -268,11 +268,13 @@ def scenario_draft(r: Resolved, *, tp: ArrayLike) -> tuple[Arr, Arr]:
 
 
 def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike,
-                   dp_attention: ArrayLike | None = None) -> ReplicaMemory:
+                   dp_attention: ArrayLike | None = None, context_tokens: ArrayLike | None = None) -> ReplicaMemory:
     """Weights, activation peak, KV budget and KV bytes/token on one GPU of each layout
     (``dp_attention`` None: the scenario's).  KV bytes/token per GPU follow the attention
     shards: TP heads over TP GPUs (MLA's latent on every GPU), whole KV with
-    data-parallel attention (each rank its own sequences)."""
+    data-parallel attention (each rank its own sequences).  ``context_tokens``: the
+    capacity context, at which a model with windowed layers has its KV/token (the
+    ledger's KV per sequence / context; planner.physics.kvledger)."""
     s, model = r.scenario, r.model
     dp = s.parallel.dp_attention if dp_attention is None else dp_attention
     wg = np.asarray(weight_bytes_per_gpu(model=model, weights_dtype=s.weights_dtype, tp=tp, pp=pp, ep=ep,
@@ -282,7 +284,8 @@ def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike,
         s.serving.chunk_tokens)) if util else 0.0)
     budget = np.asarray(kv_budget_bytes(gpu=r.gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
                                         memory_utilization=util, activation_bytes=act, engine=s.serving.engine))
-    kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=attention_tp(tp, dp), pp=pp))
+    kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=attention_tp(tp, dp), pp=pp,
+                                               context_tokens=context_tokens))
     dw, dk = scenario_draft(r, tp=tp)
     if s.speculative.draft_tokens > 0:
         budget = np.maximum(budget - dw, 0.0)
@@ -408,7 +411,7 @@ def operating_arrays(
     b = grid.reshape(1, -1)
     n_c = tp_c.shape[0]
 
-    mem = replica_memory(r, tp=tp_c, pp=pp_c, ep=ep_c, dp_attention=dp_c)
+    mem = replica_memory(r, tp=tp_c, pp=pp_c, ep=ep_c, dp_attention=dp_c, context_tokens=st.capacity_context_mean)
     wg, budget = mem.weight_bytes_per_gpu, mem.kv_budget_bytes
     kv_ok, max_seq = _kv_capacity(budget, mem.cache_bytes_per_token_per_gpu, np.asarray(attention_dp(tp_c, dp_c)),
                                   st, b)

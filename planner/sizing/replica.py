@@ -11,6 +11,7 @@ import math
 from numpy.typing import ArrayLike
 
 from planner.physics.draft import DraftMemory, draft_memory
+from planner.physics.kvledger import kv_ledger_text
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
     contiguous_reservation_bytes,
@@ -87,7 +88,7 @@ def roofline_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: fl
     peak = peak_flops_per_s(gpu, s.weights_dtype)
     ridge = ridge_flop_per_byte(gpu, s.weights_dtype)
     w = weight_bytes(r.model, s.weights_dtype)
-    k = kv_bytes_per_token(r.model, s.kv_dtype)
+    k = kv_bytes_per_token(r.model, s.kv_dtype, live_context)  # at the live context (windowed layers)
     di = float(decode_intensity(params_active=r.params.active, weight_bytes=w, batch_size=batch_size,
                                 context_tokens=live_context, kv_bytes_per_token=k))
     n = s.workload.prompt_tokens
@@ -117,10 +118,12 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     s, gpu, m = r.scenario, r.gpu, r.model
     p = s.parallel
     w = weight_bytes(m, s.weights_dtype)
-    k = kv_bytes_per_token(m, s.kv_dtype)
+    # KV/token at the capacity context: constant, or the ledger's KV per sequence / context
+    # where sliding-window or chunked layers hold at most their window (planner.physics.kvledger).
+    k = kv_bytes_per_token(m, s.kv_dtype, context_tokens)
     util = s.serving.memory_utilization
     # The same numbers operating_arrays sizes the batch with (one computation, two readers).
-    rm = replica_memory(r, tp=p.tp, pp=p.pp, ep=p.ep)
+    rm = replica_memory(r, tp=p.tp, pp=p.pp, ep=p.ep, context_tokens=context_tokens)
     wg, kg = float(rm.weight_bytes_per_gpu), float(rm.cache_bytes_per_token_per_gpu)
     act, budget = float(rm.activation_bytes), float(rm.kv_budget_bytes)
     dm = draft_section(r, d, target_kv_bytes_per_token_per_gpu=float(rm.kv_bytes_per_token_per_gpu))
@@ -136,7 +139,13 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
        f"{fmt_num(r.params.total)} × {fmt_num(bpw)}", w, "bytes")
     layout_memory_derivations(r, d, weight_bytes_per_gpu=wg,
                               kv_bytes_per_token_per_gpu=float(rm.kv_bytes_per_token_per_gpu))
-    if m.attention == "mla":
+    if m.has_windowed_layers:
+        ledger_f, ledger_s = kv_ledger_text(m, s.kv_dtype, context_tokens)
+        _d(d, "memory.kv_bytes_per_sequence", ledger_f + " (each windowed layer holds at most its window)",
+           ledger_s, k * context_tokens, "bytes")
+        _d(d, "memory.kv_bytes_per_token", "KV bytes per sequence / context tokens (at the capacity context)",
+           f"{fmt_num(k * context_tokens)} / {context_tokens}", k, "bytes")
+    elif m.attention == "mla":
         _d(d, "memory.kv_bytes_per_token", "n_layers × (kv_lora_rank + qk_rope_head_dim) × dtype_bytes",
            f"{m.layers} × ({m.kv_lora_rank} + {m.qk_rope_head_dim}) × {fmt_num(k / m.layers / ((m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)))}",
            k, "bytes")
@@ -144,8 +153,9 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
         _d(d, "memory.kv_bytes_per_token", "2 × n_layers × n_kv_heads × head_dim × dtype_bytes",
            f"2 × {m.layers} × {m.kv_heads} × {m.head_dim} × {fmt_num(k / (2 * m.layers * m.kv_heads * m.head_dim))}",
            k, "bytes")
-    _d(d, "memory.kv_bytes_per_sequence", "context tokens × KV bytes/token",
-       f"{context_tokens} × {fmt_num(k)}", k * context_tokens, "bytes")
+    if not m.has_windowed_layers:
+        _d(d, "memory.kv_bytes_per_sequence", "context tokens × KV bytes/token",
+           f"{context_tokens} × {fmt_num(k)}", k * context_tokens, "bytes")
     dw = f" − {fmt_num(dm.weight_bytes_per_gpu)}" if dm.kind != "none" else ""
     dwf = " − draft weights per GPU" if dm.kind != "none" else ""
     if util is None:

@@ -18,7 +18,6 @@ from planner.errors import PlannerError
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
     engine_hbm_bytes,
-    kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
     max_sequences,
     weight_bytes,
@@ -104,11 +103,12 @@ def roofline_points(
     r = resolve(scenario)
     s, gpu = r.scenario, r.gpu
     w = weight_bytes(r.model, s.weights_dtype)
-    k = kv_bytes_per_token(r.model, s.kv_dtype)
+    b, c = np.meshgrid(_arr(batches), _arr(contexts))
+    # KV/token at each context (the ledger's for windowed layers; constant otherwise).
+    k = np.asarray(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, context_tokens=c.ravel()))
     peak = peak_flops_per_s(gpu, s.weights_dtype)
     ridge = ridge_flop_per_byte(gpu, s.weights_dtype)
     series = f"{gpu.id} {compute_dtype(gpu, s.weights_dtype)}"
-    b, c = np.meshgrid(_arr(batches), _arr(contexts))
     di = np.asarray(decode_intensity(params_active=r.params.active, weight_bytes=w, batch_size=b.ravel(),
                                      context_tokens=c.ravel(), kv_bytes_per_token=k))
     pi = np.asarray(prefill_intensity(params_active=r.params.active, weight_bytes=w, tokens=_arr(prompt_lengths)))
@@ -189,7 +189,7 @@ def max_sequences_curve(scenario: Scenario, *, contexts: Sequence[int], kv_dtype
     ctx = _arr(contexts)
     rows: list[Row] = []
     for kd in kv_dtypes:
-        kg = kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=kd, tp=p.attention_tp, pp=p.pp)
+        kg = kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=kd, tp=p.attention_tp, pp=p.pp, context_tokens=ctx)
         # + the speculative drafter's KV (0 off), in the same KV dtype
         kg = kg + mem.draft_kv_bytes_per_token_per_gpu * bytes_per_kv_element(kd) / bytes_per_kv_element(
             scenario.kv_dtype)
