@@ -47,6 +47,7 @@ All inputs broadcast over numpy arrays (batch, context, tp, pp, ep ...).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -65,7 +66,8 @@ from planner.physics.kernels import (
 )
 from planner.physics.link import LINK_DIRECTIONS, NVLINK_COLLECTIVE_LATENCY_S, PCIE_COLLECTIVE_LATENCY_S
 from planner.physics.memory import kv_bytes_per_token_per_gpu
-from planner.physics.techniques import speculative_cycle_s, speculative_tokens_per_pass
+from planner.physics.speculative import Drafter, tokens_per_verify
+from planner.physics.techniques import speculative_cycle_s
 from planner.physics.terms import term
 from planner.spec.context import StepKwargs
 from planner.spec.params import param_counts
@@ -86,6 +88,7 @@ __all__ = [
     "collective_s",
     "decode_cycle",
     "decode_step",
+    "draft_step_s",
     "experts_touched",
     "experts_touched_busiest",
     "p2p_s",
@@ -226,7 +229,8 @@ def decode_step(
 class DecodeCycle:
     """A decode step and, with speculation, its verify cycle (arrays when inputs are arrays).
 
-    cycle = verify step + k × draft_cost × step (= step without speculation);
+    cycle = verify step + k × draft step (= step without speculation), the draft step
+    the drafter's own decode step (planner.physics.speculative) or draft_cost × step;
     ITL = cycle / tokens per pass.
     """
 
@@ -234,23 +238,50 @@ class DecodeCycle:
     cycle_s: Arr | float
     tokens_per_pass: float
     itl_s: Arr | float
+    verify_s: Arr | float = 0.0  # the target's pass over k + 1 positions per sequence (0: off)
+    draft_step_s: Arr | float = 0.0  # one draft step (0: off)
+
+
+def draft_step_s(drafter: Drafter, *, batch_size: ArrayLike, context_tokens: ArrayLike,
+                 **kw: Unpack[StepKwargs]) -> Arr | float:
+    """One draft step: the drafter's own decode step at the batch, by the same step model
+    (its weights streamed, its KV read, its experts touched), on the target's TP group
+    (the engines run the drafter at the target's TP), one pipeline stage, no scheduler
+    overhead of its own (it runs inside the target's iteration)."""
+    m = drafter.timing_model
+    args = {**kw, "model": m, "weights_dtype": drafter.weights_dtype or kw["weights_dtype"], "pp": 1,
+            "ep": kw["ep"] if m.is_moe else 1, "step_overhead_s": 0.0}
+    return decode_step(batch_size=batch_size, context_tokens=context_tokens, **args).step_s  # type: ignore[arg-type]
 
 
 def decode_cycle(
-    *, batch_size: ArrayLike, context_tokens: ArrayLike, draft_tokens: int = 0, acceptance: float = 0.0,
-    draft_cost: float = 0.0, **kw: Unpack[StepKwargs],
+    *, batch_size: ArrayLike, context_tokens: ArrayLike, draft_tokens: int = 0,
+    acceptance: float | Sequence[float] = 0.0, draft_cost: float | None = 0.0, drafter: Drafter | None = None,
+    **kw: Unpack[StepKwargs],
 ) -> DecodeCycle:
     """The decode cycle at a batch: one step, or a speculative verify pass over
-    k+1 positions plus k draft steps, and the ITL it gives."""
+    k+1 positions plus k draft steps, and the ITL it gives.
+
+    ``drafter`` (``speculative.drafter_for``) sets the acceptance per position and, with
+    its ``draft_cost`` None, times each draft step by the step model; otherwise
+    ``acceptance`` (one α, or a_1 … a_K) and ``draft_cost`` × step."""
     st = decode_step(batch_size=batch_size, context_tokens=context_tokens, **kw)
     if draft_tokens == 0:
         return DecodeCycle(step=st, cycle_s=st.step_s, tokens_per_pass=1.0, itl_s=st.step_s)
     verify = decode_step(batch_size=batch_size, context_tokens=context_tokens, tokens_per_sequence=draft_tokens + 1,
                          **kw)
-    cycle = speculative_cycle_s(step_s=st.step_s, verify_step_s=verify.step_s, draft_tokens=draft_tokens,
-                                draft_cost=draft_cost)
-    tpp = float(speculative_tokens_per_pass(draft_tokens=draft_tokens, acceptance=acceptance))
-    return DecodeCycle(step=st, cycle_s=cycle, tokens_per_pass=tpp, itl_s=_out(np.asarray(cycle) / tpp))
+    if drafter is not None:
+        acceptance, draft_cost = drafter.acceptance, drafter.draft_cost
+    if draft_cost is None:
+        if drafter is None:
+            raise ValueError("speculative.draft_cost: None needs a drafter to time")
+        d_s = _f(draft_step_s(drafter, batch_size=batch_size, context_tokens=context_tokens, **kw))
+    else:
+        d_s = float(draft_cost) * _f(st.step_s)
+    cycle = speculative_cycle_s(step_s=d_s, verify_step_s=verify.step_s, draft_tokens=draft_tokens, draft_cost=1.0)
+    tpp = tokens_per_verify(acceptance, draft_tokens)
+    return DecodeCycle(step=st, cycle_s=cycle, tokens_per_pass=tpp, itl_s=_out(np.asarray(cycle) / tpp),
+                       verify_s=verify.step_s, draft_step_s=_out(np.broadcast_to(d_s, np.shape(cycle)).astype(float)))
 
 
 def prefill_flops(

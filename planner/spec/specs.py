@@ -115,6 +115,9 @@ class ModelSpec(BaseModel):
     shared_experts: NonNegInt = 0
     moe_intermediate: PosInt | None = None
     dense_layers: NonNegInt = 0  # leading layers with a dense MLP (first_k_dense_replace)
+    # Multi-token-prediction modules in the checkpoint (config.json num_nextn_predict_layers;
+    # DeepSeek-V3/R1: 1): what speculative.method 'mtp' drafts with, 0: none.
+    mtp_layers: NonNegInt = 0
     # Declared counts (nominal shapes) and the published figure.
     params: PosFloat | None = None
     active_params: PosFloat | None = None
