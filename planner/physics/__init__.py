@@ -129,6 +129,7 @@ from planner.physics.step import (
     PrefillStep,
     decode_cycle,
     decode_step,
+    draft_cycle_s,
     draft_step_s,
     experts_touched,
     experts_touched_busiest,
@@ -284,5 +285,6 @@ __all__ = [
     "method_problem",
     "mtp_module_params",
     "tokens_per_verify",
+    "draft_cycle_s",
     "draft_step_s",
 ]

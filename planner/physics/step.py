@@ -88,6 +88,7 @@ __all__ = [
     "collective_s",
     "decode_cycle",
     "decode_step",
+    "draft_cycle_s",
     "draft_step_s",
     "experts_touched",
     "experts_touched_busiest",
@@ -229,8 +230,9 @@ def decode_step(
 class DecodeCycle:
     """A decode step and, with speculation, its verify cycle (arrays when inputs are arrays).
 
-    cycle = verify step + k × draft step (= step without speculation), the draft step
-    the drafter's own decode step (planner.physics.speculative) or draft_cost × step;
+    cycle = verify step + the k draft forwards (= step without speculation), those the
+    drafter's own decode steps (planner.physics.speculative, ``draft_cycle_s``) or
+    k × draft_cost × step;
     ITL = cycle / tokens per pass.
     """
 
@@ -239,19 +241,34 @@ class DecodeCycle:
     tokens_per_pass: float
     itl_s: Arr | float
     verify_s: Arr | float = 0.0  # the target's pass over k + 1 positions per sequence (0: off)
-    draft_step_s: Arr | float = 0.0  # one draft step (0: off)
+    draft_s: Arr | float = 0.0  # the cycle's draft forwards, all k of them (0: off)
 
 
 def draft_step_s(drafter: Drafter, *, batch_size: ArrayLike, context_tokens: ArrayLike,
-                 **kw: Unpack[StepKwargs]) -> Arr | float:
-    """One draft step: the drafter's own decode step at the batch, by the same step model
+                 tokens_per_sequence: ArrayLike = 1.0, **kw: Unpack[StepKwargs]) -> Arr | float:
+    """One draft forward: the drafter's own decode step at the batch, by the same step model
     (its weights streamed, its KV read, its experts touched), on the target's TP group
     (the engines run the drafter at the target's TP), one pipeline stage, no scheduler
     overhead of its own (it runs inside the target's iteration)."""
     m = drafter.timing_model
     args = {**kw, "model": m, "weights_dtype": drafter.weights_dtype or kw["weights_dtype"], "pp": 1,
             "ep": kw["ep"] if m.is_moe else 1, "step_overhead_s": 0.0}
-    return decode_step(batch_size=batch_size, context_tokens=context_tokens, **args).step_s  # type: ignore[arg-type]
+    return decode_step(batch_size=batch_size, context_tokens=context_tokens,  # type: ignore[arg-type]
+                       tokens_per_sequence=tokens_per_sequence, **args).step_s
+
+
+def draft_cycle_s(drafter: Drafter, *, draft_tokens: int, batch_size: ArrayLike, context_tokens: ArrayLike,
+                  **kw: Unpack[StepKwargs]) -> Arr | float:
+    """The k draft forwards of one cycle: the first over the k + 1 positions the last verify
+    pass settled (the drafter reads the target's state, or the tokens, of every accepted
+    position: vLLM's proposers and SGLang's draft-extend pass), the other k − 1 over one
+    position each (engines pad to k + 1: CUDA graphs)."""
+    first = _f(draft_step_s(drafter, batch_size=batch_size, context_tokens=context_tokens,
+                            tokens_per_sequence=draft_tokens + 1, **kw))
+    if draft_tokens == 1:
+        return _out(first)
+    one = _f(draft_step_s(drafter, batch_size=batch_size, context_tokens=context_tokens, **kw))
+    return _out(first + (draft_tokens - 1) * one)
 
 
 def decode_cycle(
@@ -260,11 +277,11 @@ def decode_cycle(
     **kw: Unpack[StepKwargs],
 ) -> DecodeCycle:
     """The decode cycle at a batch: one step, or a speculative verify pass over
-    k+1 positions plus k draft steps, and the ITL it gives.
+    k+1 positions plus k draft forwards, and the ITL it gives.
 
     ``drafter`` (``speculative.drafter_for``) sets the acceptance per position and, with
-    its ``draft_cost`` None, times each draft step by the step model; otherwise
-    ``acceptance`` (one α, or a_1 … a_K) and ``draft_cost`` × step."""
+    its ``draft_cost`` None, times the draft forwards by the step model (``draft_cycle_s``);
+    otherwise ``acceptance`` (one α, or a_1 … a_K) and k × ``draft_cost`` × step."""
     st = decode_step(batch_size=batch_size, context_tokens=context_tokens, **kw)
     if draft_tokens == 0:
         return DecodeCycle(step=st, cycle_s=st.step_s, tokens_per_pass=1.0, itl_s=st.step_s)
@@ -275,13 +292,15 @@ def decode_cycle(
     if draft_cost is None:
         if drafter is None:
             raise ValueError("speculative.draft_cost: None needs a drafter to time")
-        d_s = _f(draft_step_s(drafter, batch_size=batch_size, context_tokens=context_tokens, **kw))
+        d_s = _f(draft_cycle_s(drafter, draft_tokens=draft_tokens, batch_size=batch_size,
+                               context_tokens=context_tokens, **kw)) / draft_tokens
     else:
         d_s = float(draft_cost) * _f(st.step_s)
     cycle = speculative_cycle_s(step_s=d_s, verify_step_s=verify.step_s, draft_tokens=draft_tokens, draft_cost=1.0)
     tpp = tokens_per_verify(acceptance, draft_tokens)
     return DecodeCycle(step=st, cycle_s=cycle, tokens_per_pass=tpp, itl_s=_out(np.asarray(cycle) / tpp),
-                       verify_s=verify.step_s, draft_step_s=_out(np.broadcast_to(d_s, np.shape(cycle)).astype(float)))
+                       verify_s=verify.step_s,
+                       draft_s=_out(np.broadcast_to(draft_tokens * d_s, np.shape(cycle)).astype(float)))
 
 
 def prefill_flops(

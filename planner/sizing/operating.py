@@ -208,7 +208,7 @@ def cycle_at(cyc: DecodeCycle, candidate: int, column: int) -> DecodeCycle:
     step = DecodeStep(**values,
                       memory_bound=bool(np.broadcast_to(st.memory_bound, np.shape(cyc.cycle_s))[candidate, column]))
     return DecodeCycle(step=step, cycle_s=at(cyc.cycle_s), tokens_per_pass=cyc.tokens_per_pass, itl_s=at(cyc.itl_s),
-                       verify_s=at(cyc.verify_s), draft_step_s=at(cyc.draft_step_s))
+                       verify_s=at(cyc.verify_s), draft_s=at(cyc.draft_s))
 
 
 def _kv_capacity(budget: Arr, kg: Arr, ep: Arr, st: WorkloadStats, b: Arr) -> tuple[NDArray[np.bool_], Arr]:

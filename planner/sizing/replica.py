@@ -339,12 +339,13 @@ def _speculative_rows(r: Resolved, d: Deriv, cyc: DecodeCycle, *, batch_size: in
        f"{', '.join(fmt_num(a) for a in acc)}, {origin}: {dr.acceptance_source})",
        " + ".join(terms), cyc.tokens_per_pass, "tokens", "input" if dr.acceptance_origin == "scenario" else "default")
     step, cycle = float(cyc.step.step_s), float(cyc.cycle_s)
-    how = (f"draft step = {fmt_num(dr.draft_cost)} × step (speculative.draft_cost)" if dr.draft_cost is not None else
-           f"draft step = {dr.name}'s own decode step at batch {batch_size} (the step model)")
+    how = (f"drafts = {k} × {fmt_num(dr.draft_cost)} × step (speculative.draft_cost)" if dr.draft_cost is not None
+           else f"drafts = {dr.name}'s own forwards at batch {batch_size} by the step model, the first over the "
+                f"{k + 1} settled positions, {k - 1} more over one")
     _d(d, "decode.speculative_speedup",
-       f"tokens per verify × step / (verify step over {k + 1} positions per sequence + {k} × draft step); {how}",
-       f"{fmt_num(cyc.tokens_per_pass)} × {fmt_num(step)} / ({fmt_num(float(cyc.verify_s))} + {k} × "
-       f"{fmt_num(float(cyc.draft_step_s))})",
+       f"tokens per verify × step / (verify step over {k + 1} positions per sequence + drafts); {how}",
+       f"{fmt_num(cyc.tokens_per_pass)} × {fmt_num(step)} / ({fmt_num(float(cyc.verify_s))} + "
+       f"{fmt_num(float(cyc.draft_s))})",
        cyc.tokens_per_pass * step / cycle, "×")
 
 
