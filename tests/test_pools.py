@@ -147,7 +147,8 @@ def test_hand_off_never_beats_either_side(n_p: int, n_d: int, l_p: float, l_d: f
 
 @pytest.mark.parametrize(("override", "needle"), [
     ("prefill.parallel.tp=3", "prefill.parallel.tp (3) must divide the model's 64 attention heads"),
-    ("decode.parallel.tp=16", "decode.parallel.tp (16) exceeds the 8 GPUs in a h200-sxm node"),
+    ("decode.parallel.tp=6", "decode.parallel.tp (6) must divide the model's 64 attention heads"),
+    ("prefill.parallel.ep=8", "prefill.parallel.ep: must divide"),
     ("decode.parallel.ep=2", "decode.parallel.ep (2) needs a mixture-of-experts model"),
     ("prefill.gpu=nope", "prefill.gpu: unknown gpu 'nope'"),
     ("prefill.parallel.foo=1", "prefill.parallel.foo: unknown key"),
@@ -234,3 +235,21 @@ def test_the_sweep_searches_one_layout_for_both_phases() -> None:
     back = sweep_row_scenario(sc, row)
     assert back.prefill is None and back.decode is None
     assert plan(back).fleet.gpus_total == row["gpus_total"]
+
+
+def test_deepseek_prefill_tp8_and_decode_tp8_ep8_with_dp_attention() -> None:
+    # The deployment: prefill TP8, decode TP8 × EP8 with DP attention, both on H200, fp8 KV.
+    # MLA: 61 layers × (512 + 64) × 1 B = 35,136 B/token, whole on every TP rank of the prefill pool
+    # (8 senders) and on the one DP-attention rank that decodes the sequence (1 receiver):
+    # 35,136 × 8,000 / (0.8 × 5e10) × max(1, 1 / 8) = 7.0272 ms
+    sc = _sc({"model": "deepseek-r1", "weights_dtype": "fp8", "kv_dtype": "fp8", "gpu": "h200-sxm",
+              "parallel": {"tp": 8}, "serving": {"mode": "disaggregated"}, "slo": {"ttft_s": 3.0, "itl_s": 0.08},
+              "workload": {"requests_per_s": 5, "prompt_tokens": 8000, "output_tokens": 1000},
+              "decode": {"parallel": {"tp": 8, "ep": 8, "dp_attention": True}}})
+    p = plan(sc)
+    assert p.operating_point.feasible, p.operating_point.reason
+    assert p.pools.prefill.layout == "TP8 × PP1 × EP1"
+    assert p.pools.decode.layout == "TP8 × PP1 × EP8 · DP attention" and p.pools.decode.dp_attention
+    assert p.pools.decode.gpus_per_replica == 8  # EP lays the experts over the TP GPUs
+    assert p.pools.kv_transfer_s == pytest.approx(7.0272e-3, rel=1e-12)
+    assert p.fleet.gpus_total == 8 * (p.fleet.prefill_replicas + p.fleet.decode_replicas)

@@ -145,7 +145,8 @@ class _Sim:
             cap_tokens = options.kv_capacity_tokens
         else:
             kg = p.memory.kv_bytes_per_token_per_gpu + p.memory.draft_kv_bytes_per_token_per_gpu  # target + drafter
-            cap_tokens = int(max(p.memory.kv_budget_bytes, 0.0) // kg) * rd.scenario.parallel.ep if kg > 0 else 0
+            # per GPU × the attention ranks (data-parallel attention: each of TP ranks its own KV), the decode pool's
+            cap_tokens = int(max(p.memory.kv_budget_bytes, 0.0) // kg) * rd.scenario.parallel.attention_dp if kg > 0 else 0
         blocks = cap_tokens // bt
         if blocks * bt < longest:
             raise InsufficientMemoryError(
@@ -169,8 +170,9 @@ class _Sim:
         max_batch = options.max_batch or s.batch_size or DEFAULT_MAX_BATCH
 
         sp = scenario.speculative
-        self.draws = (spec_draws(draft_tokens=sp.draft_tokens, acceptance=sp.acceptance, seed=options.seed)
-                      if sp.draft_tokens > 0 else None)
+        drafter = steps.drafter  # the plan's acceptance a_1 … a_K, per method
+        self.draws = (spec_draws(draft_tokens=sp.draft_tokens, acceptance=drafter.acceptance, seed=options.seed)
+                      if drafter is not None else None)
 
         def rep(role: str) -> _Replica:
             nb, st = (own.blocks, own.steps) if own is not None and role == "prefill" else (blocks, steps)

@@ -56,7 +56,7 @@ def prefill_pool(r: Resolved, *, longest_prompt: int, max_context_tokens: int, b
     def link(x: Resolved) -> float:
         return link_bytes_per_s or kv_link_bytes_per_s(x.gpu, link=f.link, link_bytes_per_s=f.link_bytes_per_s)
 
-    factor = float(kv_handoff_factor(send_gpus=q.tp * q.pp, recv_gpus=dq.tp * dq.pp,
+    factor = float(kv_handoff_factor(send_gpus=q.attention_tp * q.pp, recv_gpus=dq.attention_tp * dq.pp,
                                      send_link_bytes_per_s=link(rp), recv_link_bytes_per_s=link(rd)))
     return PrefillPool(steps=StepTimes(rp, max_context_tokens=max_context_tokens, chunk_tokens=s.serving.chunk_tokens),
                        blocks=blocks, decode=rd, decode_link_bytes_per_s=link(rd), handoff_factor=factor)

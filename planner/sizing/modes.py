@@ -195,13 +195,14 @@ def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid
     pre_pp = pp if prefill_pool is None else float(prefill_pool.scenario.parallel.pp)
     srv, lat = pipelined_prefill(prefill_s=work, stages=pre_pp, microbatches=sv.prefill_iterations)
     link = kv_link_bytes_per_s(gpu, link=s.fleet.link, link_bytes_per_s=s.fleet.link_bytes_per_s)
-    kv_gpu = np.asarray(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, tp=tp, pp=pp))
+    kv_gpu = np.asarray(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, tp=tp, pp=pp,
+                                                   context_tokens=st.class_prompt))
     t_full = np.asarray(kv_transfer_s(kv_bytes=st.class_prompt * kv_gpu, link_bytes_per_s=link,
                                       efficiency=DEFAULT_KV_LINK_EFFICIENCY))
     if prefill_pool is not None:  # the senders' side of the hand-off (1.0 when they keep up with the receivers)
         pq = prefill_pool.scenario.parallel
         send = kv_link_bytes_per_s(prefill_pool.gpu, link=s.fleet.link, link_bytes_per_s=s.fleet.link_bytes_per_s)
-        t_full = t_full * np.asarray(kv_handoff_factor(send_gpus=pq.tp * pq.pp, recv_gpus=tp * pp,
+        t_full = t_full * np.asarray(kv_handoff_factor(send_gpus=pq.attention_tp * pq.pp, recv_gpus=tp * pp,
                                                        send_link_bytes_per_s=send, recv_link_bytes_per_s=link))
     t_exp = np.asarray(kv_transfer_exposed_s(transfer_s=t_full, prefill_s=lat, layers=r.model.layers,
                                              setup_s=s.fleet.kv_transfer_setup_s))

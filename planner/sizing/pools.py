@@ -70,10 +70,12 @@ def _catalog_gpu(gpu_id: str) -> GpuSpec:
 
 
 def layout_text(p: Parallel) -> str:
-    """``TP8 × PP1 × EP1`` (and the engine's other layout flags where the schema has them)."""
+    """``TP8 × PP1 × EP8 · DP attention``: the pool's layout as engines name it."""
     text = f"TP{p.tp} × PP{p.pp} × EP{p.ep}"
-    if getattr(p, "dp_attention", False):
+    if p.dp_attention:
         text += " · DP attention"
+    if p.redundant_experts:
+        text += f" · +{p.redundant_experts} redundant experts"
     return text
 
 
@@ -93,6 +95,7 @@ class PoolResult(BaseModel):
     tp: int
     pp: int
     ep: int
+    dp_attention: bool
     layout: str
     own_layout: bool  # the scenario gives this pool its own gpu or parallel
     gpus_per_replica: int
@@ -149,14 +152,15 @@ def pools_section(r: Resolved, op: OperatingArrays, fl: FleetArrays, stats: Work
     def one(role: str, pr: Resolved, g: int, n: float, rate: float) -> PoolResult:
         q = pr.scenario.parallel
         per = gpu_hour_usd(pr)
-        return PoolResult(role=role, gpu=pr.gpu.id, tp=q.tp, pp=q.pp, ep=q.ep, layout=layout_text(q),
+        return PoolResult(role=role, gpu=pr.gpu.id, tp=q.tp, pp=q.pp, ep=q.ep, dp_attention=q.dp_attention,
+                          layout=layout_text(q),
                           own_layout=pr is not r, gpus_per_replica=g, replicas=n, gpus=n * g, req_s_per_replica=rate,
                           usd_per_gpu_hour=pr.usd_per_gpu_hour, usd_per_hour=n * g * per,
                           kv_link_bytes_per_s=pool_link_bytes_per_s(pr))
 
     pp_ = one("prefill", rp, g_p, pre, float(op.prefill_req_s_per_replica[0]))
     dp_ = one("decode", rd, g_d, dec, float(op.goodput_req_s_per_replica[0]))
-    kv_seq = kv_bytes_per_token(r.model, s.kv_dtype) * stats.mean_prompt
+    kv_seq = kv_bytes_per_token(r.model, s.kv_dtype, context_tokens=stats.mean_prompt) * stats.mean_prompt
     res = PoolsResult(xpyd=xpyd(pre, dec), prefill=pp_, decode=dp_, kv_bytes_per_sequence=kv_seq,
                       kv_transfer_s=float(op.kv_transfer_s[0]), kv_transfer_exposed_s=float(op.kv_transfer_exposed_s[0]))
     d["pools.xpyd"] = Derivation(
@@ -173,19 +177,22 @@ def pools_section(r: Resolved, op: OperatingArrays, fl: FleetArrays, stats: Work
                      f"{fmt_num(gpu_hour_usd(rd))}") if res.xpyd else NOT_A_NUMBER,
         value=pp_.usd_per_hour + dp_.usd_per_hour, unit="USD/h",
         origin=rd.origins["cost.usd_per_gpu_hour"])
-    kd = float(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, tp=dp_.tp, pp=dp_.pp))
     n_mean = float(np.sum(stats.class_weight * stats.class_prompt))  # the prompt classes' mean (whole prompts move)
-    factor = float(kv_handoff_factor(send_gpus=pp_.tp * pp_.pp, recv_gpus=dp_.tp * dp_.pp,
-                                     send_link_bytes_per_s=pp_.kv_link_bytes_per_s,
+    # Shards follow the attention layout: a data-parallel attention rank holds (and takes) its sequence's whole KV.
+    n_send, n_recv = rp.scenario.parallel.attention_tp * pp_.pp, rd.scenario.parallel.attention_tp * dp_.pp
+    kd = float(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, tp=rd.scenario.parallel.attention_tp,
+                                          pp=dp_.pp, context_tokens=n_mean))
+    factor = float(kv_handoff_factor(send_gpus=n_send, recv_gpus=n_recv, send_link_bytes_per_s=pp_.kv_link_bytes_per_s,
                                      recv_link_bytes_per_s=dp_.kv_link_bytes_per_s))
     d["pools.kv_transfer_s"] = Derivation(
         name="pools.kv_transfer_s",
         formula="(K_d × n / (η × L_d)) × max(1, (N_d × L_d) / (N_p × L_p)): each decode GPU takes its shard K_d "
-                "per token over its link L_d, the N_p = TP × PP prefill GPUs send the N_d shards over theirs "
+                "per token over its link L_d, the N_p prefill GPUs holding shards (attention TP × PP) send the N_d "
+                "shards over theirs "
                 "(planner.physics.handoff), averaged over the prompt classes" + (
                     f"; the senders bind ({fmt_num(factor)}× the receivers' time)" if factor > 1 else ""),
         substituted=(f"({fmt_num(kd)} × {fmt_num(n_mean)} / ({DEFAULT_KV_LINK_EFFICIENCY} × "
-                     f"{fmt_num(dp_.kv_link_bytes_per_s)})) × max(1, ({dp_.tp * dp_.pp} × "
-                     f"{fmt_num(dp_.kv_link_bytes_per_s)}) / ({pp_.tp * pp_.pp} × {fmt_num(pp_.kv_link_bytes_per_s)}))"),
+                     f"{fmt_num(dp_.kv_link_bytes_per_s)})) × max(1, ({n_recv} × "
+                     f"{fmt_num(dp_.kv_link_bytes_per_s)}) / ({n_send} × {fmt_num(pp_.kv_link_bytes_per_s)}))"),
         value=res.kv_transfer_s, unit="s")
     return res

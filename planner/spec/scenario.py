@@ -25,6 +25,7 @@ from pydantic import (
 from planner.errors import PlannerError, ScenarioError, validation_message
 from planner.io.jsonfile import MAX_JSON_DEPTH, SURROGATE_MESSAGE, lone_surrogate_path, parse_json, read_json
 from planner.spec.catalog import get_gpu, get_model
+from planner.spec.parallel import MAX_EP, MAX_PP, MAX_TP, OLD_EP_MEANING, Parallel
 from planner.spec.precision import KvDtype, WeightsDtype
 from planner.spec.profile import DAY_S, MAX_PROFILE_POINTS, ProfilePoint, check_profile
 from planner.spec.specs import GpuSpec, ModelSpec
@@ -75,12 +76,6 @@ MAX_LENGTH_SIGMA = 3.0
 # Trace rows a scenario may carry: the planner reduces a trace to its moments,
 # so a day of traffic at ~1 req/s is plenty (and ~1.5 MB of JSON).
 MAX_TRACE_ROWS = 100_000
-# Layout bounds (Parallel; the schema's bounds since the start): no catalog node
-# has more than 8 GPUs, so TP past that is refused by the cross-check anyway; PP
-# and EP as deep as any published deployment (DeepSeek-V3 experts: EP 256).
-MAX_TP = 64
-MAX_PP = 64
-MAX_EP = 256
 # Autoscaling: a control interval of 10 s is below any engine's start time (a
 # day is then 8,640 intervals); a warm pool as large as the largest fleet bound.
 MIN_SCALE_INTERVAL_S = 10.0
@@ -107,15 +102,6 @@ TraceTokens = Annotated[int, Field(ge=1, le=MAX_SEQUENCE_TOKENS)]
 CatalogId = Annotated[str, Field(max_length=MAX_ID_CHARS)]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-
-
-class Parallel(BaseModel):
-    """Layout of one replica: TP × PP × EP GPUs."""
-
-    model_config = _FROZEN
-    tp: Annotated[int, Field(ge=1, le=MAX_TP)] = 1
-    pp: Annotated[int, Field(ge=1, le=MAX_PP)] = 1
-    ep: Annotated[int, Field(ge=1, le=MAX_EP)] = 1
 
 
 class Pool(BaseModel):
@@ -238,19 +224,39 @@ class Serving(BaseModel):
 
 
 class Speculative(BaseModel):
-    """Speculative decoding (draft_tokens = 0: off)."""
+    """Speculative decoding (draft_tokens = 0: off).
+
+    ``method`` (planner.physics.speculative): ``draft_model`` (a separate catalog model),
+    ``eagle`` (an EAGLE-3 head of ``draft_layers`` target-shaped layers) or ``mtp`` (the
+    model's own multi-token-prediction module).  Left out: ``draft_model`` when a draft
+    model is named, else ``eagle`` (what these fields meant before ``method`` existed)."""
 
     model_config = _FROZEN
     draft_tokens: Annotated[int, Field(ge=0, le=16)] = 0
-    acceptance: Fraction = 0.7
-    draft_cost: NonNegFloat = 0.05
-    # What drafts, charged in the memory ledger (planner.physics.draft): None: an
+    method: Literal["draft_model", "eagle", "mtp"] = "eagle"
+    # P(draft token accepted | all before it were): one number for every position, or
+    # a_1 … a_K (a shorter tuple repeats its last entry).  None: the method's sourced
+    # default (MTP: DeepSeek-V3 report; EAGLE-3: its paper; draft model: 0.7, assumed).
+    acceptance: Fraction | None = None
+    acceptance_per_position: Annotated[tuple[Fraction, ...], Field(min_length=1, max_length=16)] | None = None
+    # One draft step as a fixed fraction of a target step; None: the drafter's own
+    # decode step from the step model (the draft model's, the head's or the MTP block's).
+    draft_cost: NonNegFloat | None = None
+    # What drafts, charged in the memory ledger (planner.physics.draft): a catalog
+    # model id (method draft_model: its own weights and KV cache); for eagle an
     # EAGLE-style head of ``draft_layers`` decoder layers of the target's shape (it
-    # shares the target's embedding and LM head); a catalog model id: a separate
-    # draft model with its own weights and KV cache.
+    # shares the target's embedding and LM head).
     draft_model: CatalogId | None = None
     draft_layers: Annotated[int, Field(ge=1, le=8)] = 1
     draft_weights_dtype: WeightsDtype | None = None  # None: the target's weights_dtype
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_method(cls, data: Any) -> Any:
+        """No method given: draft_model when a draft model is named, else eagle."""
+        if isinstance(data, dict) and data.get("method") is None:
+            data = {**data, "method": "draft_model" if data.get("draft_model") is not None else "eagle"}
+        return data
 
     @field_validator("draft_model", mode="after")
     @classmethod
@@ -261,6 +267,15 @@ class Speculative(BaseModel):
             except PlannerError as exc:
                 raise ValueError(str(exc)) from None
         return value
+
+    @model_validator(mode="after")
+    def _method_fits(self) -> Speculative:
+        if self.method == "draft_model" and self.draft_model is None:
+            raise ValueError("speculative.method 'draft_model' needs speculative.draft_model (a catalog model id)")
+        if self.method != "draft_model" and self.draft_model is not None:
+            raise ValueError(f"speculative.method '{self.method}' drafts without a separate model: clear "
+                             f"speculative.draft_model ({self.draft_model}) or set speculative.method to 'draft_model'")
+        return self
 
 
 class Efficiency(BaseModel):
@@ -361,23 +376,29 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _cross(self) -> Scenario:
-        gpu = resolve_gpu(self)
         model = resolve_model(self)
-        tp, ep = self.parallel.tp, self.parallel.ep
-        if tp > gpu.gpus_per_node:
-            raise ValueError(
-                f"parallel.tp ({tp}) exceeds the {gpu.gpus_per_node} GPUs in a {gpu.id} node; "
-                "use parallel.pp across nodes"
-            )
-        if model.heads % tp:
-            raise ValueError(f"parallel.tp ({tp}) must divide the model's {model.heads} attention heads")
+        par = self.parallel
+        tp, ep = par.tp, par.ep
+        if model.heads % par.attention_tp:
+            raise ValueError(f"parallel.tp ({tp}) must divide the model's {model.heads} attention heads "
+                             "(or set parallel.dp_attention=true: attention then runs unsharded on each rank)")
         if ep > 1 and not model.is_moe:
-            raise ValueError(f"parallel.ep ({ep}) needs a mixture-of-experts model; {model.id} is dense")
+            raise ValueError(f"parallel.ep ({ep}) needs a mixture-of-experts model; {model.id} is dense "
+                             f"({OLD_EP_MEANING})")
         if model.is_moe and model.experts % ep:
             raise ValueError(f"parallel.ep ({ep}) must divide the model's {model.experts} experts")
+        if par.redundant_experts and not model.is_moe:
+            raise ValueError(f"parallel.redundant_experts needs a mixture-of-experts model; {model.id} is dense")
+        if model.is_moe and (model.experts + par.redundant_experts) % ep:
+            raise ValueError(f"parallel.redundant_experts ({par.redundant_experts}): the {model.experts} experts "
+                             f"plus their copies must spread evenly over parallel.ep ({ep}) GPUs")
         if self.parallel.pp > model.layers:
             raise ValueError(f"parallel.pp ({self.parallel.pp}) exceeds the model's {model.layers} layers")
         sp = self.speculative
+        if sp.draft_tokens > 0 and sp.method == "mtp" and model.mtp_layers <= 0:
+            raise ValueError(f"speculative.method 'mtp': {model.id} has no multi-token-prediction module "
+                             "(its mtp_layers is 0; DeepSeek-V3-class checkpoints ship one); use 'eagle' or "
+                             "'draft_model'")
         if sp.draft_tokens > 0 and sp.draft_model is not None and get_model(sp.draft_model).heads % tp:
             # the drafter runs at the target's TP (vLLM V1, SGLang): its heads split the same way
             raise ValueError(f"speculative.draft_model: parallel.tp ({tp}) must divide the draft's "
