@@ -51,6 +51,7 @@ from planner.physics.memory import (
     weight_bytes_per_gpu,
 )
 from planner.physics.queueing import TTFT_PERCENTILE, QueueWait, ServiceTimes, sojourn_quantile
+from planner.physics.speculative import drafter_for
 from planner.physics.step import (
     DecodeCycle,
     DecodeStep,
@@ -207,7 +208,8 @@ def cycle_at(cyc: DecodeCycle, candidate: int, column: int) -> DecodeCycle:
     values: dict[str, Any] = {k.name: at(getattr(st, k.name)) for k in fields(DecodeStep) if k.name != "memory_bound"}
     step = DecodeStep(**values,
                       memory_bound=bool(np.broadcast_to(st.memory_bound, np.shape(cyc.cycle_s))[candidate, column]))
-    return DecodeCycle(step=step, cycle_s=at(cyc.cycle_s), tokens_per_pass=cyc.tokens_per_pass, itl_s=at(cyc.itl_s))
+    return DecodeCycle(step=step, cycle_s=at(cyc.cycle_s), tokens_per_pass=cyc.tokens_per_pass, itl_s=at(cyc.itl_s),
+                       verify_s=at(cyc.verify_s), draft_s=at(cyc.draft_s))
 
 
 def _kv_capacity(budget: Arr, kg: Arr, ranks: Arr, st: WorkloadStats, b: Arr) -> tuple[NDArray[np.bool_], Arr]:
@@ -261,7 +263,7 @@ def scenario_draft(r: Resolved, *, tp: ArrayLike) -> tuple[Arr, Arr]:
     draft = get_model(sp.draft_model) if sp.draft_model is not None else None
     rows = {int(t): draft_memory(target=r.model, draft=draft, draft_tokens=sp.draft_tokens,
                                  draft_layers=sp.draft_layers, weights_dtype=sp.draft_weights_dtype or s.weights_dtype,
-                                 kv_dtype=s.kv_dtype, tp=int(t)) for t in np.unique(tp_a)}
+                                 kv_dtype=s.kv_dtype, tp=int(t), method=sp.method) for t in np.unique(tp_a)}
     w = np.vectorize(lambda t: rows[int(t)].weight_bytes_per_gpu, otypes=[float])(tp_a)
     k = np.vectorize(lambda t: rows[int(t)].kv_bytes_per_token_per_gpu, otypes=[float])(tp_a)
     return w, k
@@ -298,7 +300,7 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
                    ) -> tuple[DecodeCycle, ServiceTimes, PrefillChunks]:
     """(decode cycle, the service times of the load model, every class's prefill chunks) per candidate × batch.
 
-    Decode cycle at B (speculative: verify pass + k·draft_cost·step), τ tokens per
+    Decode cycle at B (speculative: verify pass + k·draft step, the method's drafter), τ tokens per
     pass; prefill: every class's chunks (hits start after the cached prefix).
     Colocated chunks ride in decode iterations (``riding``: their marginal cost);
     a prefill replica runs them alone."""
@@ -306,7 +308,7 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
     n_c = tp.shape[0]
     sp = s.speculative
     cyc = decode_cycle(batch_size=b, context_tokens=st.live_context, draft_tokens=sp.draft_tokens,
-                       acceptance=sp.acceptance, draft_cost=sp.draft_cost, **r.step_kwargs(tp=tp, pp=pp, ep=ep, dp_attention=dp))
+                       drafter=drafter_for(sp, r.model), **r.step_kwargs(tp=tp, pp=pp, ep=ep, dp_attention=dp))
     cycle = np.broadcast_to(np.asarray(cyc.cycle_s), (n_c, b.shape[-1]))
     chunk = s.serving.chunk_tokens
     new = np.maximum(st.class_prompt - st.class_cached, 1.0)

@@ -157,6 +157,9 @@ class ModelSpec(BaseModel):
     # (Llama 4 Maverick interleave_moe_layer_step = 2: layers 1, 3, 5, ...).
     moe_layer_step: PosInt = 1
     expert_bias: bool = False  # expert MLPs carry biases (gpt-oss)
+    # Multi-token-prediction modules in the checkpoint (config.json num_nextn_predict_layers;
+    # DeepSeek-V3/R1: 1): what speculative.method 'mtp' drafts with, 0: none.
+    mtp_layers: NonNegInt = 0
     # Declared counts (nominal shapes) and the published figure.
     params: PosFloat | None = None
     active_params: PosFloat | None = None
