@@ -240,3 +240,9 @@ def test_llama4_default_nope_interval_without_the_list() -> None:
     cfg = _cfg("llama-4-maverick")
     cfg["text_config"].pop("no_rope_layers")  # HF's default: every 4th layer NoPE (no_rope_layer_interval 4)
     assert ModelSpec.from_hf_config(cfg).attention_pattern == ("chunked", "chunked", "chunked", "full")
+
+
+def test_hf_import_reads_the_mtp_modules() -> None:
+    from planner.spec.hf_import import load_hf_config
+    assert ModelSpec.from_hf_config(load_hf_config(HF / "deepseek-v3.json")).mtp_layers == 1
+    assert ModelSpec.from_hf_config(load_hf_config(HF / "kimi-k2.json")).mtp_layers == 0  # K2 ships none

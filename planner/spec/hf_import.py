@@ -185,6 +185,9 @@ def spec_kwargs_from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
         out["dense_layers"] = _opt_int(cfg, "first_k_dense_replace", low=0) or 0
         if cfg.get("moe_layer_freq", 1) != 1:
             raise CatalogError("config.json: 'moe_layer_freq' other than 1 is not supported")
+    if model_type in _MLA or model_type == "glm4_moe":
+        # The checkpoint's multi-token-prediction modules (speculative.method 'mtp' drafts with them).
+        out["mtp_layers"] = _opt_int(cfg, "num_nextn_predict_layers", low=0) or 0
     if out.get("experts") and out["experts_per_token"] > out["experts"]:
         raise CatalogError(
             f"config.json: 'num_experts_per_tok' ({out['experts_per_token']}) exceeds the "
