@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from planner.errors import validation_message
-from planner.spec.scenario import Parallel, Scenario, Speculative
+from planner.spec.scenario import Parallel, Scenario, Speculative, resolve_model
 from planner.validate.rows import MeasurementRow
 
 __all__ = ["ENGINE_MTP_DRAFT_TOKENS", "PoolSetup", "multi_node_problem", "pool_setup", "row_layout",
@@ -71,13 +71,18 @@ def _stated_dp_attention(row: MeasurementRow, *, tp: int, ep: int, family: str, 
 
 
 def row_layout(row: MeasurementRow, *, tp: int, pp: int, ep: int | None, dp_attention: bool | None, where: str,
-               family: str, notes: list[str]) -> Parallel | str:
+               family: str, notes: list[str], experts: int = 0) -> Parallel | str:
     """The layout of one replica (or worker): TP × PP GPUs, EP over them, attention DP;
-    or why it cannot be run."""
+    or why it cannot be run.  An EP that does not divide the ``experts`` runs with EPLB's
+    redundant copies filling the last slots (SGLang and TensorRT-LLM do so for EP 48, 72)."""
     e = ep or 1
     dp = dp_attention if where != "parallel" else _stated_dp_attention(row, tp=tp, ep=e, family=family, notes=notes)
+    redundant = (-experts) % e if experts and e > 1 else 0
+    if redundant:
+        notes.append(f"{where}: ep {e} does not divide the {experts} experts: {redundant} redundant copies "
+                     "assumed (EPLB)")
     try:
-        return Parallel(tp=tp, pp=pp, ep=e, dp_attention=bool(dp))
+        return Parallel(tp=tp, pp=pp, ep=e, dp_attention=bool(dp), redundant_experts=redundant)
     except ValidationError as exc:
         return f"{where}: {validation_message(exc)}"
 
@@ -110,6 +115,7 @@ def pool_setup(row: MeasurementRow, scenario: Scenario, *, gpus_per_domain: int,
         return (f"disaggregated: prefill_gpus + decode_gpus ({d.prefill_gpus} + {d.decode_gpus}) is not "
                 f"n_gpus ({row.n_gpus})")
     layouts: dict[str, Parallel] = {}
+    experts = resolve_model(scenario).experts
     for pool in ("prefill", "decode"):
         gpus, workers = getattr(d, f"{pool}_gpus"), getattr(d, f"{pool}_workers")
         tp = getattr(d, f"{pool}_tp")
@@ -125,7 +131,7 @@ def pool_setup(row: MeasurementRow, scenario: Scenario, *, gpus_per_domain: int,
                 return (f"disaggregated: a {pool} worker has {per_worker} GPUs ({pool}_gpus / {pool}_workers) but "
                         f"{pool}_tp is {tp} and {pool}_ep {ep}")
         lay = row_layout(row, tp=tp, pp=1, ep=ep, dp_attention=dp, where=f"disaggregated.{pool}", family=family,
-                         notes=notes)
+                         notes=notes, experts=experts)
         if isinstance(lay, str):
             return lay
         layouts[pool] = lay
@@ -134,7 +140,12 @@ def pool_setup(row: MeasurementRow, scenario: Scenario, *, gpus_per_domain: int,
     one_domain = row.n_gpus <= gpus_per_domain and (gpus_per_domain > gpus_per_node or row.multi_node is False)
     link = "nvlink" if one_domain else "rdma"
     notes.append(f"disaggregated: the KV hand-off over {'NVLink' if one_domain else 'the NICs (RDMA)'}")
-    prefill = scenario.model_copy(update={"parallel": layouts["prefill"], "name": f"{scenario.name} (prefill)"})
-    decode = scenario.model_copy(update={"parallel": layouts["decode"]})
+    try:  # validated: each pool's layout is checked against the model as a scenario's would be
+        base = scenario.model_dump(mode="python")
+        prefill = Scenario.model_validate({**base, "parallel": layouts["prefill"].model_dump(),
+                                           "name": f"{scenario.name} (prefill)"})
+        decode = Scenario.model_validate({**base, "parallel": layouts["decode"].model_dump()})
+    except ValidationError as exc:
+        return f"disaggregated: {validation_message(exc)}"
     return decode, PoolSetup(prefill=prefill, prefill_workers=d.prefill_workers, decode_workers=d.decode_workers,
                              link=link)

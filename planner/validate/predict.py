@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -36,6 +36,7 @@ from planner.errors import validation_message
 from planner.physics.terms import TERM_NAMES, physics_terms
 from planner.sizing.load import LoadPoint, replica_load
 from planner.sizing.replica import memory_section
+from planner.spec.catalog import get_model
 from planner.spec.context import resolve
 from planner.spec.scenario import Efficiency, Parallel, Scenario, Serving, Workload
 from planner.validate.disagg import disaggregated_point
@@ -185,7 +186,7 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
         replicas = row.n_gpus // (tp * pp)
     layout = (Parallel() if row.disaggregated is not None  # each pool's own layout, set below
               else row_layout(row, tp=tp, pp=pp, ep=row.ep, dp_attention=row.dp_attention, where="parallel",
-                              family=family, notes=notes))
+                              family=family, notes=notes, experts=get_model(model_id).experts))
     if isinstance(layout, str):
         return layout
     spec = row_speculative(row, family, notes)
@@ -225,6 +226,16 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
         if mn is not None:
             return mn
     mem = memory_section(resolve(scenario), {}, context_tokens=row.isl + row.osl)
+    if mem.max_sequences < 1 and util is not None and util < _MAX_MEMORY_UTILIZATION:
+        # The run happened, so it fit: the engine ran with a larger memory fraction than its default.
+        roomier = _with_utilization(scenario, _MAX_MEMORY_UTILIZATION)
+        pools = pools if pools is None else replace(pools, prefill=_with_utilization(pools.prefill,
+                                                                                     _MAX_MEMORY_UTILIZATION))
+        mem2 = memory_section(resolve(roomier), {}, context_tokens=row.isl + row.osl)
+        if mem2.max_sequences >= 1:
+            notes.append(f"does not fit at the engine's default memory fraction {util}: predicted at "
+                         f"{_MAX_MEMORY_UTILIZATION} (the run fit, so the engine was given more)")
+            scenario, mem = roomier, mem2
     if mem.max_sequences < 1:
         return (f"does not fit: KV budget {mem.kv_budget_bytes / 1e9:.1f} GB per GPU holds "
                 f"{mem.max_sequences:.2f} sequences of {row.isl + row.osl} tokens")
@@ -232,6 +243,14 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     max_batch = max(1, min(int(math.floor(mem.max_sequences)), cap))
     return RowSetup(row=row, family=family, scenario=scenario, replicas=replicas, load=load,
                     load_per_replica=per, max_batch=max_batch, notes=tuple(notes), pools=pools)
+
+
+# The largest memory fraction an engine is run at (TensorRT-LLM's 0.95 in trtllm-bench).
+_MAX_MEMORY_UTILIZATION = 0.95
+
+
+def _with_utilization(s: Scenario, util: float) -> Scenario:
+    return s.model_copy(update={"serving": s.serving.model_copy(update={"memory_utilization": util})})
 
 
 def setup_rows(rows: Sequence[MeasurementRow], eff: EfficiencySet | Sequence[EfficiencySet],
