@@ -82,9 +82,6 @@ class GpuSpec(BaseModel):
     # per GPU = 50e9 B/s).  None: not stated (the planner assumes 400 Gb/s).
     scaleout_bytes_per_s: PosFloat | None = None
     pcie_bytes_per_s: PosFloat
-    # Scale-out (RDMA NIC) bandwidth per GPU, one direction: what collectives between
-    # nodes run over.  None: one 400 Gb/s NIC per GPU (planner.physics.link.RDMA_BYTES_PER_S).
-    scaleout_bytes_per_s: PosFloat | None = None
     tdp_w: PosFloat
     usd_per_gpu_hour: PosFloat
     source_url: str = ""
