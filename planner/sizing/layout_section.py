@@ -78,13 +78,13 @@ def layout_comm_derivations(r: Resolved, d: dict[str, Derivation], *, step: Deco
          ("2 all-reduces per layer over TP" if not p.dp_attention else
           "data-parallel attention: the MLPs' gather/scatter over TP (one all-reduce per dense layer"
           + (", and over TP/EP GPUs per MoE layer" if p.moe_tp > 1 else "") + ")")
-         + f", {ring}" if p.tp > 1 else "none (TP = 1)",
-         f"TP {p.tp}, batch {batch_size}", float(step.all_reduce_s), "s")
+         + f", {ring} (TP {p.tp}, batch {batch_size})" if p.tp > 1 else "none (TP = 1)",
+         fmt_num(float(step.all_reduce_s)), float(step.all_reduce_s), "s")
     if m.is_moe and p.dp_attention and p.ep > 1:
         b = dispatch_element_bytes(gpu, s.weights_dtype)
         _put(d, "decode.all_to_all_s",
              "per MoE layer: dispatch (" + ("FP8 with block scales" if b < 2 else "BF16") + ") + combine (BF16) "
              "of the busiest GPU's token copies over the EP group: λ + max(B·(d−1)/EP / local link, "
-             "B·(EP−d)/EP / NIC), B = copies × hidden × bytes",
-             f"{m.layers - m.dense_layers} MoE layers × EP {p.ep} ({spans}), {batch_size} sequences over "
-             f"{p.attention_dp} ranks", float(step.all_to_all_s), "s")
+             "B·(EP−d)/EP / NIC), B = copies × hidden × bytes; "
+             f"{m.layers - m.dense_layers} MoE layers, EP {p.ep} ({spans}), {batch_size} sequences over "
+             f"{p.attention_dp} ranks", fmt_num(float(step.all_to_all_s)), float(step.all_to_all_s), "s")
