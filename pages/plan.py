@@ -15,8 +15,8 @@ scenario = page_scenario()
 result = page_plan(scenario)
 m, d, p, op = result.memory, result.decode, result.prefill, result.operating_point
 st.caption(f"{result.model} on {result.gpu} · weights {result.weights_dtype} · KV {result.kv_dtype} · "
-           f"TP {scenario.parallel.tp} × PP {scenario.parallel.pp} × EP {scenario.parallel.ep} = "
-           f"{m.gpus_per_replica} GPU(s) per replica · {scenario.serving.mode} · "
+           f"{scenario.parallel.label()}: TP {scenario.parallel.tp} × PP {scenario.parallel.pp} = "
+           f"{m.gpus_per_replica} GPU(s) on {m.nodes_per_replica} node(s) per replica · {scenario.serving.mode} · "
            f"{shown(scenario.workload.peak_rate, 'req/s')} at peak")
 show_headline(result, scenario)
 show_fleet_check(result, scenario)

@@ -17,6 +17,7 @@ from planner.views.compare import (
     best_layout,
     compare_columns,
     gpu_variants,
+    layout_caption,
     layout_label,
     layout_variants,
     partner_gpu,
@@ -296,4 +297,5 @@ __all__ = [
     "residual_rows",
     "MOE_MULTI_NODE_TP",
     "tp_ep_pairs",
+    "layout_caption",
 ]

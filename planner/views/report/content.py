@@ -218,7 +218,8 @@ def _scenario_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
             f", {quantity(r.gpu.cuda_visible_hbm_bytes, 'bytes')} CUDA-visible"
             if r.gpu.cuda_visible_hbm_bytes is not None else "")),
         ReportRow("Precision", f"weights {s.weights_dtype}, KV cache {s.kv_dtype}"),
-        ReportRow("Layout per replica", f"TP {par.tp} × PP {par.pp} × EP {par.ep} = {p.fleet.gpus_per_replica} GPU(s)"),
+        ReportRow("Layout per replica", f"{par.label()}: TP {par.tp} × PP {par.pp} = {p.fleet.gpus_per_replica} GPU(s) on "
+                  f"{p.memory.nodes_per_replica} node(s)", par.describe()),
         ReportRow("Serving mode", sv.mode),
         ReportRow("Prompt / output tokens", f"{w.prompt_tokens:,} / {w.output_tokens:,} (means)", lengths),
         ReportRow("Traffic", f"{sig(w.requests_per_s)} req/s mean, {sig(w.peak_rate)} req/s peak", "the fleet is sized for the peak"),
