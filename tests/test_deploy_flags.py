@@ -68,3 +68,27 @@ def test_an_unrecorded_flag_is_never_emitted() -> None:
     with pytest.raises(KeyError, match="not in planner.deploy.flags"):
         flag("vllm", "--max-num-sequences")
     assert flag("vllm", "--max-num-seqs") == "--max-num-seqs"
+
+
+def _strings(node: object) -> list[str]:
+    if isinstance(node, dict):
+        return [s for v in node.values() for s in _strings(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in _strings(v)]
+    return [node] if isinstance(node, str) else []
+
+
+@pytest.mark.parametrize("target", ["kserve", "llm-d", "dynamo"])
+@pytest.mark.parametrize("name", ["llama", "disagg", "deepseek"])
+def test_every_flag_inside_the_manifests_is_in_the_table(name: str, target: str) -> None:
+    s, p = golden(name)
+    try:
+        d = deploy(s, target, result=p)
+    except DeployError as exc:  # a refusal is one line naming why (kserve: disaggregated; old EP meaning)
+        assert "\n" not in str(exc) and (name == "disagg" or not new_ep_meaning(p, s) or target == "llm-d")
+        return
+    engines = {"vllm", "dynamo"} if target == "llm-d" else {s.serving.engine, "dynamo"}
+    flags = [x for x in _strings(list(d.objects)) if x.startswith("--")]
+    assert flags
+    for f in flags:
+        assert any((e, f) in ENGINE_FLAGS for e in engines), f"{target}: {f} is not in the flag table"

@@ -108,6 +108,8 @@ _TABLE: tuple[FlagSpec, ...] = (
              "SpeculativeConfig as JSON: method (mtp | eagle | draft_model), num_speculative_tokens, model"),
     FlagSpec("vllm", "--kv-transfer-config", True, "vllm.kv_transfer", _VLLM,
              "KVTransferConfig as JSON: kv_connector (NixlConnector), kv_role (kv_producer | kv_consumer | kv_both)"),
+    FlagSpec("vllm", "--model", True, "vllm.model", _VLLM,
+             "ModelConfig.model (how a Dynamo vLLM worker names the model; vllm serve takes it as a positional)"),
     FlagSpec("vllm", "--max-model-len", True, "vllm.model", _VLLM, "ModelConfig.max_model_len: the context"),
     # SGLang: `python -m sglang.launch_server --model-path MODEL ...`
     FlagSpec("sglang", "--model-path", True, "sglang.server_args", _SGL, "ServerArgs.model_path"),
