@@ -6,7 +6,8 @@ metric and per engine family (median and p90 absolute, median signed error).
 ``--by`` adds the summary per TP degree, GPU, engine family or publication
 (``source``), each split by quantity (throughput, TTFT, ITL, E2E).  ``--cv``
 predicts each row with efficiencies fitted without it: ``kfold`` (5 seeded
-folds) or ``loso`` (leave its publication out); ``none`` (default) uses the
+folds), ``loso`` (leave its publication out), ``gpu`` (leave its GPU out) or
+``engine`` (leave its engine out); ``none`` (default) uses the
 fitted defaults.  JSON: ``rows``, ``summary``, ``summary_by``.
 """
 
@@ -17,7 +18,15 @@ from typing import Any
 
 from planner.errors import ScenarioError
 from planner.io.export import flatten
-from planner.validate import GROUP_KEYS, GroupKey, cross_validate, load_measurements, validate_rows, validation_payload
+from planner.validate import (
+    CV_SCHEMES,
+    GROUP_KEYS,
+    GroupKey,
+    cross_validate,
+    load_measurements,
+    validate_rows,
+    validation_payload,
+)
 
 __all__ = ["register"]
 
@@ -80,6 +89,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--data", required=True, help="measurement file (the published_calibration.json schema)")
     p.add_argument("--format", choices=("json", "csv", "table"), default="json")
     p.add_argument("--by", default=None, help=f"comma-separated summary groups: {','.join(GROUP_KEYS)}")
-    p.add_argument("--cv", choices=("none", "kfold", "loso"), default="none",
-                   help="cross-validate: 5-fold or leave-one-source-out (refits; minutes on the full file)")
+    p.add_argument("--cv", choices=("none", *CV_SCHEMES), default="none",
+                   help="cross-validate: 5-fold, leave-one-source-out, leave-one-GPU-out or leave-one-engine-out "
+                        "(refits; minutes on the full file)")
     p.set_defaults(func=_cmd_validate)

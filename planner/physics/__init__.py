@@ -9,8 +9,14 @@ from planner.physics.attention import (
     shard_gemm_factor,
 )
 from planner.physics.comm import (
+    COMBINE_ELEMENT_BYTES,
+    FP8_DISPATCH_ELEMENT_BYTES,
+    LayerComm,
     all_to_all_s,
     collective_s,
+    dispatch_element_bytes,
+    ep_busiest_factor,
+    layer_comm,
     layer_comm_s,
     p2p_s,
 )
@@ -20,6 +26,12 @@ from planner.physics.kernels import (
     activation_elements_per_token,
     expert_active_params,
     kernel_groups,
+)
+from planner.physics.layout import (
+    attention_dp,
+    attention_tp,
+    moe_tp,
+    nodes_per_replica,
 )
 from planner.physics.lengths import (
     MAX_TRACE_CSV_BYTES,
@@ -43,6 +55,8 @@ from planner.physics.link import (
     group_link,
     kv_link_bytes_per_s,
     kv_transfer_exposed_s,
+    local_link,
+    nic_bytes_per_s,
 )
 from planner.physics.memory import (
     ACTIVATION_BYTES_PER_TOKEN_FACTOR,
@@ -58,6 +72,7 @@ from planner.physics.memory import (
     activation_peak_bytes,
     activation_profile_tokens,
     contiguous_reservation_bytes,
+    dp_replicated_params,
     engine_hbm_bytes,
     expert_weight_bytes,
     internal_fragmentation,
@@ -249,4 +264,17 @@ __all__ = [
     "ENGINE_FAMILIES",
     "prefill_room_tokens",
     "sojourn_quantile_bisect",
+    "COMBINE_ELEMENT_BYTES",
+    "FP8_DISPATCH_ELEMENT_BYTES",
+    "LayerComm",
+    "dispatch_element_bytes",
+    "ep_busiest_factor",
+    "layer_comm",
+    "local_link",
+    "nic_bytes_per_s",
+    "attention_dp",
+    "attention_tp",
+    "moe_tp",
+    "nodes_per_replica",
+    "dp_replicated_params",
 ]

@@ -43,6 +43,7 @@ __all__ = [
     "activation_peak_bytes",
     "activation_profile_tokens",
     "contiguous_reservation_bytes",
+    "dp_replicated_params",
     "expert_weight_bytes",
     "internal_fragmentation",
     "kv_budget_bytes",
@@ -96,19 +97,37 @@ def expert_weight_bytes(model: ModelSpec, weights_dtype: str) -> float:
     return param_counts(model).expert_total * bytes_per_weight(weights_dtype)
 
 
-def weight_bytes_per_gpu(
-    *, model: ModelSpec, weights_dtype: str, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1
-) -> NDArray[np.float64] | float:
-    """Weights one GPU holds: non-expert W / (TP·PP) + expert W / (TP·PP·EP).
+def dp_replicated_params(model: ModelSpec, *, ep: ArrayLike = 1) -> NDArray[np.float64] | float:
+    """Parameters data-parallel attention replicates on every rank: the attention
+    projections (all layers), and with EP > 1 the shared experts too (SGLang's DeepEP
+    path and TensorRT-LLM's attention-DP MoE run them unsharded on each rank's own
+    tokens; with EP = 1 the MoE layer, shared experts included, is TP over the group)."""
+    pc = param_counts(model)
+    out = pc.attention_total + np.where(np.asarray(ep, float) > 1, pc.shared_expert_total, 0.0)
+    return float(out) if np.ndim(out) == 0 else out
 
-    With EP > 1 the replica has TP·PP·EP GPUs: attention and dense layers are
-    replicated across the EP groups (data-parallel attention), routed experts
-    are spread over all of them.
+
+def weight_bytes_per_gpu(
+    *, model: ModelSpec, weights_dtype: str, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1,
+    dp_attention: ArrayLike = False, redundant_experts: ArrayLike = 0,
+) -> NDArray[np.float64] | float:
+    """Weights one GPU holds (the replica has TP × PP GPUs; EP lays the experts over them):
+
+        (W_rest / TP + W_replicated + W_experts × (E + R) / E / TP) / PP
+
+    W_replicated: with data-parallel attention, the attention weights (and with EP > 1 the
+    shared experts) on every rank (``dp_replicated_params``), else 0 (sharded over TP
+    with the rest).  Routed experts: E/EP per GPU, each sharded over TP/EP GPUs, so
+    1/TP of them whatever EP is, plus the R redundant copies (EPLB).
     """
+    bpw = bytes_per_weight(weights_dtype)
     w = weight_bytes(model, weights_dtype)
     we = expert_weight_bytes(model, weights_dtype)
-    tp_a, pp_a, ep_a = np.asarray(tp, float), np.asarray(pp, float), np.asarray(ep, float)
-    out = (w - we) / (tp_a * pp_a) + we / (tp_a * pp_a * ep_a)
+    tp_a, pp_a = np.asarray(tp, float), np.asarray(pp, float)
+    dp = np.asarray(dp_attention, bool)
+    rep = np.where(dp, np.asarray(dp_replicated_params(model, ep=ep), float) * bpw, 0.0)
+    slots = (model.experts + np.asarray(redundant_experts, float)) / model.experts if model.is_moe else 1.0
+    out = ((w - we - rep) / tp_a + rep + we * slots / tp_a) / pp_a
     return float(out) if np.ndim(out) == 0 else out
 
 

@@ -54,7 +54,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from planner.physics.attention import attention_flops_per_token_context, shard_gemm_factor
-from planner.physics.comm import all_to_all_s, collective_s, layer_comm_s, p2p_s
+from planner.physics.comm import all_to_all_s, collective_s, layer_comm, p2p_s
 from planner.physics.kernels import (
     ACTIVATION_BYTES,
     activation_elements_per_token,
@@ -63,8 +63,9 @@ from planner.physics.kernels import (
     experts_touched_busiest,
     kernel_groups,
 )
+from planner.physics.layout import attention_dp, attention_tp, moe_tp
 from planner.physics.link import LINK_DIRECTIONS, NVLINK_COLLECTIVE_LATENCY_S, PCIE_COLLECTIVE_LATENCY_S
-from planner.physics.memory import kv_bytes_per_token_per_gpu
+from planner.physics.memory import dp_replicated_params, kv_bytes_per_token_per_gpu
 from planner.physics.techniques import speculative_cycle_s, speculative_tokens_per_pass
 from planner.physics.terms import term
 from planner.spec.context import StepKwargs
@@ -105,10 +106,6 @@ def _out(x: Arr) -> Arr | float:
     return float(x) if np.ndim(x) == 0 else x
 
 
-def _hidden(model: ModelSpec) -> float:
-    return float(model.hidden or model.heads * model.head_dim)
-
-
 @dataclass(frozen=True)
 class DecodeStep:
     """One decode iteration of a replica (arrays when inputs are arrays)."""
@@ -128,6 +125,8 @@ class DecodeStep:
     # The dense GEMMs' memory time not covered by their compute: prompt tokens riding in this
     # iteration multiply through the weights it already streams, for free up to this much.
     gemm_slack_s: Arr | float = 0.0
+    all_reduce_s: Arr | float = 0.0  # of comm_s: the TP all-reduces (and DP attention's MLP gather/scatter)
+    all_to_all_s: Arr | float = 0.0  # of comm_s: MoE dispatch + combine over the EP group (busiest GPU)
 
 
 def decode_step(
@@ -141,6 +140,8 @@ def decode_step(
     tp: ArrayLike = 1,
     pp: ArrayLike = 1,
     ep: ArrayLike = 1,
+    dp_attention: ArrayLike = False,
+    redundant_experts: int = 0,
     bandwidth_efficiency: ArrayLike = 1.0,
     compute_efficiency: ArrayLike = 1.0,
     step_overhead_s: ArrayLike = 0.0,
@@ -163,21 +164,26 @@ def decode_step(
     bpw = bytes_per_weight(weights_dtype)
     b, s = _f(batch_size), _f(context_tokens)
     tp_a, pp_a, ep_a = _f(tp), _f(pp), _f(ep)
+    dp = np.asarray(dp_attention, bool)
+    a_tp, ranks, m_tp = _f(attention_tp(tp_a, dp)), _f(attention_dp(tp_a, dp)), _f(moe_tp(tp_a, ep_a))
     tps = _f(tokens_per_sequence)
     micro = b / pp_a  # sequences per pipeline microbatch
-    gpus = tp_a * pp_a * ep_a
-    w_dense = (pc.total - pc.expert_total) * bpw / (tp_a * pp_a)
+    gpus = tp_a * pp_a
+    # Data-parallel attention streams the attention weights (and, EP > 1, the shared experts) on every rank.
+    rep = np.where(dp, _f(dp_replicated_params(model, ep=ep_a)), 0.0) * bpw
+    w_dense = ((pc.total - pc.expert_total) * bpw - rep) / gpus + rep / pp_a
     p_exp = expert_active_params(model)
     if model.is_moe and pc.expert_total > 0:
-        busiest = _f(experts_touched_busiest(experts=model.experts, top_k=model.experts_per_token,
-                                             tokens=micro * tps, ep=ep_a))
-        w_exp = busiest * (pc.expert_total / model.experts) * bpw / (tp_a * pp_a)
+        busiest = _f(experts_touched_busiest(experts=model.experts + int(redundant_experts),
+                                             top_k=model.experts_per_token, tokens=micro * tps, ep=ep_a))
+        w_exp = busiest * (pc.expert_total / model.experts) * bpw / (m_tp * pp_a)
     else:
         w_exp = np.zeros_like(micro)
-    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=tp_a, pp=pp_a))
-    kv = (micro / ep_a) * s * k_gpu
-    tokens_gpu = micro * tps / ep_a  # tokens one GPU's stage multiplies (attention runs data-parallel over EP)
-    act_d, act_e = activation_elements_per_token(model, tp_a)
+    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=pp_a))
+    kv = (micro / ranks) * s * k_gpu  # each attention rank reads its own sequences' KV
+    tokens_gpu = micro * tps / ranks  # tokens one GPU's attention and dense GEMMs see
+    act_d = activation_elements_per_token(model, a_tp)[0]
+    act_e = activation_elements_per_token(model, m_tp)[1]
     # Per GPU, per stage pass (one PP stage holds 1/PP of the layers).
     lin_dense = 2.0 * (pc.active - p_exp) * micro * tps / gpus
     lin_exp = 2.0 * p_exp * micro * tps / gpus
@@ -185,16 +191,18 @@ def decode_step(
             if include_attention else np.zeros_like(lin_dense))
     kg = kernel_groups(gpu=gpu, weights_dtype=weights_dtype, dense_flops=lin_dense,
                        dense_bytes=w_dense + tokens_gpu * act_d * ACTIVATION_BYTES / pp_a,
-                       expert_flops=lin_exp, expert_bytes=w_exp + tokens_gpu * act_e * ACTIVATION_BYTES / pp_a,
+                       expert_flops=lin_exp,
+                       expert_bytes=w_exp + micro * tps / ep_a * act_e * ACTIVATION_BYTES / pp_a,
                        attention_flops=attn, attention_bytes=kv if include_attention else np.zeros_like(kv),
                        compute_efficiency=compute_efficiency, bandwidth_efficiency=bandwidth_efficiency,
                        gemm_factor=shard_gemm_factor(model, tp_a), fp8_attention=fp8_attention)
     stage_s = kg.total_s
     bytes_stage = w_dense + w_exp + kv
     flops_stage = lin_dense + lin_exp + attn
-    msg = micro * tps * _hidden(model) * ACTIVATION_BYTES
-    comm = layer_comm_s(model=model, gpu=gpu, tp=tp_a, pp=pp_a, ep=ep_a, message_bytes=msg,
-                        latency_s=collective_latency_s)
+    lc = layer_comm(model=model, gpu=gpu, weights_dtype=weights_dtype, tp=tp_a, pp=pp_a, ep=ep_a, dp_attention=dp,
+                    tokens=micro * tps, rank_tokens=micro * tps / ranks, latency_s=collective_latency_s,
+                    redundant_experts=redundant_experts)
+    comm = lc.total_s
     launches = (term("graph_layer_overhead_s") if cuda_graphs else _f(layer_overhead_s)) * model.layers
     overhead = np.broadcast_to(_f(step_overhead_s) + launches + term("sequence_overhead_s") * b,
                                np.shape(stage_s)).astype(float)
@@ -219,6 +227,8 @@ def decode_step(
         expert_s=full(kg.expert_s),
         attention_s=full(kg.attention_s),
         gemm_slack_s=full(np.maximum(kg.gemm_s - kg.gemm_compute_s, 0.0)),
+        all_reduce_s=full(lc.all_reduce_s),
+        all_to_all_s=full(lc.all_to_all_s),
     )
 
 
@@ -294,6 +304,7 @@ class PrefillStep:
     # The eager launches (layer_overhead_s × L) in marginal_s: paid once per iteration that
     # carries prompt tokens, however many prompts share it.
     launch_s: Arr | float = 0.0
+    all_to_all_s: Arr | float = 0.0  # of comm_s: MoE dispatch + combine from the prompt's rank
 
 
 def prefill_step(
@@ -307,6 +318,8 @@ def prefill_step(
     tp: ArrayLike = 1,
     pp: ArrayLike = 1,
     ep: ArrayLike = 1,
+    dp_attention: ArrayLike = False,
+    redundant_experts: int = 0,
     bandwidth_efficiency: ArrayLike = 1.0,
     compute_efficiency: ArrayLike = 1.0,
     step_overhead_s: ArrayLike = 0.0,
@@ -322,34 +335,41 @@ def prefill_step(
     pc = param_counts(model)
     bpw = bytes_per_weight(weights_dtype)
     tp_a, pp_a, ep_a = _f(tp), _f(pp), _f(ep)
+    dp = np.asarray(dp_attention, bool)
+    a_tp, m_tp = _f(attention_tp(tp_a, dp)), _f(moe_tp(tp_a, ep_a))
     c = _f(cached_tokens)
     n = np.maximum(_f(tokens) - c, 0.0)
     lin, att = _prefill_flops_parts(model, tokens, cached_tokens, include_attention)
     flops = lin + att
-    gpus = tp_a * ep_a
     p_exp = expert_active_params(model)
     lin_exp = 2.0 * p_exp * n
+    # Data-parallel attention: the prompt runs on ONE rank: its attention (and the replicated
+    # projections) on that GPU alone; the MLPs and experts over the whole group.
+    p_rep = np.where(dp, _f(dp_replicated_params(model, ep=ep_a)), 0.0)
+    lin_rep = 2.0 * p_rep * n
     if model.is_moe and pc.expert_total > 0:
-        # The experts the prompt's tokens touch, on the busiest GPU (all of its E/EP for long prompts).
-        busiest = _f(experts_touched_busiest(experts=model.experts, top_k=model.experts_per_token, tokens=n,
-                                             ep=ep_a))
-        w_exp = busiest * (pc.expert_total / model.experts) * bpw / tp_a
+        # The experts the prompt's tokens touch, on the busiest GPU (all of its slots for long prompts).
+        busiest = _f(experts_touched_busiest(experts=model.experts + int(redundant_experts),
+                                             top_k=model.experts_per_token, tokens=n, ep=ep_a))
+        w_exp = busiest * (pc.expert_total / model.experts) * bpw / m_tp
     else:
         w_exp = np.zeros_like(n)
-    w_dense = (pc.total - pc.expert_total) / tp_a * bpw
-    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=tp_a, pp=1))
-    kv = (n + c) * k_gpu / ep_a
-    act_d, act_e = activation_elements_per_token(model, tp_a)
-    kg = kernel_groups(gpu=gpu, weights_dtype=weights_dtype, dense_flops=(lin - lin_exp) / gpus,
-                       dense_bytes=w_dense + n / ep_a * act_d * ACTIVATION_BYTES, expert_flops=lin_exp / gpus,
-                       expert_bytes=w_exp + n / ep_a * act_e * ACTIVATION_BYTES, attention_flops=att / gpus,
+    rep = p_rep * bpw
+    w_dense = ((pc.total - pc.expert_total) * bpw - rep) / tp_a + rep
+    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=1))
+    kv = (n + c) * k_gpu
+    act_d = activation_elements_per_token(model, a_tp)[0]
+    act_e = activation_elements_per_token(model, m_tp)[1]
+    kg = kernel_groups(gpu=gpu, weights_dtype=weights_dtype, dense_flops=(lin - lin_exp - lin_rep) / tp_a + lin_rep,
+                       dense_bytes=w_dense + n * act_d * ACTIVATION_BYTES, expert_flops=lin_exp / tp_a,
+                       expert_bytes=w_exp + n / ep_a * act_e * ACTIVATION_BYTES, attention_flops=att / a_tp,
                        attention_bytes=kv, compute_efficiency=compute_efficiency,
                        bandwidth_efficiency=bandwidth_efficiency, gemm_factor=shard_gemm_factor(model, tp_a),
                        fp8_attention=fp8_attention)
     hbm = w_dense + w_exp + (n + c) * k_gpu
-    msg = n * _hidden(model) * ACTIVATION_BYTES
-    comm = layer_comm_s(model=model, gpu=gpu, tp=tp_a, pp=pp_a, ep=ep_a, message_bytes=msg,
-                        latency_s=collective_latency_s)
+    lc = layer_comm(model=model, gpu=gpu, weights_dtype=weights_dtype, tp=tp_a, pp=pp_a, ep=ep_a, dp_attention=dp,
+                    tokens=n, rank_tokens=n, latency_s=collective_latency_s, redundant_experts=redundant_experts)
+    comm = lc.total_s
     launches = _f(layer_overhead_s) * model.layers
     overhead = _f(step_overhead_s) + launches
     t = kg.total_s + comm + overhead
@@ -378,6 +398,7 @@ def prefill_step(
         expert_s=full(kg.expert_s),
         attention_s=full(kg.attention_s),
         launch_s=full(np.where(n > 0, launches, 0.0)),
+        all_to_all_s=full(np.where(n > 0, lc.all_to_all_s, 0.0)),
     )
 
 

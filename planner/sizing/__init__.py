@@ -44,6 +44,9 @@ from planner.sizing.fleet_plan import (
     plan_fleet,
     routing_section,
 )
+from planner.sizing.layout_section import (
+    layout_memory_derivations,
+)
 from planner.sizing.load import (
     LoadKind,
     LoadPoint,
@@ -172,4 +175,5 @@ __all__ = [
     "MAX_DAY_INTERVALS",
     "MIN_DAY_INTERVAL_S",
     "TAIL_PERCENTILE",
+    "layout_memory_derivations",
 ]

@@ -36,6 +36,7 @@ from planner.physics.techniques import (
     mbu,
     mfu,
 )
+from planner.sizing.layout_section import layout_memory_derivations
 from planner.sizing.operating import MeanPrefill, OperatingArrays, chunk_times_at, mean_prefill, replica_memory
 from planner.sizing.results import DecodeResult, MemoryResult, PrefillResult, RooflineResult
 from planner.spec.catalog import get_model
@@ -123,18 +124,18 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     wg, kg = float(rm.weight_bytes_per_gpu), float(rm.cache_bytes_per_token_per_gpu)
     act, budget = float(rm.activation_bytes), float(rm.kv_budget_bytes)
     dm = draft_section(r, d, target_kv_bytes_per_token_per_gpu=float(rm.kv_bytes_per_token_per_gpu))
-    # Sequences are spread over EP attention groups: each GPU holds 1/EP of them.
+    # Data-parallel attention: each of the TP ranks holds its own sequences' whole KV.
+    ranks = p.attention_dp
     pre = float(s.workload.prefix_tokens)
     h = s.workload.prefix_hit_rate if pre > 0 else 0.0
     seqs = float(max_sequences(kv_budget_bytes=budget, kv_bytes_per_token_per_gpu=kg, context_tokens=context_tokens,
-                               prefix_tokens=pre, prefix_hit_rate=h)) * p.ep
+                               prefix_tokens=pre, prefix_hit_rate=h)) * ranks
     fits = budget > 0 and seqs >= 1.0
     bpw = bytes_per_weight(s.weights_dtype)
     _d(d, "memory.weight_bytes", "parameters × bytes per weight",
        f"{fmt_num(r.params.total)} × {fmt_num(bpw)}", w, "bytes")
-    _d(d, "memory.weight_bytes_per_gpu", "W_dense / (TP × PP) + W_experts / (TP × PP × EP)",
-       f"{fmt_num(w - r.params.expert_total * bpw)} / ({p.tp} × {p.pp}) + "
-       f"{fmt_num(r.params.expert_total * bpw)} / ({p.tp} × {p.pp} × {p.ep})", wg, "bytes")
+    layout_memory_derivations(r, d, weight_bytes_per_gpu=wg,
+                              kv_bytes_per_token_per_gpu=float(rm.kv_bytes_per_token_per_gpu))
     if m.attention == "mla":
         _d(d, "memory.kv_bytes_per_token", "n_layers × (kv_lora_rank + qk_rope_head_dim) × dtype_bytes",
            f"{m.layers} × ({m.kv_lora_rank} + {m.qk_rope_head_dim}) × {fmt_num(k / m.layers / ((m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)))}",
@@ -172,14 +173,16 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     alone = f"{fmt_num(budget)} / ({context_tokens} × {fmt_num(kg)})"
     if pre > 0 and h > 0:
         _d(d, "memory.max_sequences",
-           "max(budget / (context × K), (budget − prefix × K) / ((context − hit rate × prefix) × K)) × EP, "
+           "max(budget / (context × K), (budget − prefix × K) / ((context − hit rate × prefix) × K)) × "
+           "attention ranks, "
            "K = KV bytes/token per GPU (a shared prefix is held once per replica)",
            f"max({alone}, max(0, {fmt_num(budget)} − {fmt_num(pre)} × {fmt_num(kg)}) / (({context_tokens} − {h} × "
-           f"{fmt_num(pre)}) × {fmt_num(kg)})) × {p.ep}", seqs, "sequences")
+           f"{fmt_num(pre)}) × {fmt_num(kg)})) × {ranks}", seqs, "sequences")
     else:
-        _d(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × EP"
+        _d(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × attention ranks "
+           "(TP with data-parallel attention, else 1)"
            + (" (KV bytes/token: target + draft)" if dm.kind != "none" else ""),
-           f"{alone} × {p.ep}", seqs, "sequences")
+           f"{alone} × {ranks}", seqs, "sequences")
     unshared, shared = prefix_sharing_bytes(kv_bytes_per_token=k, prefix_tokens=s.workload.prefix_tokens,
                                             sequences=max(int(seqs), 1))
     return MemoryResult(

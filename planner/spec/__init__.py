@@ -49,6 +49,11 @@ from planner.spec.hf_import import (
     load_hf_config,
     spec_kwargs_from_hf_config,
 )
+from planner.spec.parallel import (
+    MAX_REDUNDANT_EXPERTS,
+    OLD_EP_MEANING,
+    old_ep_message,
+)
 from planner.spec.params import (
     ParamCounts,
     param_counts,
@@ -153,6 +158,9 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_LENGTH_SIGMA",
     "MAX_PP",
+    "MAX_REDUNDANT_EXPERTS",
+    "OLD_EP_MEANING",
+    "old_ep_message",
     "MAX_PROFILE_CSV_BYTES",
     "MAX_PROFILE_POINTS",
     "MAX_PROFILE_RATE",

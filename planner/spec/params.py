@@ -28,6 +28,10 @@ class ParamCounts(BaseModel):
     per_expert_per_layer: float
     moe_layers: int
     declared: bool  # True when the spec declared params (nominal shape)
+    # Attention projections and their norms, all layers (what data-parallel attention
+    # replicates per rank; 0 when a declared count has no shapes to split it by).
+    attention_total: float = 0.0
+    shared_expert_total: float = 0.0  # MoE shared experts, all MoE layers
 
     @property
     def non_expert(self) -> float:
@@ -74,6 +78,7 @@ def param_counts(model: ModelSpec) -> ParamCounts:
             per_expert_per_layer=per_expert,
             moe_layers=moe_layers,
             declared=True,
+            attention_total=model.layers * (_attention_params(model) + 2.0 * model.hidden) if model.hidden else 0.0,
         )
     assert model.hidden and model.intermediate and model.vocab
     h = float(model.hidden)
@@ -90,7 +95,9 @@ def param_counts(model: ModelSpec) -> ParamCounts:
         total = embed + model.layers * attn + model.dense_layers * dense_mlp + moe_layers * moe_total
         active = embed + model.layers * attn + model.dense_layers * dense_mlp + moe_layers * moe_active
         expert_total = moe_layers * model.experts * per_expert
+        shared_total = moe_layers * shared
     else:
+        shared_total = 0.0
         per_expert = 0.0
         total = active = embed + model.layers * (attn + dense_mlp)
         expert_total = 0.0
@@ -101,4 +108,6 @@ def param_counts(model: ModelSpec) -> ParamCounts:
         per_expert_per_layer=per_expert,
         moe_layers=moe_layers,
         declared=False,
+        attention_total=model.layers * attn,
+        shared_expert_total=shared_total,
     )

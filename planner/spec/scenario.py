@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from planner.errors import PlannerError, ScenarioError, validation_message
 from planner.io.jsonfile import MAX_JSON_DEPTH, SURROGATE_MESSAGE, lone_surrogate_path, parse_json, read_json
 from planner.spec.catalog import get_gpu, get_model
+from planner.spec.parallel import MAX_EP, MAX_PP, MAX_TP, OLD_EP_MEANING, Parallel
 from planner.spec.precision import KvDtype, WeightsDtype
 from planner.spec.profile import DAY_S, MAX_PROFILE_POINTS, ProfilePoint, check_profile
 from planner.spec.specs import GpuSpec, ModelSpec
@@ -63,12 +64,6 @@ MAX_LENGTH_SIGMA = 3.0
 # Trace rows a scenario may carry: the planner reduces a trace to its moments,
 # so a day of traffic at ~1 req/s is plenty (and ~1.5 MB of JSON).
 MAX_TRACE_ROWS = 100_000
-# Layout bounds (Parallel; the schema's bounds since the start): no catalog node
-# has more than 8 GPUs, so TP past that is refused by the cross-check anyway; PP
-# and EP as deep as any published deployment (DeepSeek-V3 experts: EP 256).
-MAX_TP = 64
-MAX_PP = 64
-MAX_EP = 256
 # Autoscaling: a control interval of 10 s is below any engine's start time (a
 # day is then 8,640 intervals); a warm pool as large as the largest fleet bound.
 MIN_SCALE_INTERVAL_S = 10.0
@@ -95,15 +90,6 @@ TraceTokens = Annotated[int, Field(ge=1, le=MAX_SEQUENCE_TOKENS)]
 CatalogId = Annotated[str, Field(max_length=MAX_ID_CHARS)]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-
-
-class Parallel(BaseModel):
-    """Layout of one replica: TP × PP × EP GPUs."""
-
-    model_config = _FROZEN
-    tp: Annotated[int, Field(ge=1, le=MAX_TP)] = 1
-    pp: Annotated[int, Field(ge=1, le=MAX_PP)] = 1
-    ep: Annotated[int, Field(ge=1, le=MAX_EP)] = 1
 
 
 class Workload(BaseModel):
@@ -319,20 +305,22 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _cross(self) -> Scenario:
-        gpu = resolve_gpu(self)
         model = resolve_model(self)
-        tp, ep = self.parallel.tp, self.parallel.ep
-        if tp > gpu.gpus_per_node:
-            raise ValueError(
-                f"parallel.tp ({tp}) exceeds the {gpu.gpus_per_node} GPUs in a {gpu.id} node; "
-                "use parallel.pp across nodes"
-            )
-        if model.heads % tp:
-            raise ValueError(f"parallel.tp ({tp}) must divide the model's {model.heads} attention heads")
+        par = self.parallel
+        tp, ep = par.tp, par.ep
+        if model.heads % par.attention_tp:
+            raise ValueError(f"parallel.tp ({tp}) must divide the model's {model.heads} attention heads "
+                             "(or set parallel.dp_attention=true: attention then runs unsharded on each rank)")
         if ep > 1 and not model.is_moe:
-            raise ValueError(f"parallel.ep ({ep}) needs a mixture-of-experts model; {model.id} is dense")
+            raise ValueError(f"parallel.ep ({ep}) needs a mixture-of-experts model; {model.id} is dense "
+                             f"({OLD_EP_MEANING})")
         if model.is_moe and model.experts % ep:
             raise ValueError(f"parallel.ep ({ep}) must divide the model's {model.experts} experts")
+        if par.redundant_experts and not model.is_moe:
+            raise ValueError(f"parallel.redundant_experts needs a mixture-of-experts model; {model.id} is dense")
+        if model.is_moe and (model.experts + par.redundant_experts) % ep:
+            raise ValueError(f"parallel.redundant_experts ({par.redundant_experts}): the {model.experts} experts "
+                             f"plus their copies must spread evenly over parallel.ep ({ep}) GPUs")
         if self.parallel.pp > model.layers:
             raise ValueError(f"parallel.pp ({self.parallel.pp}) exceeds the model's {model.layers} layers")
         sp = self.speculative

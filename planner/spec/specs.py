@@ -64,6 +64,9 @@ class GpuSpec(BaseModel):
     scaleup_domain_gpus: PosInt = 1
     gpus_per_node: PosInt = 8
     pcie_bytes_per_s: PosFloat
+    # Scale-out (RDMA NIC) bandwidth per GPU, one direction: what collectives between
+    # nodes run over.  None: one 400 Gb/s NIC per GPU (planner.physics.link.RDMA_BYTES_PER_S).
+    scaleout_bytes_per_s: PosFloat | None = None
     tdp_w: PosFloat
     usd_per_gpu_hour: PosFloat
     source_url: str = ""

@@ -1,5 +1,6 @@
 """Check the planner against published measurements (``python -m planner validate``)."""
 
+from planner.validate.disagg import disaggregated_point, prefill_service
 from planner.validate.fit import (
     CV_SCHEMES,
     FIT_TERMS,
@@ -18,6 +19,7 @@ from planner.validate.fit import (
     fold_split,
     predictable_setups,
 )
+from planner.validate.layout import PoolSetup, pool_setup, row_layout, unmodelled
 from planner.validate.names import (
     COMMON_GPU_VARIANTS,
     ENGINE_FAMILIES,
@@ -42,6 +44,7 @@ from planner.validate.predict import (
     predict_row,
     setup_row,
     setup_rows,
+    shared_runs,
 )
 from planner.validate.report import (
     GROUP_KEYS,
@@ -49,6 +52,7 @@ from planner.validate.report import (
     GroupKey,
     MetricSummary,
     RowResult,
+    gpu_label,
     group_value,
     grouped_summary,
     row_result,
@@ -60,6 +64,8 @@ from planner.validate.rows import (
     LATENCY_METRICS,
     MAX_MEASUREMENT_ROWS,
     METRICS,
+    SPECULATIVE_METHODS,
+    DisaggregatedSetup,
     MeasurementRow,
     load_measurements,
     parse_measurements,
@@ -126,4 +132,14 @@ __all__ = [
     "LOSS_SCALE",
     "MAX_BANDWIDTH_EFFICIENCY",
     "ENGINE_CHUNK_TOKENS",
+    "DisaggregatedSetup",
+    "SPECULATIVE_METHODS",
+    "shared_runs",
+    "gpu_label",
+    "disaggregated_point",
+    "prefill_service",
+    "PoolSetup",
+    "pool_setup",
+    "row_layout",
+    "unmodelled",
 ]

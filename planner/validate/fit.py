@@ -12,6 +12,10 @@ not see:
   (:func:`~planner.validate.rows.publication`) is predicted by a table fitted
   on every other publication, so a paper's shared setup and measurement
   habits cannot leak from its fitted rows into its scored ones.
+* ``gpu`` (leave one GPU out): each catalog GPU's rows are predicted by a table
+  fitted on the other GPUs' rows: how the planner does on a GPU it was not fitted on.
+* ``engine`` (leave one engine out): the same with the row's engine as published
+  (SGLang, TensorRT-LLM, Dynamo + SGLang, ...).
 
 ``fold_assignment`` and ``fold_split`` are public so a test can check that no
 row of a held-out fold is in the rows its table was fitted on.
@@ -27,8 +31,8 @@ from scipy.optimize import least_squares
 
 from planner.physics.terms import TERM_NAMES
 from planner.validate.names import engine_family
-from planner.validate.predict import EfficiencySet, RowSetup, efficiency_for, predict_row, setup_rows
-from planner.validate.report import RowResult, row_result
+from planner.validate.predict import EfficiencySet, RowSetup, efficiency_for, predict_row, setup_rows, shared_runs
+from planner.validate.report import RowResult, gpu_label, row_result
 from planner.validate.rows import MeasurementRow, publication
 
 __all__ = [
@@ -50,8 +54,8 @@ __all__ = [
     "predictable_setups",
 ]
 
-CvScheme = Literal["kfold", "loso"]
-CV_SCHEMES: tuple[CvScheme, ...] = ("kfold", "loso")
+CvScheme = Literal["kfold", "loso", "gpu", "engine"]
+CV_SCHEMES: tuple[CvScheme, ...] = ("kfold", "loso", "gpu", "engine")
 MIN_FAMILY_ROWS = 12  # fewer rows than this: the family uses the generic fit
 FOLDS = 5
 SEED = 0
@@ -121,7 +125,8 @@ def fit_efficiency(setups: Sequence[RowSetup], start: EfficiencySet | None = Non
 
     def residuals(x: np.ndarray) -> np.ndarray:
         eff = _eff(x, terms)
-        return np.array([np.log(predict_row(s, eff)[0] / s.row.value) for s in setups])
+        with shared_runs():
+            return np.array([np.log(predict_row(s, eff)[0] / s.row.value) for s in setups])
 
     given = start.model_dump() if start else {}
     lower = np.array([v[1] for v in space.values()])
@@ -147,9 +152,14 @@ def fit_table(setups: Sequence[RowSetup], start: dict[str, dict[str, float]] | N
 
 def fold_assignment(rows: Sequence[MeasurementRow], scheme: CvScheme, *, folds: int = FOLDS,
                     seed: int = SEED) -> dict[str, str]:
-    """Row id → fold label: ``fold 0`` … for ``kfold``, the publication for ``loso``."""
+    """Row id → fold label: ``fold 0`` … for ``kfold``, the publication for ``loso``, the
+    catalog GPU for ``gpu``, the engine as published for ``engine``."""
     if scheme == "loso":
         return {r.id: publication(r.source) for r in rows}
+    if scheme == "gpu":
+        return {r.id: gpu_label(r.gpu) for r in rows}
+    if scheme == "engine":
+        return {r.id: r.engine.strip() for r in rows}
     order = np.random.default_rng(seed).permutation(len(rows))
     return {rows[int(i)].id: f"fold {k % folds}" for k, i in enumerate(order)}
 
@@ -179,5 +189,6 @@ def cross_validate(rows: Sequence[MeasurementRow], scheme: CvScheme = "kfold", *
             if table is None and not isinstance(setup, str):
                 setup = f"cross-validation ({scheme}): no predictable row outside '{fold}' to fit on"
             eff = efficiency_for(engine_family(r.engine), table) if table else _START
-            out[r.id] = row_result(r, setup, eff)
+            with shared_runs():
+                out[r.id] = row_result(r, setup, eff)
     return [out[r.id] for r in rows]

@@ -24,7 +24,9 @@ A GPU named without its variant runs on the common one, noted in ``notes``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,7 +37,9 @@ from planner.physics.terms import TERM_NAMES, physics_terms
 from planner.sizing.load import LoadPoint, replica_load
 from planner.sizing.replica import memory_section
 from planner.spec.context import resolve
-from planner.spec.scenario import Efficiency, Parallel, Scenario, Serving, Workload
+from planner.spec.scenario import Efficiency, Scenario, Serving, Workload
+from planner.validate.disagg import disaggregated_point
+from planner.validate.layout import PoolSetup, pool_setup, row_layout, unmodelled
 from planner.validate.names import (
     assumed_gpu_variant,
     engine_family,
@@ -58,6 +62,7 @@ __all__ = [
     "predict_row",
     "setup_row",
     "setup_rows",
+    "shared_runs",
 ]
 
 UNSTATED_LOAD_REASON = ("client concurrency / request rate not stated for this online run (it reports latencies, "
@@ -119,9 +124,10 @@ class RowSetup:
     load_per_replica: float | None  # users or requests/s on one replica
     max_batch: int
     notes: tuple[str, ...]
+    pools: PoolSetup | None = None  # a disaggregated run: ``scenario`` is its decode workers'
 
-    def with_efficiency(self, eff: EfficiencySet) -> Scenario:
-        return self.scenario.model_copy(update={"efficiency": Efficiency(
+    def with_efficiency(self, eff: EfficiencySet, scenario: Scenario | None = None) -> Scenario:
+        return (scenario or self.scenario).model_copy(update={"efficiency": Efficiency(
             bandwidth=eff.bandwidth, compute=eff.compute, step_overhead_s=eff.step_overhead_s,
             layer_overhead_s=eff.layer_overhead_s)})
 
@@ -138,6 +144,9 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
                   else "request_rate" if row.request_rate is not None else "max_throughput")
     if load == "max_throughput" and row.metric in {"ttft_ms", "e2e_s"}:
         return "TTFT/E2E at offline max throughput depend on the benchmark's queue depth, which the row does not give"
+    why_not = unmodelled(row)
+    if why_not is not None:
+        return why_not
     family = engine_family(row.engine)
     model_id, why = resolve_model_name(row.model)
     if model_id is None:
@@ -158,9 +167,18 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     if tp is None:
         tp = row.n_gpus // pp
         notes.append(f"tp not given: assumed tp = n_gpus / pp = {tp}")
-    if row.n_gpus % (tp * pp):
+    if row.disaggregated is not None:
+        if load != "concurrency":
+            return "disaggregated: only a closed-loop client (concurrency over the deployment) is modelled"
+        notes.append("disaggregated: the pools' own layouts are used (the row's tp/ep describe a decode worker)")
+        replicas = 1
+    elif row.n_gpus % (tp * pp):
         return f"n_gpus ({row.n_gpus}) is not a multiple of tp × pp ({tp} × {pp})"
-    replicas = row.n_gpus // (tp * pp)
+    else:
+        replicas = row.n_gpus // (tp * pp)
+    layout = row_layout(tp=tp, pp=pp, ep=row.ep, dp_attention=row.dp_attention, where="parallel")
+    if isinstance(layout, str):
+        return layout
     per = None
     if row.concurrency is not None:
         per = row.concurrency / replicas
@@ -171,7 +189,7 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     try:
         scenario = Scenario(
             name=row.id, gpu=gpu_id, model=model_id, weights_dtype=dtypes[0], kv_dtype=dtypes[1],
-            parallel=Parallel(tp=tp, pp=pp),
+            parallel=layout,
             workload=Workload(prompt_tokens=row.isl, output_tokens=row.osl,
                               requests_per_s=per if load == "request_rate" and per else 1.0),
             serving=Serving(memory_utilization=util, engine=memory_engine,
@@ -181,6 +199,12 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
         )
     except ValidationError as exc:
         return f"scenario rejected: {validation_message(exc)}"
+    pools = None
+    if row.disaggregated is not None:
+        split = pool_setup(row, scenario, gpus_per_domain=resolve(scenario).gpu.scaleup_domain_gpus)
+        if isinstance(split, str):
+            return split
+        scenario, pools = split
     mem = memory_section(resolve(scenario), {}, context_tokens=row.isl + row.osl)
     if mem.max_sequences < 1:
         return (f"does not fit: KV budget {mem.kv_budget_bytes / 1e9:.1f} GB per GPU holds "
@@ -188,7 +212,7 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     cap = ENGINE_MAX_BATCH.get(family, ENGINE_MAX_BATCH["vllm"])
     max_batch = max(1, min(int(math.floor(mem.max_sequences)), cap))
     return RowSetup(row=row, family=family, scenario=scenario, replicas=replicas, load=load,
-                    load_per_replica=per, max_batch=max_batch, notes=tuple(notes))
+                    load_per_replica=per, max_batch=max_batch, notes=tuple(notes), pools=pools)
 
 
 def setup_rows(rows: Sequence[MeasurementRow], eff: EfficiencySet | Sequence[EfficiencySet],
@@ -204,8 +228,44 @@ def setup_rows(rows: Sequence[MeasurementRow], eff: EfficiencySet | Sequence[Eff
 
 
 def operating_point(setup: RowSetup, eff: EfficiencySet) -> LoadPoint:
-    """The replica's state at the row's load."""
+    """The replica's state at the row's load.  Inside :func:`shared_runs`, rows of one run
+    (the same setup and load, another metric) share it: computed once per run and
+    efficiency set."""
+    cache = _RUNS.get()
+    if cache is None:
+        return _operating_point(setup, eff)
+    key = (run_key(setup.row), eff)
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = _operating_point(setup, eff)
+    return hit
+
+
+_RUNS: ContextVar[dict[tuple[object, ...], LoadPoint] | None] = ContextVar("validate_runs", default=None)
+
+
+@contextmanager
+def shared_runs() -> Iterator[None]:
+    """Within it, :func:`operating_point` computes each run's state once per efficiency set
+    (a fit evaluates the four metrics of a run at one set); outside it, nothing is kept,
+    so a changed catalog or physics term is never answered from an old state."""
+    token = _RUNS.set({} if _RUNS.get() is None else _RUNS.get())
+    try:
+        yield
+    finally:
+        _RUNS.reset(token)
+
+
+def _operating_point(setup: RowSetup, eff: EfficiencySet) -> LoadPoint:
     r = resolve(setup.with_efficiency(eff))
+    if setup.pools is not None:
+        pools = setup.pools
+        with physics_terms(**eff.terms()):
+            return disaggregated_point(resolve(setup.with_efficiency(eff, pools.prefill)), r,
+                                       prompt_tokens=float(setup.row.isl or 1), output_tokens=float(setup.row.osl or 1),
+                                       users=float(setup.load_per_replica or 1.0),
+                                       prefill_workers=pools.prefill_workers, decode_workers=pools.decode_workers,
+                                       max_batch=setup.max_batch, link=pools.link)
     with physics_terms(**eff.terms()):
         return replica_load(r, load=setup.load, prompt_tokens=float(setup.row.isl or 1),
                             output_tokens=float(setup.row.osl or 1), max_batch=setup.max_batch,
@@ -217,9 +277,22 @@ def predict_row(setup: RowSetup, eff: EfficiencySet) -> tuple[float, LoadPoint]:
     op = operating_point(setup, eff)
     m = setup.row.metric
     total = op.output_tok_s_per_replica * setup.replicas
+    # input tokens/s: the request rate the output rate implies (output / OSL) × ISL
+    input_total = total / float(setup.row.osl or 1) * float(setup.row.isl or 1)
+    out_gpus = in_gpus = setup.row.n_gpus
+    d = setup.row.disaggregated
+    if setup.pools is not None and d is not None:
+        # A disaggregated run's per-GPU rates are per pool (InferenceX: output per decode GPU,
+        # input per prefill GPU): its own rows say so (one client at 137 tok/s reports 16.3 tok/s
+        # per GPU over 8 decode GPUs; over all 16 GPUs that would be 260 tok/s, more than it made).
+        out_gpus, in_gpus = d.decode_gpus, d.prefill_gpus
     value = {
         "output_tok_s_total": total,
-        "output_tok_s_per_gpu": total / setup.row.n_gpus,
+        "output_tok_s_per_gpu": total / out_gpus,
+        # one user's decode rate: tokens/s between its first and last token (1 / TPOT)
+        "output_tok_s_per_user": 1.0 / op.itl_s if op.itl_s > 0 else 0.0,
+        "input_tok_s_total": input_total,
+        "input_tok_s_per_gpu": input_total / in_gpus,
         "ttft_ms": op.ttft_s * 1e3,
         "itl_ms": op.itl_s * 1e3,
         "tpot_ms": op.itl_s * 1e3,

@@ -17,7 +17,15 @@ from pydantic import BaseModel, ConfigDict
 
 from planner.spec.fitted import FITTED_EFFICIENCY
 from planner.validate.names import assumed_gpu_variant, engine_family, resolve_gpu_name
-from planner.validate.predict import EfficiencySet, LoadPoint, RowSetup, efficiency_for, predict_row, setup_rows
+from planner.validate.predict import (
+    EfficiencySet,
+    LoadPoint,
+    RowSetup,
+    efficiency_for,
+    predict_row,
+    setup_rows,
+    shared_runs,
+)
 from planner.validate.rows import MeasurementRow, publication
 
 __all__ = [
@@ -26,6 +34,7 @@ __all__ = [
     "GroupKey",
     "MetricSummary",
     "RowResult",
+    "gpu_label",
     "group_value",
     "grouped_summary",
     "row_result",
@@ -34,10 +43,12 @@ __all__ = [
     "validation_payload",
 ]
 
-GroupKey = Literal["tp", "gpu", "family", "source", "metric"]
-GROUP_KEYS: tuple[GroupKey, ...] = ("tp", "gpu", "family", "source", "metric")
+GroupKey = Literal["tp", "gpu", "family", "engine", "source", "metric"]
+GROUP_KEYS: tuple[GroupKey, ...] = ("tp", "gpu", "family", "engine", "source", "metric")
 # The quantity each metric measures: the accuracy goals are per quantity.
 QUANTITIES: dict[str, str] = {"output_tok_s_total": "throughput", "output_tok_s_per_gpu": "throughput",
+                              "input_tok_s_total": "throughput", "input_tok_s_per_gpu": "throughput",
+                              "output_tok_s_per_user": "per_user",
                               "ttft_ms": "ttft", "itl_ms": "itl", "tpot_ms": "itl", "e2e_s": "e2e"}
 
 
@@ -70,7 +81,7 @@ class MetricSummary(BaseModel):
     median_signed_error_pct: float | None = None
 
 
-def _gpu_label(name: str) -> str:
+def gpu_label(name: str) -> str:
     """The catalog id a skipped row's GPU resolves (or is assumed) to, else its own text."""
     gid, _ = resolve_gpu_name(name)
     assumed = assumed_gpu_variant(name)
@@ -83,7 +94,7 @@ def row_result(row: MeasurementRow, setup: RowSetup | str, eff: EfficiencySet) -
     if isinstance(setup, str):
         return RowResult(id=row.id, metric=row.metric, engine=row.engine, family=family, measured=row.value,
                          predicted=None, error_pct=None, skipped_reason=setup, scenario=None, operating_point=None,
-                         tp=row.tp, gpu=_gpu_label(row.gpu), source=publication(row.source))
+                         tp=row.tp, gpu=gpu_label(row.gpu), source=publication(row.source))
     value, op = predict_row(setup, eff)
     used = setup.with_efficiency(eff)
     return RowResult(
@@ -107,7 +118,8 @@ def validate_rows(
     rows = list(rows)
     effs = [efficiency_for(engine_family(r.engine), table) for r in rows]
     setups = setup_rows(rows, effs, context)
-    return [row_result(r, s, e) for r, s, e in zip(rows, setups, effs, strict=True)]
+    with shared_runs():
+        return [row_result(r, s, e) for r, s, e in zip(rows, setups, effs, strict=True)]
 
 
 def _stats(results: list[RowResult]) -> MetricSummary:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -23,7 +23,9 @@ __all__ = [
     "LATENCY_METRICS",
     "MAX_MEASUREMENT_ROWS",
     "METRICS",
+    "DisaggregatedSetup",
     "MeasurementRow",
+    "SPECULATIVE_METHODS",
     "load_measurements",
     "parse_measurements",
     "publication",
@@ -41,6 +43,9 @@ _SHOWN_CHARS = 60  # how much of a bad value a message repeats
 METRICS: dict[str, str] = {
     "output_tok_s_total": "tok/s",
     "output_tok_s_per_gpu": "tok/s",
+    "output_tok_s_per_user": "tok/s",
+    "input_tok_s_total": "tok/s",
+    "input_tok_s_per_gpu": "tok/s",
     "ttft_ms": "ms",
     "itl_ms": "ms",
     "tpot_ms": "ms",
@@ -48,6 +53,7 @@ METRICS: dict[str, str] = {
 }
 
 PosInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
@@ -55,6 +61,29 @@ PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 # but states neither concurrency nor rate was driven by a client whose load the
 # row does not give (an online benchmark), not by an offline max-throughput tool.
 LATENCY_METRICS: frozenset[str] = frozenset({"ttft_ms", "itl_ms", "tpot_ms", "e2e_s"})
+
+
+# What a row may say drafted its tokens (``speculative``): none, or a method the planner runs.
+SPECULATIVE_METHODS: tuple[str, ...] = ("none", "mtp", "eagle", "draft_model")
+
+
+class DisaggregatedSetup(BaseModel):
+    """The pools of a disaggregated run: GPUs over all workers of a pool, each worker's
+    layout (TP, EP, attention data parallelism) and the number of workers.  Whether the
+    numbers make whole workers is judged when the row is predicted (a row whose pools do
+    not add up is skipped with that reason, not refused with the file)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    prefill_gpus: PosInt
+    decode_gpus: PosInt
+    prefill_tp: PosInt
+    prefill_ep: PosInt = 1
+    prefill_dp_attention: bool = False
+    prefill_workers: NonNegInt
+    decode_tp: PosInt
+    decode_ep: PosInt = 1
+    decode_dp_attention: bool = False
+    decode_workers: NonNegInt
 
 
 class MeasurementRow(BaseModel):
@@ -73,6 +102,15 @@ class MeasurementRow(BaseModel):
     n_gpus: PosInt
     tp: PosInt | None = None
     pp: PosInt | None = None
+    # What ran it (issue 25): expert parallelism over the replica's GPUs, attention data
+    # parallelism, speculative decoding, a group spanning nodes, disaggregated pools.
+    # None: not stated (a row predicted without it says so in its notes).
+    ep: PosInt | None = None
+    dp_attention: bool | None = None
+    speculative: Literal["none", "mtp", "eagle", "draft_model"] | None = None
+    speculative_draft_tokens: PosInt | None = None
+    multi_node: bool | None = None
+    disaggregated: DisaggregatedSetup | None = None
     isl: PosInt | None = None
     osl: PosInt | None = None
     concurrency: PosFloat | None = None
@@ -101,7 +139,8 @@ def run_key(row: MeasurementRow) -> tuple[object, ...]:
     """Rows of one benchmark run: the same setup and load, differing only in
     the metric (and id, value, notes)."""
     return (publication(row.source), row.engine, row.engine_version, row.model, row.precision, row.gpu, row.n_gpus,
-            row.tp, row.pp, row.isl, row.osl, row.concurrency, row.request_rate)
+            row.tp, row.pp, row.ep, row.dp_attention, row.speculative, row.speculative_draft_tokens, row.multi_node,
+            row.disaggregated, row.isl, row.osl, row.concurrency, row.request_rate)
 
 
 def unstated_load_runs(rows: Iterable[MeasurementRow]) -> frozenset[tuple[object, ...]]:

@@ -134,11 +134,13 @@ from planner.views.sweep import (
     DEFAULT_PP,
     DEFAULT_TP,
     MAX_SWEEP_CANDIDATES,
+    MOE_MULTI_NODE_TP,
     SweepResult,
     SweepRow,
     pareto_front,
     sweep,
     sweep_result,
+    tp_ep_pairs,
 )
 from planner.views.vocabulary import (
     FIELD_LABELS,
@@ -284,4 +286,6 @@ __all__ = [
     "display_column",
     "display_rows",
     "residual_rows",
+    "MOE_MULTI_NODE_TP",
+    "tp_ep_pairs",
 ]

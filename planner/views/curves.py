@@ -189,14 +189,14 @@ def max_sequences_curve(scenario: Scenario, *, contexts: Sequence[int], kv_dtype
     ctx = _arr(contexts)
     rows: list[Row] = []
     for kd in kv_dtypes:
-        kg = kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=kd, tp=p.tp, pp=p.pp)
+        kg = kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=kd, tp=p.attention_tp, pp=p.pp)
         # + the speculative drafter's KV (0 off), in the same KV dtype
         kg = kg + mem.draft_kv_bytes_per_token_per_gpu * bytes_per_kv_element(kd) / bytes_per_kv_element(
             scenario.kv_dtype)
         w = scenario.workload
         seqs = np.asarray(max_sequences(kv_budget_bytes=mem.kv_budget_bytes, kv_bytes_per_token_per_gpu=kg,
                                         context_tokens=ctx, prefix_tokens=float(w.prefix_tokens),
-                                        prefix_hit_rate=w.prefix_hit_rate)) * p.ep
+                                        prefix_hit_rate=w.prefix_hit_rate)) * p.attention_dp
         rows += [{"kv_dtype": kd, "kv_bytes_per_element": bytes_per_kv_element(kd), "context_tokens": int(c),
                   "max_sequences": float(n)} for c, n in zip(ctx, seqs, strict=True)]
     return rows

@@ -1,0 +1,127 @@
+"""Issue 25: measurement rows say what was run (EP, attention DP, speculative decoding,
+multi-node, disaggregated pools) and every field a row carries is used or the row is
+skipped with that reason; the InferenceX DeepSeek-R1 file loads; leave-one-GPU-out and
+leave-one-engine-out folds hold out exactly one GPU / engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.errors import ScenarioError
+from planner.validate import fold_assignment, fold_split, load_measurements, parse_measurements, validate_rows
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+BASE = {"id": "r", "engine": "SGLang", "model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100_sxm",
+        "n_gpus": 1, "tp": 1, "isl": 1000, "osl": 1000, "concurrency": 8, "metric": "tpot_ms", "value": 10.0}
+
+
+def test_inferencex_file_loads_every_row_with_its_setup() -> None:
+    rows = load_measurements(SHARED / "inferencex_dsr1.json")
+    assert len(rows) == 2300
+    disagg = [r for r in rows if r.disaggregated is not None]
+    assert disagg and all(r.disaggregated.prefill_gpus + r.disaggregated.decode_gpus == r.n_gpus
+                          for r in disagg if r.disaggregated)
+    assert {r.speculative for r in rows} == {"none", "mtp"}
+    assert {r.metric for r in rows} == {"output_tok_s_per_gpu", "output_tok_s_per_user", "tpot_ms", "ttft_ms"}
+    assert any(r.dp_attention for r in rows) and any(r.multi_node for r in rows)
+
+
+def test_new_metrics_are_predicted_from_the_same_operating_point() -> None:
+    rows = parse_measurements([
+        {**BASE, "id": "tpot", "metric": "tpot_ms"},
+        {**BASE, "id": "user", "metric": "output_tok_s_per_user"},
+        {**BASE, "id": "out", "metric": "output_tok_s_total"},
+        {**BASE, "id": "in", "metric": "input_tok_s_total", "isl": 4000},
+    ])
+    res = {r.id: r for r in validate_rows(rows)}
+    assert all(r.predicted is not None for r in res.values()), [r.skipped_reason for r in res.values()]
+    # tokens/s per user is 1 / TPOT (the same run's ITL)
+    assert res["user"].predicted == pytest.approx(1e3 / res["tpot"].predicted, rel=1e-9)
+    # input tokens/s = output tokens/s × ISL / OSL, at the input row's own run (isl 4000)
+    op = res["in"].operating_point
+    assert op is not None
+    assert res["in"].predicted == pytest.approx(op.output_tok_s_per_replica * 4000 / 1000, rel=1e-9)
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("speculative", "sometimes"), ("dp_attention", "maybe"), ("ep", 0),
+    ("disaggregated", {"prefill_gpus": 1}),
+])
+def test_a_malformed_setup_field_names_the_row_and_field(field: str, value: object) -> None:
+    with pytest.raises(ScenarioError, match=f"row 0 \\(id 'r'\\): {field}"):
+        parse_measurements([{**BASE, field: value}])
+
+
+def test_a_field_the_row_carries_is_never_silently_dropped() -> None:
+    # each row states something; it is either honoured (the scenario shows it) or the row
+    # is skipped naming the field.
+    rows = parse_measurements([
+        {**BASE, "id": "sp", "speculative": "eagle", "speculative_draft_tokens": 3},
+        {**BASE, "id": "dp", "model": "deepseek-v3", "precision": "fp8", "gpu": "h200_sxm", "n_gpus": 8, "tp": 8,
+         "ep": 8, "dp_attention": True},
+    ])
+    for r in validate_rows(rows):
+        if r.predicted is None:
+            assert r.skipped_reason and any(k in r.skipped_reason for k in ("speculative", "ep", "dp_attention"))
+        else:
+            assert r.scenario is not None
+            text = repr(r.scenario)
+            assert ("eagle" in text) if r.id == "sp" else ("dp_attention" in text and "'ep': 8" in text)
+
+
+@pytest.mark.parametrize("scheme", ["gpu", "engine"])
+def test_leave_one_out_folds_hold_out_one_gpu_or_engine(scheme: str) -> None:
+    rows = load_measurements(SHARED / "inferencex_dsr1.json")
+    assignment = fold_assignment(rows, scheme)  # type: ignore[arg-type]
+    folds = set(assignment.values())
+    assert len(folds) == (7 if scheme == "gpu" else 6)
+    for fold in folds:
+        train, test = fold_split(rows, assignment, fold)
+        held = {(r.gpu if scheme == "engine" else assignment[r.id]) for r in test}
+        if scheme == "gpu":
+            assert held == {fold} and all(assignment[r.id] != fold for r in train)
+        else:
+            assert {r.engine for r in test} == {fold} and fold not in {r.engine for r in train}
+        assert len(train) + len(test) == len(rows)
+
+
+DISAGG = {**BASE, "model": "llama-3.1-70b", "precision": "fp8", "n_gpus": 12, "tp": 8, "isl": 8192, "osl": 1024,
+          "disaggregated": {"prefill_gpus": 4, "decode_gpus": 8, "prefill_tp": 4, "prefill_workers": 1,
+                            "decode_tp": 8, "decode_workers": 1}}
+
+
+@pytest.mark.parametrize("users", [1, 4, 64])
+def test_a_disaggregated_run_is_a_closed_loop_over_both_pools(users: int) -> None:
+    rows = parse_measurements([{**DISAGG, "id": m, "metric": m, "concurrency": users}
+                               for m in ("tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "input_tok_s_per_gpu")])
+    res = {r.id: r for r in validate_rows(rows)}
+    assert all(r.predicted is not None for r in res.values()), [r.skipped_reason for r in res.values()]
+    op = res["tpot_ms"].operating_point
+    assert op is not None and op.replicas == 1
+    # Little's law over the deployment: N users = X (req/s) × E2E, E2E = TTFT + (o − 1) × ITL
+    x = op.output_tok_s_per_replica / 1024
+    assert x * op.e2e_s == pytest.approx(users, rel=1e-3)
+    assert op.e2e_s == pytest.approx(op.ttft_s + 1023 * op.itl_s, rel=1e-9)
+    # TTFT is never below the prompt's own prefill on its pool (plus the exposed KV transfer)
+    assert op.ttft_s >= op.prefill_s * (1 - 1e-9)
+    # per-GPU rates are per pool: output over the 8 decode GPUs, input over the 4 prefill GPUs
+    assert res["output_tok_s_per_gpu"].predicted == pytest.approx(op.output_tok_s_per_replica / 8, rel=1e-9)
+    assert res["input_tok_s_per_gpu"].predicted == pytest.approx(x * 8192 / 4, rel=1e-9)
+    assert res["tpot_ms"].scenario is not None and res["tpot_ms"].scenario["parallel"]["tp"] == 8
+
+
+@pytest.mark.parametrize(("pools", "reason"), [
+    ({"prefill_workers": 0}, "prefill_workers is 0"),
+    ({"prefill_gpus": 6, "decode_gpus": 6}, "prefill_gpus (6) is not a whole number"),
+    ({"decode_tp": 4}, "a decode worker has 8 GPUs"),
+])
+def test_pools_that_do_not_add_up_skip_the_row_naming_the_field(pools: dict[str, int], reason: str) -> None:
+    d = {**DISAGG["disaggregated"], **pools}  # type: ignore[dict-item]
+    if "prefill_gpus" in pools:
+        d["prefill_workers"] = 4
+    rows = parse_measurements([{**DISAGG, "concurrency": 4, "disaggregated": d}])
+    (r,) = validate_rows(rows)
+    assert r.predicted is None and r.skipped_reason is not None and reason in r.skipped_reason
