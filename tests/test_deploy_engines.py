@@ -131,14 +131,21 @@ def test_deepseek_tp8_ep8_dp_attention_mtp(engine: str) -> None:
         return
     d = deploy(s, engine, result=p, weights="deepseek-ai/DeepSeek-R1" if engine == "trtllm" else None)
     (c,) = d.commands
-    dpa = bool(getattr(s.parallel, "dp_attention", False))
+    dpa = s.parallel.dp_attention
+    assert dpa
+    # speculative.method (mtp here) where the schema has it; before it, a head of the target's shape is EAGLE's
+    method = getattr(s.speculative, "method", "eagle")
     batch = p.operating_point.batch_size
     if engine == "trtllm":
         cfg = flatten_keys(c.config)
         assert cfg["tensor_parallel_size"] == 8 and cfg["moe_expert_parallel_size"] == 8
         assert cfg["enable_attention_dp"] is dpa and cfg["max_batch_size"] == batch
-        assert cfg["speculative_config.decoding_type"] == "MTP"
-        assert cfg["speculative_config.num_nextn_predict_layers"] == s.speculative.draft_tokens
+        if method == "mtp":
+            assert cfg["speculative_config.decoding_type"] == "MTP"
+            assert cfg["speculative_config.num_nextn_predict_layers"] == s.speculative.draft_tokens
+        else:
+            assert cfg["speculative_config.decoding_type"] == "Eagle"
+            assert cfg["speculative_config.max_draft_len"] == s.speculative.draft_tokens
         return
     ns = parse_command(engine, c.argv)
     if engine == "vllm":
@@ -149,12 +156,12 @@ def test_deepseek_tp8_ep8_dp_attention_mtp(engine: str) -> None:
         else:
             assert int(ns.tensor_parallel_size) == 8 and int(ns.max_num_seqs) == batch
         spec = json.loads(ns.speculative_config)
-        assert spec == {"method": "mtp", "num_speculative_tokens": s.speculative.draft_tokens}
+        assert spec["method"] == method and spec["num_speculative_tokens"] == s.speculative.draft_tokens
     else:
         assert int(ns.tp) == 8 and int(ns.ep) == 8 and ns.enable_dp_attention is dpa
         assert (int(ns.dp) if ns.dp else None) == (8 if dpa else None)
         assert int(ns.max_running_requests) == batch
-        assert ns.speculative_algorithm == "NEXTN"
+        assert ns.speculative_algorithm == ("NEXTN" if method == "mtp" else "EAGLE")
         assert int(ns.speculative_num_steps) == s.speculative.draft_tokens
 
 
@@ -181,7 +188,8 @@ def test_vllm_refuses_an_ep_it_cannot_lay_out() -> None:
     from planner.deploy.layout import Pool
     s, p = golden("llama")
     d = deploy(s, "vllm", result=p)
-    bad = Pool(role="colocated", replicas=1, tp=8, pp=1, ep=4, dp_attention=False, gpus_per_replica=8, batch=8,
+    bad = Pool(role="colocated", replicas=1, tp=8, pp=1, ep=4, dp_attention=False, redundant_experts=0,
+               gpus_per_replica=8, batch=8,
                chunk_tokens=2048, context_tokens=4096)
     inputs = d.inputs.__class__(**{**d.inputs.__dict__, "pools": (bad,)})
     with pytest.raises(DeployError, match="not expressible"):

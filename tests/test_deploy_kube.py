@@ -101,14 +101,15 @@ def test_deepseek_on_kubernetes(target: str) -> None:
         with pytest.raises(DeployError, match="GPUs per replica"):
             deploy(s, target, result=p)
         return
-    dpa = bool(getattr(s.parallel, "dp_attention", False))
-    if target == "llm-d" and dpa:
+    if target == "llm-d":  # DP attention: the chart sizes a pod's GPUs from parallelism.tensor
         with pytest.raises(DeployError, match="not expressible"):
             deploy(s, target, result=p)
         return
     d = deploy(s, target, result=p)
     text = yaml.safe_dump_all(d.objects)
-    assert "--enable-expert-parallel" in text and '"method":"mtp"' in text
+    method = getattr(s.speculative, "method", "eagle")
+    assert "--enable-expert-parallel" in text and f'"method":"{method}"' in text
+    assert "--data-parallel-size" in text  # DP attention, as vLLM runs it
 
 
 @pytest.mark.parametrize("policy", ["reactive", "predictive"])

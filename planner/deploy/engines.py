@@ -85,6 +85,9 @@ def _vllm(inputs: DeployInputs, pool: Pool, model: str, weights: str | None) -> 
         a += [flag(e, "--data-parallel-size"), str(dp)]
     if pool.ep > 1:
         a.append(flag(e, "--enable-expert-parallel"))
+    if pool.redundant_experts:
+        a += [flag(e, "--enable-eplb"), flag(e, "--eplb-config"),
+              json.dumps({"num_redundant_experts": pool.redundant_experts}, separators=(",", ":"))]
     if pool.batch is not None:
         a += [flag(e, "--max-num-seqs"), str(math.ceil(pool.batch / dp))]  # per DP rank
     a += [flag(e, "--max-num-batched-tokens"), str(pool.chunk_tokens),
@@ -121,6 +124,8 @@ def _sglang(inputs: DeployInputs, pool: Pool, model: str, weights: str | None) -
         a += [flag(e, "--ep"), str(pool.ep)]
     if pool.dp_attention:
         a += [flag(e, "--enable-dp-attention"), flag(e, "--dp"), str(pool.tp)]
+    if pool.redundant_experts:
+        a += [flag(e, "--enable-eplb"), flag(e, "--ep-num-redundant-experts"), str(pool.redundant_experts)]
     if pool.batch is not None:
         a += [flag(e, "--max-running-requests"), str(pool.batch)]
     a += [flag(e, "--chunked-prefill-size"), str(pool.chunk_tokens),
@@ -156,6 +161,9 @@ def _trtllm(inputs: DeployInputs, pool: Pool, model: str, weights: str | None) -
     e = "trtllm"
     if pool.ep > 1 and pool.tp % pool.ep:
         raise DeployError(f"trtllm: moe_expert_parallel_size {pool.ep} must divide tensor_parallel_size {pool.tp}")
+    if pool.redundant_experts:
+        raise DeployError(f"trtllm: parallel.redundant_experts={pool.redundant_experts}: TensorRT-LLM's MoE load "
+                          "balancer (its slot count) is not in planner/deploy/flags.py; use vllm or sglang")
     cfg: dict[str, Any] = {}
     _put(cfg, "tensor_parallel_size", pool.tp)
     _put(cfg, "pipeline_parallel_size", pool.pp)

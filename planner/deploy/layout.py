@@ -48,6 +48,7 @@ class Pool:
     pp: int
     ep: int
     dp_attention: bool
+    redundant_experts: int  # EPLB copies per MoE layer (parallel.redundant_experts)
     gpus_per_replica: int
     batch: int | None  # the running batch per replica (None: a prefill pool, sized by its chunk)
     chunk_tokens: int
@@ -82,7 +83,7 @@ def model_reference(scenario: Scenario) -> str:
 def _layout(scenario: Scenario, role: str) -> Any:
     """The layout of one pool: ``prefill.parallel`` / ``decode.parallel`` where the scenario has
     per-pool layouts, else ``parallel``."""
-    pool = getattr(scenario, role, None)
+    pool = getattr(scenario, role, None) if role != "parallel" else None  # per-pool layouts: not on main yet
     par = getattr(pool, "parallel", None) if pool is not None else None
     return par if par is not None else scenario.parallel
 
@@ -120,10 +121,9 @@ def deploy_inputs(scenario: Scenario, plan: Plan, *, revision: str | None = None
 
     def pool(role: Role, replicas: float, batch: int | None) -> Pool:
         par = _layout(scenario, "parallel" if role == "colocated" else role)
-        dp = bool(getattr(par, "dp_attention", False))
-        gpus = par.tp * par.pp
         return Pool(role=role, replicas=_replicas(replicas, f"{role} replica"), tp=par.tp, pp=par.pp, ep=par.ep,
-                    dp_attention=dp, gpus_per_replica=gpus, batch=batch, chunk_tokens=chunk, context_tokens=ctx)
+                    dp_attention=par.dp_attention, redundant_experts=par.redundant_experts,
+                    gpus_per_replica=par.tp * par.pp, batch=batch, chunk_tokens=chunk, context_tokens=ctx)
 
     if fl.mode == "disaggregated":
         pools.append(pool("prefill", fl.prefill_replicas, None))
