@@ -11,7 +11,7 @@ from planner import plan
 from planner.deploy import ENGINE_FLAGS, flags_of
 from planner.sizing.plan import Plan
 from planner.spec.catalog import load_catalog
-from planner.spec.scenario import Parallel, Scenario, Speculative, scenario_from_dict
+from planner.spec.scenario import Scenario, Speculative, scenario_from_dict
 
 LLAMA_FP8_TP2: dict[str, Any] = {
     "name": "llama-70b-fp8-tp2", "model": "llama-3.1-70b", "gpu": "h200-sxm", "weights_dtype": "fp8",
@@ -25,11 +25,9 @@ LLAMA_DISAGG: dict[str, Any] = {
 
 def deepseek_dict() -> dict[str, Any]:
     """DeepSeek-R1 (DeepSeek-V3's shape until the catalog has R1) TP 8 · EP 8 with DP attention and MTP.
-    ``dp_attention`` and ``speculative.method`` are set where the schema has them."""
+    ``speculative.method`` is set where the schema has it."""
     model = "deepseek-r1" if "deepseek-r1" in load_catalog().models else "deepseek-v3"
-    par: dict[str, Any] = {"tp": 8, "ep": 8}
-    if "dp_attention" in Parallel.model_fields:
-        par["dp_attention"] = True
+    par: dict[str, Any] = {"tp": 8, "ep": 8, "dp_attention": True}
     spec: dict[str, Any] = {"draft_tokens": 1}
     if "method" in Speculative.model_fields:
         spec["method"] = "mtp"
@@ -43,11 +41,6 @@ def golden(name: str) -> tuple[Scenario, Plan]:
     data = {"llama": LLAMA_FP8_TP2, "disagg": LLAMA_DISAGG, "deepseek": deepseek_dict()}[name]
     s = scenario_from_dict(data)
     return s, plan(s)
-
-
-def new_ep_meaning(p: Plan, s: Scenario) -> bool:
-    """True once ``parallel.ep`` lays experts over the TP × PP GPUs instead of multiplying them."""
-    return p.fleet.gpus_per_replica == s.parallel.tp * s.parallel.pp
 
 
 def engine_parser(engine: str) -> argparse.ArgumentParser:
@@ -82,4 +75,4 @@ def cli_flags(argv: tuple[str, ...]) -> list[str]:
 
 
 __all__ = ["ENGINE_FLAGS", "LLAMA_DISAGG", "LLAMA_FP8_TP2", "cli_flags", "deepseek_dict", "engine_parser",
-           "golden", "new_ep_meaning", "parse_command", "parse_line"]
+           "golden", "parse_command", "parse_line"]

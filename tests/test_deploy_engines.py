@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import golden, new_ep_meaning, parse_command
+from deploy_support import deepseek_dict, golden, parse_command
 
 from planner.deploy import DeployError, deploy, flatten_keys
 from planner.physics.memory import kv_budget_bytes
@@ -123,12 +123,7 @@ def test_trtllm_config_is_the_plan(name: str) -> None:
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_deepseek_tp8_ep8_dp_attention_mtp(engine: str) -> None:
     s, p = golden("deepseek")
-    if not new_ep_meaning(p, s):
-        # parallel.ep still multiplies the GPUs (TP 8 × EP 8 = 64 per replica): no engine lays a replica
-        # out that way, so the deploy says so instead of emitting 8-GPU commands for a 64-GPU plan
-        with pytest.raises(DeployError, match="GPUs per replica"):
-            deploy(s, engine, result=p)
-        return
+    assert p.fleet.gpus_per_replica == 8  # EP lays the experts over the TP GPUs
     d = deploy(s, engine, result=p, weights="deepseek-ai/DeepSeek-R1" if engine == "trtllm" else None)
     (c,) = d.commands
     dpa = s.parallel.dp_attention
@@ -202,3 +197,16 @@ def test_an_infeasible_plan_is_not_deployed() -> None:
                             "slo": {"itl_s": 0.001}})
     with pytest.raises(DeployError, match="no operating point"):
         deploy(s, "vllm")
+
+
+def test_redundant_experts_are_emitted_or_refused() -> None:
+    from planner.spec.scenario import scenario_from_dict
+    data = deepseek_dict()
+    data["parallel"] = {**data["parallel"], "redundant_experts": 32}
+    s = scenario_from_dict(data)
+    ns = parse_command("vllm", deploy(s, "vllm").commands[0].argv)
+    assert ns.enable_eplb and json.loads(ns.eplb_config) == {"num_redundant_experts": 32}
+    ns = parse_command("sglang", deploy(s, "sglang").commands[0].argv)
+    assert ns.enable_eplb and ns.ep_num_redundant_experts == "32"
+    with pytest.raises(DeployError, match="redundant_experts=32"):
+        deploy(s, "trtllm", weights="deepseek-ai/DeepSeek-R1")

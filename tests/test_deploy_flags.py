@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from deploy_support import cli_flags, golden, new_ep_meaning
+from deploy_support import cli_flags, golden
 
 from planner.deploy import ENGINE_FLAGS, FLAG_SOURCES, DeployError, deploy, flag, flags_of, flatten_keys
 from planner.deploy.engines import EngineCommand
@@ -17,10 +17,6 @@ CHECKPOINT = {"llama": "nvidia/Llama-3.1-70B-Instruct-FP8", "disagg": "nvidia/Ll
 
 def _commands(name: str, engine: str) -> tuple[EngineCommand, ...]:
     s, p = golden(name)
-    if name == "deepseek" and not new_ep_meaning(p, s):
-        with pytest.raises(DeployError):
-            deploy(s, engine, result=p)
-        return ()
     return deploy(s, engine, result=p, weights=CHECKPOINT[name] if engine == "trtllm" else None).commands
 
 
@@ -85,7 +81,7 @@ def test_every_flag_inside_the_manifests_is_in_the_table(name: str, target: str)
     try:
         d = deploy(s, target, result=p)
     except DeployError as exc:  # a refusal is one line naming why (kserve: disaggregated; old EP meaning)
-        assert "\n" not in str(exc) and (name == "disagg" or not new_ep_meaning(p, s) or target == "llm-d")
+        assert "\n" not in str(exc) and (name, target) in {("disagg", "kserve"), ("deepseek", "llm-d")}
         return
     engines = {"vllm", "dynamo"} if target == "llm-d" else {s.serving.engine, "dynamo"}
     flags = [x for x in _strings(list(d.objects)) if x.startswith("--")]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from deploy_support import LLAMA_DISAGG, LLAMA_FP8_TP2, engine_parser, golden, new_ep_meaning
+from deploy_support import LLAMA_DISAGG, LLAMA_FP8_TP2, engine_parser, golden
 
 from planner.deploy import SCHEMAS, DeployError, check_core, check_custom, deploy, flags_of, schema_source
 from planner.sizing.autoscale import autoscale
@@ -97,10 +97,6 @@ def test_dynamo_disaggregated_graph() -> None:
 @pytest.mark.parametrize("target", ["kserve", "llm-d", "dynamo"])
 def test_deepseek_on_kubernetes(target: str) -> None:
     s, p = golden("deepseek")
-    if not new_ep_meaning(p, s):
-        with pytest.raises(DeployError, match="GPUs per replica"):
-            deploy(s, target, result=p)
-        return
     if target == "llm-d":  # DP attention: the chart sizes a pod's GPUs from parallelism.tensor
         with pytest.raises(DeployError, match="not expressible"):
             deploy(s, target, result=p)

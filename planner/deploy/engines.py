@@ -91,7 +91,7 @@ def _vllm(inputs: DeployInputs, pool: Pool, model: str, weights: str | None) -> 
     if pool.batch is not None:
         a += [flag(e, "--max-num-seqs"), str(math.ceil(pool.batch / dp))]  # per DP rank
     a += [flag(e, "--max-num-batched-tokens"), str(pool.chunk_tokens),
-          flag(e, "--gpu-memory-utilization"), f"{memory_fraction(inputs, e):g}",
+          flag(e, "--gpu-memory-utilization"), str(memory_fraction(inputs, e)),
           flag(e, "--max-model-len"), str(pool.context_tokens)]
     if inputs.scenario.kv_dtype == "fp8":
         a += [flag(e, "--kv-cache-dtype"), "fp8"]
@@ -129,7 +129,7 @@ def _sglang(inputs: DeployInputs, pool: Pool, model: str, weights: str | None) -
     if pool.batch is not None:
         a += [flag(e, "--max-running-requests"), str(pool.batch)]
     a += [flag(e, "--chunked-prefill-size"), str(pool.chunk_tokens),
-          flag(e, "--mem-fraction-static"), f"{memory_fraction(inputs, e):g}",
+          flag(e, "--mem-fraction-static"), str(memory_fraction(inputs, e)),
           flag(e, "--context-length"), str(pool.context_tokens)]
     if inputs.scenario.kv_dtype == "fp8":
         a += [flag(e, "--kv-cache-dtype"), "fp8_e4m3"]

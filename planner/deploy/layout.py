@@ -133,9 +133,8 @@ def deploy_inputs(scenario: Scenario, plan: Plan, *, revision: str | None = None
     planned = fl.gpus_per_replica
     for p in pools:
         if _layout(scenario, p.role) is scenario.parallel and p.gpus_per_replica != planned:
-            raise DeployError(f"the plan counts {planned} GPUs per replica (TP {p.tp} × PP {p.pp} × EP {p.ep}) but an "
-                              f"engine runs TP × PP = {p.gpus_per_replica} GPUs with EP laid over them; re-plan with "
-                              "parallel.ep as the expert layout over the TP × PP GPUs")
+            raise DeployError(f"the plan counts {planned} GPUs per replica but an engine runs TP {p.tp} × PP {p.pp} "
+                              f"= {p.gpus_per_replica} GPUs (EP {p.ep} laid over them)")
     return DeployInputs(scenario=scenario, plan=plan, revision=revision or "unsaved",
                         model_ref=model_reference(scenario), pools=tuple(pools), spec=_spec(scenario),
                         prefix_caching=scenario.workload.prefix_hit_rate > 0 and scenario.workload.prefix_tokens > 0)
