@@ -50,9 +50,9 @@ class FlagSpec:
         return self.name.startswith("--")
 
 
-_VLLM = "vllm main @ f19b16d9 (v0.11 line)"
-_SGL = "sglang main @ 469c63e5 (v0.5 line)"
-_TRT = "TensorRT-LLM main @ fcd3f316 (1.x, PyTorch backend)"
+_VLLM = "vllm main (each file at the commit recorded in FLAG_SOURCES)"
+_SGL = "sglang main @ 469c63e5"
+_TRT = "TensorRT-LLM main @ fcd3f316 (PyTorch backend)"
 _DYN = "dynamo main @ b6d5e487 (dynamo.vllm worker)"
 
 FLAG_SOURCES: dict[str, SourceFile] = {

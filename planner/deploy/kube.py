@@ -13,7 +13,7 @@ import yaml
 
 from planner.deploy.autoscaler import PoolScale, pool_scales, scaled_object
 from planner.deploy.engines import EngineCommand, engine_commands
-from planner.deploy.flags import flag
+from planner.deploy.flags import flag, flags_of
 from planner.deploy.layout import DeployError, DeployInputs, header_lines
 from planner.deploy.validate import check_core, check_custom
 
@@ -211,6 +211,9 @@ def kube_deployment(target: str, inputs: DeployInputs, *, weights: str | None = 
     scales = pool_scales(inputs)
     head += [f"{r}: {s.replicas} replicas planned; {s.policy}: min {s.min_replicas}, max {s.max_replicas}"
              for r, s in scales.items()]
+    engine = cmds[0].engine
+    head.append(f"images: pin each tag to the version the flags were checked against "
+                f"({flags_of(engine)[0].checked_version})")
     main = [o for o in objects if o.get("kind") != "ScaledObject"]
     scalers = [o for o in objects if o.get("kind") == "ScaledObject"]
     note = ["Helm values for llm-d-modelservice: helm install NAME llm-d-modelservice/llm-d-modelservice -f THIS"
