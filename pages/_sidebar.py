@@ -35,6 +35,7 @@ from pages._nav import VIA_APP, app_pages
 from planner import (
     INPUT_HELP,
     LINK_FIELDS,
+    SPECULATIVE_METHODS,
     Plan,
     PlannerError,
     Scenario,
@@ -201,7 +202,7 @@ def _choices(cat: Any) -> dict[str, list[Any]]:
     return {"gpu": sorted(cat.gpus) + sorted(k for k in gpus if k not in cat.gpus),
             "model": sorted(cat.models) + sorted(k for k in extra if k not in cat.models),
             "wd": DTYPES, "kd": KV_DTYPES, "tp": TPS, "pp": PPS, "ep": EPS, "mode": MODES,
-            "dist": DISTRIBUTIONS, "link": LINKS}
+            "dist": DISTRIBUTIONS, "link": LINKS, "smethod": list(SPECULATIVE_METHODS)}
 
 
 def _banner(gpu: str, model: str) -> None:

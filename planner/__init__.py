@@ -51,6 +51,7 @@ from planner.physics.roofline import (
     prefill_intensity,
     ridge_flop_per_byte,
 )
+from planner.physics.speculative import SPECULATIVE_METHODS
 from planner.physics.step import DecodeStep, PrefillStep, decode_step, prefill_flops, prefill_step
 from planner.physics.techniques import (
     chunked_prefill,
@@ -240,6 +241,7 @@ __all__ = [
     "scenario_from_dict",
     "scenario_from_token",
     "share_token",
+    "SPECULATIVE_METHODS",
     "speculative_speedup",
     "speculative_tokens_per_pass",
     "static_batch_utilization",

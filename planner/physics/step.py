@@ -47,6 +47,7 @@ All inputs broadcast over numpy arrays (batch, context, tp, pp, ep ...).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -63,10 +64,12 @@ from planner.physics.kernels import (
     experts_touched_busiest,
     kernel_groups,
 )
+from planner.physics.kvledger import attended_layer_tokens, attention_layer_pairs
 from planner.physics.layout import attention_dp, attention_tp, moe_tp
 from planner.physics.link import LINK_DIRECTIONS, NVLINK_COLLECTIVE_LATENCY_S, PCIE_COLLECTIVE_LATENCY_S
 from planner.physics.memory import dp_replicated_params, kv_bytes_per_token_per_gpu
-from planner.physics.techniques import speculative_cycle_s, speculative_tokens_per_pass
+from planner.physics.speculative import Drafter, tokens_per_verify
+from planner.physics.techniques import speculative_cycle_s
 from planner.physics.terms import term
 from planner.spec.context import StepKwargs
 from planner.spec.params import param_counts
@@ -87,6 +90,8 @@ __all__ = [
     "collective_s",
     "decode_cycle",
     "decode_step",
+    "draft_cycle_s",
+    "draft_step_s",
     "experts_touched",
     "experts_touched_busiest",
     "p2p_s",
@@ -179,7 +184,8 @@ def decode_step(
         w_exp = busiest * (pc.expert_total / model.experts) * bpw / (m_tp * pp_a)
     else:
         w_exp = np.zeros_like(micro)
-    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=pp_a))
+    # KV/token at the context: the ledger's where layers are windowed (gpt-oss, Llama 4), else constant.
+    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=pp_a, context_tokens=s))
     kv = (micro / ranks) * s * k_gpu  # each attention rank reads its own sequences' KV
     tokens_gpu = micro * tps / ranks  # tokens one GPU's attention and dense GEMMs see
     act_d = activation_elements_per_token(model, a_tp)[0]
@@ -187,7 +193,9 @@ def decode_step(
     # Per GPU, per stage pass (one PP stage holds 1/PP of the layers).
     lin_dense = 2.0 * (pc.active - p_exp) * micro * tps / gpus
     lin_exp = 2.0 * p_exp * micro * tps / gpus
-    attn = (attention_flops_per_token_context(model, absorbed=True) * s * micro * tps / gpus
+    # A decode token attends to what each layer holds: the context, or its window (kvledger).
+    attended = _f(attended_layer_tokens(model, s)) / model.layers if model.has_windowed_layers else s
+    attn = (attention_flops_per_token_context(model, absorbed=True) * attended * micro * tps / gpus
             if include_attention else np.zeros_like(lin_dense))
     kg = kernel_groups(gpu=gpu, weights_dtype=weights_dtype, dense_flops=lin_dense,
                        dense_bytes=w_dense + tokens_gpu * act_d * ACTIVATION_BYTES / pp_a,
@@ -236,7 +244,9 @@ def decode_step(
 class DecodeCycle:
     """A decode step and, with speculation, its verify cycle (arrays when inputs are arrays).
 
-    cycle = verify step + k × draft_cost × step (= step without speculation);
+    cycle = verify step + the k draft forwards (= step without speculation), those the
+    drafter's own decode steps (planner.physics.speculative, ``draft_cycle_s``) or
+    k × draft_cost × step;
     ITL = cycle / tokens per pass.
     """
 
@@ -244,23 +254,67 @@ class DecodeCycle:
     cycle_s: Arr | float
     tokens_per_pass: float
     itl_s: Arr | float
+    verify_s: Arr | float = 0.0  # the target's pass over k + 1 positions per sequence (0: off)
+    draft_s: Arr | float = 0.0  # the cycle's draft forwards, all k of them (0: off)
+
+
+def draft_step_s(drafter: Drafter, *, batch_size: ArrayLike, context_tokens: ArrayLike,
+                 tokens_per_sequence: ArrayLike = 1.0, **kw: Unpack[StepKwargs]) -> Arr | float:
+    """One draft forward: the drafter's own decode step at the batch, by the same step model
+    (its weights streamed, its KV read, its experts touched), on the target's TP group
+    (the engines run the drafter at the target's TP), one pipeline stage, no scheduler
+    overhead of its own (it runs inside the target's iteration)."""
+    m = drafter.timing_model
+    args = {**kw, "model": m, "weights_dtype": drafter.weights_dtype or kw["weights_dtype"], "pp": 1,
+            "ep": kw["ep"] if m.is_moe else 1, "step_overhead_s": 0.0}
+    return decode_step(batch_size=batch_size, context_tokens=context_tokens,  # type: ignore[arg-type]
+                       tokens_per_sequence=tokens_per_sequence, **args).step_s
+
+
+def draft_cycle_s(drafter: Drafter, *, draft_tokens: int, batch_size: ArrayLike, context_tokens: ArrayLike,
+                  **kw: Unpack[StepKwargs]) -> Arr | float:
+    """The k draft forwards of one cycle: the first over the k + 1 positions the last verify
+    pass settled (the drafter reads the target's state, or the tokens, of every accepted
+    position: vLLM's proposers and SGLang's draft-extend pass), the other k − 1 over one
+    position each (engines pad to k + 1: CUDA graphs)."""
+    first = _f(draft_step_s(drafter, batch_size=batch_size, context_tokens=context_tokens,
+                            tokens_per_sequence=draft_tokens + 1, **kw))
+    if draft_tokens == 1:
+        return _out(first)
+    one = _f(draft_step_s(drafter, batch_size=batch_size, context_tokens=context_tokens, **kw))
+    return _out(first + (draft_tokens - 1) * one)
 
 
 def decode_cycle(
-    *, batch_size: ArrayLike, context_tokens: ArrayLike, draft_tokens: int = 0, acceptance: float = 0.0,
-    draft_cost: float = 0.0, **kw: Unpack[StepKwargs],
+    *, batch_size: ArrayLike, context_tokens: ArrayLike, draft_tokens: int = 0,
+    acceptance: float | Sequence[float] = 0.0, draft_cost: float | None = 0.0, drafter: Drafter | None = None,
+    **kw: Unpack[StepKwargs],
 ) -> DecodeCycle:
     """The decode cycle at a batch: one step, or a speculative verify pass over
-    k+1 positions plus k draft steps, and the ITL it gives."""
+    k+1 positions plus k draft forwards, and the ITL it gives.
+
+    ``drafter`` (``speculative.drafter_for``) sets the acceptance per position and, with
+    its ``draft_cost`` None, times the draft forwards by the step model (``draft_cycle_s``);
+    otherwise ``acceptance`` (one α, or a_1 … a_K) and k × ``draft_cost`` × step."""
     st = decode_step(batch_size=batch_size, context_tokens=context_tokens, **kw)
     if draft_tokens == 0:
         return DecodeCycle(step=st, cycle_s=st.step_s, tokens_per_pass=1.0, itl_s=st.step_s)
     verify = decode_step(batch_size=batch_size, context_tokens=context_tokens, tokens_per_sequence=draft_tokens + 1,
                          **kw)
-    cycle = speculative_cycle_s(step_s=st.step_s, verify_step_s=verify.step_s, draft_tokens=draft_tokens,
-                                draft_cost=draft_cost)
-    tpp = float(speculative_tokens_per_pass(draft_tokens=draft_tokens, acceptance=acceptance))
-    return DecodeCycle(step=st, cycle_s=cycle, tokens_per_pass=tpp, itl_s=_out(np.asarray(cycle) / tpp))
+    if drafter is not None:
+        acceptance, draft_cost = drafter.acceptance, drafter.draft_cost
+    if draft_cost is None:
+        if drafter is None:
+            raise ValueError("speculative.draft_cost: None needs a drafter to time")
+        d_s = _f(draft_cycle_s(drafter, draft_tokens=draft_tokens, batch_size=batch_size,
+                               context_tokens=context_tokens, **kw)) / draft_tokens
+    else:
+        d_s = float(draft_cost) * _f(st.step_s)
+    cycle = speculative_cycle_s(step_s=d_s, verify_step_s=verify.step_s, draft_tokens=draft_tokens, draft_cost=1.0)
+    tpp = tokens_per_verify(acceptance, draft_tokens)
+    return DecodeCycle(step=st, cycle_s=cycle, tokens_per_pass=tpp, itl_s=_out(np.asarray(cycle) / tpp),
+                       verify_s=verify.step_s,
+                       draft_s=_out(np.broadcast_to(draft_tokens * d_s, np.shape(cycle)).astype(float)))
 
 
 def prefill_flops(
@@ -277,7 +331,12 @@ def _prefill_flops_parts(model: ModelSpec, tokens: ArrayLike, cached_tokens: Arr
     c = _f(cached_tokens)
     n = np.maximum(_f(tokens) - c, 0.0)
     lin = 2.0 * param_counts(model).active * n
-    att = attention_flops_per_token_context(model) * (n * c + n * n / 2.0) if include_attention else 0.0 * n
+    if not include_attention:
+        att = 0.0 * n
+    elif model.has_windowed_layers:  # windowed layers attend only to the tokens they hold (kvledger)
+        att = attention_flops_per_token_context(model) * _f(attention_layer_pairs(model, n, c)) / model.layers
+    else:
+        att = attention_flops_per_token_context(model) * (n * c + n * n / 2.0)
     return lin, _f(att)
 
 
@@ -356,7 +415,7 @@ def prefill_step(
         w_exp = np.zeros_like(n)
     rep = p_rep * bpw
     w_dense = ((pc.total - pc.expert_total) * bpw - rep) / tp_a + rep
-    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=1))
+    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=1, context_tokens=n + c))
     kv = (n + c) * k_gpu
     act_d = activation_elements_per_token(model, a_tp)[0]
     act_e = activation_elements_per_token(model, m_tp)[1]

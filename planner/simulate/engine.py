@@ -163,8 +163,9 @@ class _Sim:
         max_batch = options.max_batch or s.batch_size or DEFAULT_MAX_BATCH
 
         sp = scenario.speculative
-        self.draws = (spec_draws(draft_tokens=sp.draft_tokens, acceptance=sp.acceptance, seed=options.seed)
-                      if sp.draft_tokens > 0 else None)
+        drafter = steps.drafter  # the plan's acceptance a_1 … a_K, per method
+        self.draws = (spec_draws(draft_tokens=sp.draft_tokens, acceptance=drafter.acceptance, seed=options.seed)
+                      if drafter is not None else None)
 
         def rep(role: str) -> _Replica:
             if self.draws is not None:

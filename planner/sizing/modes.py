@@ -186,7 +186,8 @@ def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid
     # Prefill pool: chunked prefill pipelined over PP stages, plus the exposed KV transfer.
     srv, lat = pipelined_prefill(prefill_s=work, stages=pp, microbatches=sv.prefill_iterations)
     link = kv_link_bytes_per_s(gpu, link=s.fleet.link, link_bytes_per_s=s.fleet.link_bytes_per_s)
-    kv_gpu = np.asarray(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, tp=tp, pp=pp))
+    kv_gpu = np.asarray(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, tp=tp, pp=pp,
+                                                   context_tokens=st.class_prompt))
     t_full = np.asarray(kv_transfer_s(kv_bytes=st.class_prompt * kv_gpu, link_bytes_per_s=link,
                                       efficiency=DEFAULT_KV_LINK_EFFICIENCY))
     t_exp = np.asarray(kv_transfer_exposed_s(transfer_s=t_full, prefill_s=lat, layers=r.model.layers,

@@ -51,6 +51,7 @@ from planner.physics.memory import (
     weight_bytes_per_gpu,
 )
 from planner.physics.queueing import TTFT_PERCENTILE, QueueWait, ServiceTimes, sojourn_quantile
+from planner.physics.speculative import drafter_for
 from planner.physics.step import (
     DecodeCycle,
     DecodeStep,
@@ -207,7 +208,8 @@ def cycle_at(cyc: DecodeCycle, candidate: int, column: int) -> DecodeCycle:
     values: dict[str, Any] = {k.name: at(getattr(st, k.name)) for k in fields(DecodeStep) if k.name != "memory_bound"}
     step = DecodeStep(**values,
                       memory_bound=bool(np.broadcast_to(st.memory_bound, np.shape(cyc.cycle_s))[candidate, column]))
-    return DecodeCycle(step=step, cycle_s=at(cyc.cycle_s), tokens_per_pass=cyc.tokens_per_pass, itl_s=at(cyc.itl_s))
+    return DecodeCycle(step=step, cycle_s=at(cyc.cycle_s), tokens_per_pass=cyc.tokens_per_pass, itl_s=at(cyc.itl_s),
+                       verify_s=at(cyc.verify_s), draft_s=at(cyc.draft_s))
 
 
 def _kv_capacity(budget: Arr, kg: Arr, ranks: Arr, st: WorkloadStats, b: Arr) -> tuple[NDArray[np.bool_], Arr]:
@@ -261,18 +263,20 @@ def scenario_draft(r: Resolved, *, tp: ArrayLike) -> tuple[Arr, Arr]:
     draft = get_model(sp.draft_model) if sp.draft_model is not None else None
     rows = {int(t): draft_memory(target=r.model, draft=draft, draft_tokens=sp.draft_tokens,
                                  draft_layers=sp.draft_layers, weights_dtype=sp.draft_weights_dtype or s.weights_dtype,
-                                 kv_dtype=s.kv_dtype, tp=int(t)) for t in np.unique(tp_a)}
+                                 kv_dtype=s.kv_dtype, tp=int(t), method=sp.method) for t in np.unique(tp_a)}
     w = np.vectorize(lambda t: rows[int(t)].weight_bytes_per_gpu, otypes=[float])(tp_a)
     k = np.vectorize(lambda t: rows[int(t)].kv_bytes_per_token_per_gpu, otypes=[float])(tp_a)
     return w, k
 
 
 def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike,
-                   dp_attention: ArrayLike | None = None) -> ReplicaMemory:
+                   dp_attention: ArrayLike | None = None, context_tokens: ArrayLike | None = None) -> ReplicaMemory:
     """Weights, activation peak, KV budget and KV bytes/token on one GPU of each layout
     (``dp_attention`` None: the scenario's).  KV bytes/token per GPU follow the attention
     shards: TP heads over TP GPUs (MLA's latent on every GPU), whole KV with
-    data-parallel attention (each rank its own sequences)."""
+    data-parallel attention (each rank its own sequences).  ``context_tokens``: the
+    capacity context, at which a model with windowed layers has its KV/token (the
+    ledger's KV per sequence / context; planner.physics.kvledger)."""
     s, model = r.scenario, r.model
     dp = s.parallel.dp_attention if dp_attention is None else dp_attention
     wg = np.asarray(weight_bytes_per_gpu(model=model, weights_dtype=s.weights_dtype, tp=tp, pp=pp, ep=ep,
@@ -282,7 +286,8 @@ def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike,
         s.serving.chunk_tokens)) if util else 0.0)
     budget = np.asarray(kv_budget_bytes(gpu=r.gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
                                         memory_utilization=util, activation_bytes=act, engine=s.serving.engine))
-    kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=attention_tp(tp, dp), pp=pp))
+    kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=attention_tp(tp, dp), pp=pp,
+                                               context_tokens=context_tokens))
     dw, dk = scenario_draft(r, tp=tp)
     if s.speculative.draft_tokens > 0:
         budget = np.maximum(budget - dw, 0.0)
@@ -295,7 +300,7 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
                    ) -> tuple[DecodeCycle, ServiceTimes, PrefillChunks]:
     """(decode cycle, the service times of the load model, every class's prefill chunks) per candidate × batch.
 
-    Decode cycle at B (speculative: verify pass + k·draft_cost·step), τ tokens per
+    Decode cycle at B (speculative: verify pass + k·draft step, the method's drafter), τ tokens per
     pass; prefill: every class's chunks (hits start after the cached prefix).
     Colocated chunks ride in decode iterations (``riding``: their marginal cost);
     a prefill replica runs them alone."""
@@ -303,7 +308,7 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
     n_c = tp.shape[0]
     sp = s.speculative
     cyc = decode_cycle(batch_size=b, context_tokens=st.live_context, draft_tokens=sp.draft_tokens,
-                       acceptance=sp.acceptance, draft_cost=sp.draft_cost, **r.step_kwargs(tp=tp, pp=pp, ep=ep, dp_attention=dp))
+                       drafter=drafter_for(sp, r.model), **r.step_kwargs(tp=tp, pp=pp, ep=ep, dp_attention=dp))
     cycle = np.broadcast_to(np.asarray(cyc.cycle_s), (n_c, b.shape[-1]))
     chunk = s.serving.chunk_tokens
     new = np.maximum(st.class_prompt - st.class_cached, 1.0)
@@ -408,7 +413,7 @@ def operating_arrays(
     b = grid.reshape(1, -1)
     n_c = tp_c.shape[0]
 
-    mem = replica_memory(r, tp=tp_c, pp=pp_c, ep=ep_c, dp_attention=dp_c)
+    mem = replica_memory(r, tp=tp_c, pp=pp_c, ep=ep_c, dp_attention=dp_c, context_tokens=st.capacity_context_mean)
     wg, budget = mem.weight_bytes_per_gpu, mem.kv_budget_bytes
     kv_ok, max_seq = _kv_capacity(budget, mem.cache_bytes_per_token_per_gpu, np.asarray(attention_dp(tp_c, dp_c)),
                                   st, b)

@@ -11,6 +11,7 @@ import math
 from numpy.typing import ArrayLike
 
 from planner.physics.draft import DraftMemory, draft_memory
+from planner.physics.kvledger import kv_ledger_text
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
     contiguous_reservation_bytes,
@@ -30,6 +31,7 @@ from planner.physics.roofline import (
     prefill_intensity,
     ridge_flop_per_byte,
 )
+from planner.physics.speculative import drafter_for
 from planner.physics.step import DecodeCycle, PrefillStep, decode_cycle, prefill_chunks
 from planner.physics.techniques import (
     chunked_prefill,
@@ -87,7 +89,7 @@ def roofline_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: fl
     peak = peak_flops_per_s(gpu, s.weights_dtype)
     ridge = ridge_flop_per_byte(gpu, s.weights_dtype)
     w = weight_bytes(r.model, s.weights_dtype)
-    k = kv_bytes_per_token(r.model, s.kv_dtype)
+    k = kv_bytes_per_token(r.model, s.kv_dtype, live_context)  # at the live context (windowed layers)
     di = float(decode_intensity(params_active=r.params.active, weight_bytes=w, batch_size=batch_size,
                                 context_tokens=live_context, kv_bytes_per_token=k))
     n = s.workload.prompt_tokens
@@ -117,10 +119,12 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     s, gpu, m = r.scenario, r.gpu, r.model
     p = s.parallel
     w = weight_bytes(m, s.weights_dtype)
-    k = kv_bytes_per_token(m, s.kv_dtype)
+    # KV/token at the capacity context: constant, or the ledger's KV per sequence / context
+    # where sliding-window or chunked layers hold at most their window (planner.physics.kvledger).
+    k = kv_bytes_per_token(m, s.kv_dtype, context_tokens)
     util = s.serving.memory_utilization
     # The same numbers operating_arrays sizes the batch with (one computation, two readers).
-    rm = replica_memory(r, tp=p.tp, pp=p.pp, ep=p.ep)
+    rm = replica_memory(r, tp=p.tp, pp=p.pp, ep=p.ep, context_tokens=context_tokens)
     wg, kg = float(rm.weight_bytes_per_gpu), float(rm.cache_bytes_per_token_per_gpu)
     act, budget = float(rm.activation_bytes), float(rm.kv_budget_bytes)
     dm = draft_section(r, d, target_kv_bytes_per_token_per_gpu=float(rm.kv_bytes_per_token_per_gpu))
@@ -136,7 +140,13 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
        f"{fmt_num(r.params.total)} × {fmt_num(bpw)}", w, "bytes")
     layout_memory_derivations(r, d, weight_bytes_per_gpu=wg,
                               kv_bytes_per_token_per_gpu=float(rm.kv_bytes_per_token_per_gpu))
-    if m.attention == "mla":
+    if m.has_windowed_layers:
+        ledger_f, ledger_s = kv_ledger_text(m, s.kv_dtype, context_tokens)
+        _d(d, "memory.kv_bytes_per_sequence", ledger_f + " (each windowed layer holds at most its window)",
+           ledger_s, k * context_tokens, "bytes")
+        _d(d, "memory.kv_bytes_per_token", "KV bytes per sequence / context tokens (at the capacity context)",
+           f"{fmt_num(k * context_tokens)} / {context_tokens}", k, "bytes")
+    elif m.attention == "mla":
         _d(d, "memory.kv_bytes_per_token", "n_layers × (kv_lora_rank + qk_rope_head_dim) × dtype_bytes",
            f"{m.layers} × ({m.kv_lora_rank} + {m.qk_rope_head_dim}) × {fmt_num(k / m.layers / ((m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)))}",
            k, "bytes")
@@ -144,8 +154,9 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
         _d(d, "memory.kv_bytes_per_token", "2 × n_layers × n_kv_heads × head_dim × dtype_bytes",
            f"2 × {m.layers} × {m.kv_heads} × {m.head_dim} × {fmt_num(k / (2 * m.layers * m.kv_heads * m.head_dim))}",
            k, "bytes")
-    _d(d, "memory.kv_bytes_per_sequence", "context tokens × KV bytes/token",
-       f"{context_tokens} × {fmt_num(k)}", k * context_tokens, "bytes")
+    if not m.has_windowed_layers:
+        _d(d, "memory.kv_bytes_per_sequence", "context tokens × KV bytes/token",
+           f"{context_tokens} × {fmt_num(k)}", k * context_tokens, "bytes")
     dw = f" − {fmt_num(dm.weight_bytes_per_gpu)}" if dm.kind != "none" else ""
     dwf = " − draft weights per GPU" if dm.kind != "none" else ""
     if util is None:
@@ -218,12 +229,22 @@ def draft_section(r: Resolved, d: Deriv, *, target_kv_bytes_per_token_per_gpu: f
     sp = s.speculative
     draft = get_model(sp.draft_model) if sp.draft_model is not None else None
     dm = draft_memory(target=r.model, draft=draft, draft_tokens=sp.draft_tokens, draft_layers=sp.draft_layers,
-                      weights_dtype=sp.draft_weights_dtype or s.weights_dtype, kv_dtype=s.kv_dtype, tp=p.tp)
+                      weights_dtype=sp.draft_weights_dtype or s.weights_dtype, kv_dtype=s.kv_dtype, tp=p.tp,
+                      method=sp.method)
     if dm.kind == "none":
         return dm
     m = draft or r.model
     h = float(m.hidden or m.heads * m.head_dim)
-    if dm.kind == "head":
+    if dm.kind == "mtp":
+        hm = float(m.hidden or m.heads * m.head_dim)
+        block = dm.params / m.mtp_layers - 2.0 * hm * hm - 2.0 * hm
+        _d(d, "memory.draft_params", "mtp_layers × (one MoE transformer block + projection 2h² + 2 norms 2h) "
+           "(the MTP module; embedding and output head shared with the target)",
+           f"{m.mtp_layers} × ({fmt_num(block)} + 2 × {fmt_num(hm)} × {fmt_num(hm)} + 2 × {fmt_num(hm)})",
+           dm.params, "parameters")
+        kv_sub = f"{m.mtp_layers} × {fmt_num(kv_bytes_per_token(m, s.kv_dtype))} / {m.layers}"
+        kv_formula = "mtp_layers × target KV bytes/token / n_layers"
+    elif dm.kind == "head":
         pc = r.params
         emb = float(m.vocab or 0) * h * (1.0 if m.tie_embeddings else 2.0)
         _d(d, "memory.draft_params", "L_d × (P − embedding − LM head) / n_layers + 2h² (EAGLE-style head)",
@@ -255,7 +276,7 @@ def decode_at(r: Resolved, *, batch_size: ArrayLike, live_context: ArrayLike) ->
     """The scenario's decode cycle at a batch (speculation included): step, cycle, ITL."""
     sp = r.scenario.speculative
     return decode_cycle(batch_size=batch_size, context_tokens=live_context, draft_tokens=sp.draft_tokens,
-                        acceptance=sp.acceptance, draft_cost=sp.draft_cost, **r.step_kwargs())
+                        drafter=drafter_for(sp, r.model), **r.step_kwargs())
 
 
 def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: float,
@@ -286,6 +307,8 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
        step, "s", ob if st.memory_bound else oc)
     _d(d, "decode.tok_s_per_sequence", "1 / ITL" + (" (speculative: tokens per pass / cycle)" if k else ""),
        f"1 / {fmt_num(itl)}", tok_seq, "tok/s")
+    if k:
+        _speculative_rows(r, d, cyc, batch_size=batch_size)
     _d(d, "decode.tok_s_per_replica", "B × tok/s per sequence", f"{batch_size} × {fmt_num(tok_seq)}",
        tok_rep, "tok/s")
     _d(d, "decode.mbu", "bytes per step per GPU / step / peak bandwidth",
@@ -310,6 +333,33 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
         speculative_tokens_per_pass=tpp,
         speculative_speedup=float(st.step_s) / itl,
     )
+
+
+def _speculative_rows(r: Resolved, d: Deriv, cyc: DecodeCycle, *, batch_size: int) -> None:
+    """decode.speculative_tokens_per_pass and decode.speculative_speedup with the method,
+    the acceptance per position and its origin (paper, assumed, or the scenario's)."""
+    sp = r.scenario.speculative
+    dr = drafter_for(sp, r.model)
+    if dr is None:
+        return
+    k = sp.draft_tokens
+    acc = dr.acceptance
+    terms = ["1"] + [" × ".join(fmt_num(a) for a in acc[:i]) for i in range(1, k + 1)]
+    origin = {"paper": "from the paper", "assumed": "assumed", "scenario": "the scenario's"}.get(
+        dr.acceptance_origin, dr.acceptance_origin)
+    _d(d, "decode.speculative_tokens_per_pass",
+       f"1 + Σ_k Π_(i≤k) a_i over k = 1 … {k} draft tokens ({dr.method}: {dr.name}; acceptance per position "
+       f"{', '.join(fmt_num(a) for a in acc)}, {origin}: {dr.acceptance_source})",
+       " + ".join(terms), cyc.tokens_per_pass, "tokens", "input" if dr.acceptance_origin == "scenario" else "default")
+    step, cycle = float(cyc.step.step_s), float(cyc.cycle_s)
+    how = (f"drafts = {k} × {fmt_num(dr.draft_cost)} × step (speculative.draft_cost)" if dr.draft_cost is not None
+           else f"drafts = {dr.name}'s own forwards at batch {batch_size} by the step model, the first over the "
+                f"{k + 1} settled positions, {k - 1} more over one")
+    _d(d, "decode.speculative_speedup",
+       f"tokens per verify × step / (verify step over {k + 1} positions per sequence + drafts); {how}",
+       f"{fmt_num(cyc.tokens_per_pass)} × {fmt_num(step)} / ({fmt_num(float(cyc.verify_s))} + "
+       f"{fmt_num(float(cyc.draft_s))})",
+       cyc.tokens_per_pass * step / cycle, "×")
 
 
 def _prefill_working(r: Resolved, pf: PrefillStep, t: float) -> str:

@@ -8,10 +8,13 @@ from planner.spec.catalog import (
     Catalog,
     PriceQuote,
     catalog_dir,
+    catalog_key,
     default_price_from_quotes,
     get_gpu,
     get_model,
     load_catalog,
+    lookup_gpu_id,
+    lookup_model_id,
     on_demand_quotes,
 )
 from planner.spec.context import (
@@ -121,14 +124,20 @@ from planner.spec.share import (
     share_token,
 )
 from planner.spec.specs import (
+    ATTENTION_LAYER_KINDS,
+    MAX_ATTENTION_PATTERN,
     MAX_SPEC_FLOAT,
     MAX_SPEC_INT,
+    AttentionLayerKind,
     DenseFlops,
     GpuSpec,
     ModelSpec,
 )
 
 __all__ = [
+    "ATTENTION_LAYER_KINDS",
+    "AttentionLayerKind",
+    "MAX_ATTENTION_PATTERN",
     "Catalog",
     "ComputeDtype",
     "Cost",
@@ -197,6 +206,9 @@ __all__ = [
     "bytes_per_weight",
     "PRICE_ROUNDING_USD",
     "catalog_dir",
+    "catalog_key",
+    "lookup_gpu_id",
+    "lookup_model_id",
     "default_price_from_quotes",
     "on_demand_quotes",
     "check_profile",

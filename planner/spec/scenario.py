@@ -185,19 +185,39 @@ class Serving(BaseModel):
 
 
 class Speculative(BaseModel):
-    """Speculative decoding (draft_tokens = 0: off)."""
+    """Speculative decoding (draft_tokens = 0: off).
+
+    ``method`` (planner.physics.speculative): ``draft_model`` (a separate catalog model),
+    ``eagle`` (an EAGLE-3 head of ``draft_layers`` target-shaped layers) or ``mtp`` (the
+    model's own multi-token-prediction module).  Left out: ``draft_model`` when a draft
+    model is named, else ``eagle`` (what these fields meant before ``method`` existed)."""
 
     model_config = _FROZEN
     draft_tokens: Annotated[int, Field(ge=0, le=16)] = 0
-    acceptance: Fraction = 0.7
-    draft_cost: NonNegFloat = 0.05
-    # What drafts, charged in the memory ledger (planner.physics.draft): None: an
+    method: Literal["draft_model", "eagle", "mtp"] = "eagle"
+    # P(draft token accepted | all before it were): one number for every position, or
+    # a_1 … a_K (a shorter tuple repeats its last entry).  None: the method's sourced
+    # default (MTP: DeepSeek-V3 report; EAGLE-3: its paper; draft model: 0.7, assumed).
+    acceptance: Fraction | None = None
+    acceptance_per_position: Annotated[tuple[Fraction, ...], Field(min_length=1, max_length=16)] | None = None
+    # One draft step as a fixed fraction of a target step; None: the drafter's own
+    # decode step from the step model (the draft model's, the head's or the MTP block's).
+    draft_cost: NonNegFloat | None = None
+    # What drafts, charged in the memory ledger (planner.physics.draft): a catalog
+    # model id (method draft_model: its own weights and KV cache); for eagle an
     # EAGLE-style head of ``draft_layers`` decoder layers of the target's shape (it
-    # shares the target's embedding and LM head); a catalog model id: a separate
-    # draft model with its own weights and KV cache.
+    # shares the target's embedding and LM head).
     draft_model: CatalogId | None = None
     draft_layers: Annotated[int, Field(ge=1, le=8)] = 1
     draft_weights_dtype: WeightsDtype | None = None  # None: the target's weights_dtype
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_method(cls, data: Any) -> Any:
+        """No method given: draft_model when a draft model is named, else eagle."""
+        if isinstance(data, dict) and data.get("method") is None:
+            data = {**data, "method": "draft_model" if data.get("draft_model") is not None else "eagle"}
+        return data
 
     @field_validator("draft_model", mode="after")
     @classmethod
@@ -208,6 +228,15 @@ class Speculative(BaseModel):
             except PlannerError as exc:
                 raise ValueError(str(exc)) from None
         return value
+
+    @model_validator(mode="after")
+    def _method_fits(self) -> Speculative:
+        if self.method == "draft_model" and self.draft_model is None:
+            raise ValueError("speculative.method 'draft_model' needs speculative.draft_model (a catalog model id)")
+        if self.method != "draft_model" and self.draft_model is not None:
+            raise ValueError(f"speculative.method '{self.method}' drafts without a separate model: clear "
+                             f"speculative.draft_model ({self.draft_model}) or set speculative.method to 'draft_model'")
+        return self
 
 
 class Efficiency(BaseModel):
@@ -324,6 +353,10 @@ class Scenario(BaseModel):
         if self.parallel.pp > model.layers:
             raise ValueError(f"parallel.pp ({self.parallel.pp}) exceeds the model's {model.layers} layers")
         sp = self.speculative
+        if sp.draft_tokens > 0 and sp.method == "mtp" and model.mtp_layers <= 0:
+            raise ValueError(f"speculative.method 'mtp': {model.id} has no multi-token-prediction module "
+                             "(its mtp_layers is 0; DeepSeek-V3-class checkpoints ship one); use 'eagle' or "
+                             "'draft_model'")
         if sp.draft_tokens > 0 and sp.draft_model is not None and get_model(sp.draft_model).heads % tp:
             # the drafter runs at the target's TP (vLLM V1, SGLang): its heads split the same way
             raise ValueError(f"speculative.draft_model: parallel.tp ({tp}) must divide the draft's "

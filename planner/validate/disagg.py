@@ -27,6 +27,7 @@ import numpy as np
 from planner.physics.link import DEFAULT_KV_LINK_EFFICIENCY, kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.memory import kv_bytes_per_token_per_gpu
 from planner.physics.queueing import ROUNDING_MARGIN, pipelined_prefill, ttft_pool
+from planner.physics.speculative import drafter_for
 from planner.physics.step import decode_cycle, prefill_chunks, prefill_step
 from planner.physics.techniques import kv_transfer_s
 from planner.sizing.load import LoadPoint
@@ -72,7 +73,7 @@ def disaggregated_point(prefill: Resolved, decode: Resolved, *, prompt_tokens: f
     ds = decode.scenario
     sp = ds.speculative
     cyc = decode_cycle(batch_size=grid, context_tokens=n + o / 2.0, draft_tokens=sp.draft_tokens,
-                       acceptance=sp.acceptance, draft_cost=sp.draft_cost, **decode.step_kwargs())
+                       drafter=drafter_for(sp, decode.model), **decode.step_kwargs())
     cycle = np.asarray(cyc.cycle_s, float)
     itl = cycle / cyc.tokens_per_pass
     rate = decode_workers * grid / ((o - 1.0) * itl)  # requests/s the decode pool completes at batch b

@@ -18,7 +18,6 @@ from planner.errors import PlannerError
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
     engine_hbm_bytes,
-    kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
     max_sequences,
     weight_bytes,
@@ -31,8 +30,9 @@ from planner.physics.roofline import (
     prefill_intensity,
     ridge_flop_per_byte,
 )
-from planner.physics.step import decode_step, prefill_chunks, prefill_step
-from planner.physics.techniques import chunked_prefill, speculative_speedup, speculative_tokens_per_pass
+from planner.physics.speculative import drafter_for
+from planner.physics.step import decode_cycle, prefill_chunks, prefill_step
+from planner.physics.techniques import chunked_prefill, speculative_tokens_per_pass
 from planner.sizing.plan import plan_resolved
 from planner.sizing.replica import decode_at, derive_context, memory_section
 from planner.spec.context import Resolved, resolve
@@ -104,11 +104,12 @@ def roofline_points(
     r = resolve(scenario)
     s, gpu = r.scenario, r.gpu
     w = weight_bytes(r.model, s.weights_dtype)
-    k = kv_bytes_per_token(r.model, s.kv_dtype)
+    b, c = np.meshgrid(_arr(batches), _arr(contexts))
+    # KV/token at each context (the ledger's for windowed layers; constant otherwise).
+    k = np.asarray(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, context_tokens=c.ravel()))
     peak = peak_flops_per_s(gpu, s.weights_dtype)
     ridge = ridge_flop_per_byte(gpu, s.weights_dtype)
     series = f"{gpu.id} {compute_dtype(gpu, s.weights_dtype)}"
-    b, c = np.meshgrid(_arr(batches), _arr(contexts))
     di = np.asarray(decode_intensity(params_active=r.params.active, weight_bytes=w, batch_size=b.ravel(),
                                      context_tokens=c.ravel(), kv_bytes_per_token=k))
     pi = np.asarray(prefill_intensity(params_active=r.params.active, weight_bytes=w, tokens=_arr(prompt_lengths)))
@@ -189,7 +190,7 @@ def max_sequences_curve(scenario: Scenario, *, contexts: Sequence[int], kv_dtype
     ctx = _arr(contexts)
     rows: list[Row] = []
     for kd in kv_dtypes:
-        kg = kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=kd, tp=p.attention_tp, pp=p.pp)
+        kg = kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=kd, tp=p.attention_tp, pp=p.pp, context_tokens=ctx)
         # + the speculative drafter's KV (0 off), in the same KV dtype
         kg = kg + mem.draft_kv_bytes_per_token_per_gpu * bytes_per_kv_element(kd) / bytes_per_kv_element(
             scenario.kv_dtype)
@@ -263,21 +264,21 @@ def speculative_curve(
     scenario: Scenario, *, acceptances: Sequence[float], draft_tokens: Sequence[int]
 ) -> list[Row]:
     """Speculative speedup at the plan's batch and context over acceptance α:
-    tokens per pass (1 + α + … + α^k) × step / (verify step + k × draft_cost × step)."""
+    tokens per pass (1 + α + … + α^k) × step / (verify step + k × draft step), the draft
+    step the scenario's method's own (``physics.step.decode_cycle``, as the plan times it)."""
     r = resolve(scenario)
     p = plan_resolved(r)
     kw = r.step_kwargs()
     b, live = p.decode.batch_size, p.decode.context_tokens
-    step = float(decode_step(batch_size=b, context_tokens=live, **kw).step_s)
     a = _arr(acceptances)
     rows: list[Row] = []
     for k in draft_tokens:
-        verify = float(decode_step(batch_size=b, context_tokens=live, tokens_per_sequence=k + 1, **kw).step_s)
+        drafter = drafter_for(scenario.speculative.model_copy(update={"draft_tokens": int(k)}), r.model)
+        cyc = decode_cycle(batch_size=b, context_tokens=live, draft_tokens=int(k), drafter=drafter, **kw)
+        step, cycle = float(cyc.step.step_s), float(cyc.cycle_s)
         tpp = np.asarray(speculative_tokens_per_pass(draft_tokens=k, acceptance=a))
-        speed = np.asarray(speculative_speedup(draft_tokens=k, acceptance=a, draft_cost=scenario.speculative.draft_cost,
-                                               verify_step_s=verify, step_s=step))
         rows += [{"draft_tokens": int(k), "acceptance": float(x), "tokens_per_pass": float(t),
-                  "speedup": float(v)} for x, t, v in zip(a, tpp, speed, strict=True)]
+                  "speedup": float(t) * step / cycle} for x, t in zip(a, tpp, strict=True)]
     return rows
 
 

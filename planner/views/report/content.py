@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from planner.physics.speculative import drafter_for
 from planner.sizing.plan import Plan, plan
 from planner.spec.catalog import load_catalog, on_demand_quotes
 from planner.spec.context import resolve
@@ -231,8 +232,12 @@ def _scenario_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
         ReportRow("Prefill chunk", f"{sv.chunk_tokens:,} tokens"),
     ]
     if s.speculative.draft_tokens:
-        rows.append(ReportRow("Speculative decoding", f"{s.speculative.draft_tokens} draft tokens, acceptance "
-                        f"{percent(s.speculative.acceptance)}"))
+        dr = drafter_for(s.speculative, r.model)
+        if dr is not None:
+            acc = ", ".join(percent(x) for x in dr.acceptance)
+            rows.append(ReportRow("Speculative decoding", f"{dr.name} ({dr.method}), {s.speculative.draft_tokens} "
+                                  f"draft tokens, acceptance per position {acc}", f"{dr.acceptance_origin}: "
+                                  f"{dr.acceptance_source}"))
     return tuple(rows)
 
 
