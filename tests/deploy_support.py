@@ -11,7 +11,7 @@ from planner import plan
 from planner.deploy import ENGINE_FLAGS, flags_of
 from planner.sizing.plan import Plan
 from planner.spec.catalog import load_catalog
-from planner.spec.scenario import Scenario, Speculative, scenario_from_dict
+from planner.spec.scenario import Scenario, scenario_from_dict
 
 LLAMA_FP8_TP2: dict[str, Any] = {
     "name": "llama-70b-fp8-tp2", "model": "llama-3.1-70b", "gpu": "h200-sxm", "weights_dtype": "fp8",
@@ -25,12 +25,10 @@ LLAMA_DISAGG: dict[str, Any] = {
 
 def deepseek_dict() -> dict[str, Any]:
     """DeepSeek-R1 (DeepSeek-V3's shape until the catalog has R1) TP 8 · EP 8 with DP attention and MTP.
-    ``speculative.method`` is set where the schema has it."""
+    """
     model = "deepseek-r1" if "deepseek-r1" in load_catalog().models else "deepseek-v3"
     par: dict[str, Any] = {"tp": 8, "ep": 8, "dp_attention": True}
-    spec: dict[str, Any] = {"draft_tokens": 1}
-    if "method" in Speculative.model_fields:
-        spec["method"] = "mtp"
+    spec: dict[str, Any] = {"draft_tokens": 1, "method": "mtp"}
     return {"name": "deepseek-tp8-ep8-dpa-mtp", "model": model, "gpu": "h200-sxm", "weights_dtype": "fp8",
             "kv_dtype": "fp8", "parallel": par, "speculative": spec,
             "workload": {"prompt_tokens": 2000, "output_tokens": 500, "requests_per_s": 20}}

@@ -128,8 +128,8 @@ def test_deepseek_tp8_ep8_dp_attention_mtp(engine: str) -> None:
     (c,) = d.commands
     dpa = s.parallel.dp_attention
     assert dpa
-    # speculative.method (mtp here) where the schema has it; before it, a head of the target's shape is EAGLE's
-    method = getattr(s.speculative, "method", "eagle")
+    assert s.speculative.method == "mtp"
+    method = "mtp"
     batch = p.operating_point.batch_size
     if engine == "trtllm":
         cfg = flatten_keys(c.config)
@@ -163,12 +163,17 @@ def test_deepseek_tp8_ep8_dp_attention_mtp(engine: str) -> None:
 def test_speculative_method_per_engine() -> None:
     """MTP on a model without MTP layers is refused; an EAGLE head (the default drafter) is named by a
     placeholder the header explains, never left out."""
-    from planner.spec.scenario import Speculative, scenario_from_dict
+    from planner.spec.scenario import scenario_from_dict
     base = {"model": "llama-3.1-70b", "gpu": "h200-sxm", "parallel": {"tp": 2}}
-    if "method" in Speculative.model_fields:
-        s = scenario_from_dict({**base, "speculative": {"draft_tokens": 2, "method": "mtp"}})
-        with pytest.raises(DeployError, match="MTP layers"):
-            deploy(s, "vllm")
+    from dataclasses import replace
+
+    from planner.deploy import SpecDecode, engine_commands
+    from planner.errors import ScenarioError
+    with pytest.raises(ScenarioError, match="mtp"):  # the scenario already refuses it...
+        scenario_from_dict({**base, "speculative": {"draft_tokens": 2, "method": "mtp"}})
+    inputs = deploy(scenario_from_dict(base), "vllm").inputs  # ...and so does the deploy, given such inputs
+    with pytest.raises(DeployError, match="MTP layers"):
+        engine_commands(replace(inputs, spec=SpecDecode("mtp", 2, "")), "sglang")
     s = scenario_from_dict({**base, "speculative": {"draft_tokens": 3}})
     d = deploy(s, "vllm")
     spec = json.loads(parse_command("vllm", d.commands[0].argv).speculative_config)

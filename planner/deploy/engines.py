@@ -41,11 +41,7 @@ class EngineCommand:
 
 
 def _has_mtp(inputs: DeployInputs) -> bool:
-    m = resolve_model(inputs.scenario)
-    layers = getattr(m, "mtp_layers", None)
-    if layers is not None:
-        return bool(layers)
-    return m.id.startswith("deepseek-v3") or m.id.startswith("deepseek-r1")
+    return resolve_model(inputs.scenario).mtp_layers > 0
 
 
 def _check_common(inputs: DeployInputs, engine: str, weights: str | None) -> None:

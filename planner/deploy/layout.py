@@ -98,16 +98,14 @@ def _spec(scenario: Scenario) -> SpecDecode | None:
     sp = scenario.speculative
     if sp.draft_tokens <= 0:
         return None
-    method = getattr(sp, "method", None) or ("draft_model" if sp.draft_model else "eagle")
-    if method == "draft_model":
-        if not sp.draft_model:
-            raise DeployError("speculative.method is draft_model but speculative.draft_model names no model")
-        draft = model_reference(scenario.model_copy(update={"model": sp.draft_model}))
+    method = sp.method
+    if method == "draft_model" and sp.draft_model is not None:
+        draft: str | None = model_reference(scenario.model_copy(update={"model": sp.draft_model}))
     elif method == "eagle":
         draft = None  # an EAGLE head trained for the target: the user names its weights
     else:
         draft = ""
-    return SpecDecode(method=str(method), draft_tokens=sp.draft_tokens, draft_ref=draft)
+    return SpecDecode(method=method, draft_tokens=sp.draft_tokens, draft_ref=draft)
 
 
 def deploy_inputs(scenario: Scenario, plan: Plan, *, revision: str | None = None) -> DeployInputs:
