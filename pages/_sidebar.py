@@ -32,6 +32,7 @@ from pages._link import (
     sync_url,
 )
 from pages._nav import VIA_APP, app_pages
+from pages._pools import pool_block
 from planner import (
     INPUT_HELP,
     LINK_FIELDS,
@@ -315,6 +316,7 @@ def sidebar_scenario() -> Scenario | None:
         data["gpu"], data["model"] = pinned["gpu"], pinned["model"]
         if values.get("price") is None:
             data["cost"]["usd_per_gpu_hour"] = pinned["usd_per_gpu_hour"]
+    data = pool_block(data, gpus=sorted(cat.gpus), tps=TPS)  # disaggregated pools' own GPU and TP (pages/_pools.py)
     _banner(gpu, model)
     try:
         scenario = scenario_from_dict(data)

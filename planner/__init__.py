@@ -70,7 +70,13 @@ from planner.spec.context import Resolved, resolve
 from planner.spec.derivation import Derivation
 from planner.spec.params import ParamCounts, param_counts
 from planner.spec.precision import bits_per_weight, bytes_per_kv_element, bytes_per_weight
-from planner.spec.scenario import Scenario, apply_overrides, scenario_from_dict
+from planner.spec.scenario import (
+    POOL_ROLES,
+    Pool,
+    Scenario,
+    apply_overrides,
+    scenario_from_dict,
+)
 from planner.spec.share import MAX_TOKEN_CHARS, scenario_from_token, share_token
 from planner.spec.specs import DenseFlops, GpuSpec, ModelSpec
 from planner.views.compare import (
@@ -90,6 +96,12 @@ from planner.views.inputs import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, tr
 from planner.views.labels import room_for_labels
 from planner.views.link import LINK_FIELDS, link_params, parse_link, scenario_data, widget_values
 from planner.views.plausibility import plausibility_warnings
+from planner.views.pools import (
+    pool_data,
+    pool_derivations,
+    pool_rows,
+    xpyd_text,
+)
 from planner.views.referee import REFEREE_MAX_SIMULATED, RefereePick, referee_pick, slo_status
 from planner.views.report import report_file_name, review_report, review_report_html
 from planner.views.review import (
@@ -117,6 +129,12 @@ from planner.views.vocabulary import (
 )
 
 __all__ = [
+    "POOL_ROLES",
+    "Pool",
+    "pool_data",
+    "pool_derivations",
+    "pool_rows",
+    "xpyd_text",
     "Attainment",
     "REFEREE_MAX_SIMULATED",
     "RefereePick",

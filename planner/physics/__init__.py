@@ -21,6 +21,10 @@ from planner.physics.comm import (
     p2p_s,
 )
 from planner.physics.draft import DraftMemory, draft_memory, eagle_head_params
+from planner.physics.handoff import (
+    kv_handoff_factor,
+    kv_handoff_s,
+)
 from planner.physics.kernels import (
     KernelGroups,
     activation_elements_per_token,
@@ -183,6 +187,8 @@ from planner.physics.terms import (
 )
 
 __all__ = [
+    "kv_handoff_factor",
+    "kv_handoff_s",
     "draft_memory",
     "eagle_head_params",
     "ACTIVATION_BYTES",

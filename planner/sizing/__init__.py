@@ -32,6 +32,7 @@ from planner.sizing.fleet import (
     CEIL_TOLERANCE,
     FleetArrays,
     fleet_arrays,
+    gpu_hour_usd,
     pool_groups,
 )
 from planner.sizing.fleet_plan import (
@@ -79,6 +80,18 @@ from planner.sizing.plan import (
     plan,
     plan_resolved,
 )
+from planner.sizing.pools import (
+    PoolResult,
+    PoolsResult,
+    layout_text,
+    pool_link_bytes_per_s,
+    pool_pair,
+    pool_resolved,
+    pools_section,
+    pools_set,
+    pools_warnings,
+    xpyd,
+)
 from planner.sizing.replica import (
     DecodeResult,
     MemoryResult,
@@ -101,6 +114,17 @@ from planner.sizing.uncertainty import (
 )
 
 __all__ = [
+    "gpu_hour_usd",
+    "PoolResult",
+    "PoolsResult",
+    "layout_text",
+    "pool_link_bytes_per_s",
+    "pool_pair",
+    "pool_resolved",
+    "pools_section",
+    "pools_set",
+    "pools_warnings",
+    "xpyd",
     "GAP_PERCENTILE",
     "MAX_OUTPUT_CLASSES",
     "QUANTILE_GRID",

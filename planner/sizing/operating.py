@@ -149,6 +149,8 @@ class OperatingArrays:
     class_prompt: Arr  # the prompt classes the prefill chunks were computed for (WorkloadStats), shape (S,)
     class_cached: Arr
     prefill: PrefillChunks  # every class's chunk times per candidate (C, S, K): the Plan's prefill section reads them
+    # A prefill pool with its own layout (planner.sizing.pools): its GPUs per replica; None: gpus_per_replica.
+    prefill_gpus_per_replica: Arr | None = None
 
 
 def chunk_times_at(op: OperatingArrays, candidate: int, *, prompt_tokens: float, cached_tokens: float
@@ -296,8 +298,8 @@ def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike,
                          draft_kv_bytes_per_token_per_gpu=dk)
 
 
-def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr, dp: Arr, b: Arr, riding: bool
-                   ) -> tuple[DecodeCycle, ServiceTimes, PrefillChunks]:
+def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr, dp: Arr, b: Arr, riding: bool,
+                   prefill_pool: Resolved | None = None) -> tuple[DecodeCycle, ServiceTimes, PrefillChunks]:
     """(decode cycle, the service times of the load model, every class's prefill chunks) per candidate × batch.
 
     Decode cycle at B (speculative: verify pass + k·draft step, the method's drafter), τ tokens per
@@ -313,8 +315,9 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
     chunk = s.serving.chunk_tokens
     new = np.maximum(st.class_prompt - st.class_cached, 1.0)
     pc = prefill_chunks(new_tokens=new, cached_tokens=st.class_cached, chunk_tokens=chunk,
-                        **r.step_kwargs(tp=tp[..., None], pp=pp[..., None], ep=ep[..., None],
-                                        dp_attention=dp[..., None]))
+                        **(r.step_kwargs(tp=tp[..., None], pp=pp[..., None], ep=ep[..., None],
+                                         dp_attention=dp[..., None])
+                           if prefill_pool is None else prefill_pool.step_kwargs()))
     # Riding chunks: their marginal time less the launches, which an iteration pays once (ServiceTimes.launch_s).
     work = np.broadcast_to(pc.marginal_total_s - pc.counts * pc.launch_s if riding else pc.total_s,
                            (n_c, new.size))  # (C, S)
@@ -355,6 +358,21 @@ def _reasons(r: Resolved, *, budget: Arr, kv_ok: NDArray[np.bool_], prefill_ok: 
             reason[i] = (f"misses {which} (attainment {a:.0%} < {slo.attainment:.0%}: TTFT within target for "
                          f"{t:.0%} of requests, TPOT for {p:.0%})")
     return reason
+
+
+def prefill_pool_misfit(prefill_pool: Resolved | None, st: WorkloadStats) -> str:
+    """Why a prefill pool's own layout cannot hold the longest prompt's KV ("" when it can)."""
+    if prefill_pool is None:
+        return ""
+    q = prefill_pool.scenario.parallel
+    mem = replica_memory(prefill_pool, tp=q.tp, pp=q.pp, ep=q.ep)
+    need = float(np.max(st.class_prompt)) * float(mem.kv_bytes_per_token_per_gpu)
+    budget = float(mem.kv_budget_bytes)
+    if budget >= need and budget > 0:
+        return ""
+    return (f"prefill pool does not fit: {float(mem.weight_bytes_per_gpu) / 1e9:,.1f} GB of weights per GPU leave "
+            f"{max(budget, 0.0) / 1e9:,.2f} GB of KV budget on {prefill_pool.gpu.id}, the longest prompt needs "
+            f"{need / 1e9:,.2f} GB; raise prefill.parallel.tp or choose a larger prefill.gpu")
 
 
 def _tpot_load(ld_itl: Arr, rate: Arr, sv: ServiceTimes, st: WorkloadStats, *, riding: bool) -> TpotLoad:
@@ -398,9 +416,13 @@ def _ttft_share(target_s: float, ld: ModeLoad, weights: Arr, shape: tuple[int, .
 def operating_arrays(
     r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike, mode: str, stats: WorkloadStats | None = None,
     max_batch: int = DEFAULT_MAX_BATCH, dp_attention: ArrayLike | None = None,
+    prefill_pool: Resolved | None = None,
 ) -> OperatingArrays:
     """Operating points for candidate layouts (tp, pp, ep and dp_attention arrays of equal
-    shape; ``dp_attention`` None: the scenario's for every candidate)."""
+    shape; ``dp_attention`` None: the scenario's for every candidate).
+
+    ``prefill_pool`` (disaggregated only; planner.sizing.pools): the prefill pool's own GPU
+    and layout, ``r`` and the candidates then being the decode pool's; None: one layout."""
     s = r.scenario
     st = stats or workload_stats(r)
     tp_c = np.asarray(tp, float).reshape(-1, 1)
@@ -417,7 +439,10 @@ def operating_arrays(
     wg, budget = mem.weight_bytes_per_gpu, mem.kv_budget_bytes
     kv_ok, max_seq = _kv_capacity(budget, mem.cache_bytes_per_token_per_gpu, np.asarray(attention_dp(tp_c, dp_c)),
                                   st, b)
-    cyc, sv, pc = _service_times(r, st, tp=tp_c, pp=pp_c, ep=ep_c, dp=dp_c, b=b, riding=mode == "colocated")
+    if mode == "colocated":
+        prefill_pool = None
+    cyc, sv, pc = _service_times(r, st, tp=tp_c, pp=pp_c, ep=ep_c, dp=dp_c, b=b, riding=mode == "colocated",
+                                 prefill_pool=prefill_pool)
     # The load model's gap quantile is asked at the stall percentile (p99 of all token
     # gaps); slo.itl_percentile is the percentile of per-request TPOT (below).
     slo = s.slo
@@ -426,7 +451,8 @@ def operating_arrays(
         ld = colocated_load(r_gap, sv, grid=grid)
     else:
         # Its tp sets the KV shard one GPU ships: a data-parallel attention rank ships its prompt's whole KV.
-        ld = disaggregated_load(r_gap, sv, st, grid=grid, tp=np.asarray(attention_tp(tp_c, dp_c)), pp=pp_c)
+        ld = disaggregated_load(r_gap, sv, st, grid=grid, tp=np.asarray(attention_tp(tp_c, dp_c)), pp=pp_c,
+                                prefill_pool=prefill_pool)
     shape = np.broadcast_shapes(np.shape(ld.itl_s), np.shape(ld.goodput_req_s), (n_c, grid.size))
     riding = mode == "colocated"
     tl = _tpot_load(np.broadcast_to(ld.itl_s, shape), np.broadcast_to(ld.goodput_req_s, shape), sv, st, riding=riding)
@@ -438,6 +464,9 @@ def operating_arrays(
 
     # The operating point: the largest batch where every check holds (the fixed batch if given).
     ok = kv_ok & ld.prefill_ok & gap_ok & (att >= slo.attainment * (1.0 - 1e-12))
+    pre_miss = prefill_pool_misfit(prefill_pool, st)
+    if pre_miss:
+        ok = np.zeros_like(ok)
     if fixed is not None:
         idx = np.zeros(n_c, dtype=np.int64)
     else:
@@ -445,6 +474,11 @@ def operating_arrays(
         idx = np.where(ok.any(axis=1), last, 0)
     rows = np.arange(n_c)
     feasible = ok[rows, idx]
+    reason = _reasons(r, budget=budget, kv_ok=kv_ok, prefill_ok=np.broadcast_to(ld.prefill_ok, shape),
+                      gap_ok=gap_ok, att=att, ttft_share=ttft_share, tpot_share=tpot_share, feasible=feasible,
+                      idx=idx, budget_binds=None if ld.budget_binds is None else np.broadcast_to(ld.budget_binds, shape))
+    if pre_miss:
+        reason[:] = pre_miss
 
     def pick(a: ArrayLike) -> Arr:
         return np.broadcast_to(np.asarray(a, float), ok.shape)[rows, idx]
@@ -460,10 +494,7 @@ def operating_arrays(
         mode=mode,
         batch_size=grid[idx].astype(np.int64),
         feasible=feasible,
-        reason=_reasons(r, budget=budget, kv_ok=kv_ok, prefill_ok=np.broadcast_to(ld.prefill_ok, shape),
-                        gap_ok=gap_ok, att=att, ttft_share=ttft_share, tpot_share=tpot_share, feasible=feasible,
-                        idx=idx, budget_binds=None if ld.budget_binds is None
-                        else np.broadcast_to(ld.budget_binds, shape)),
+        reason=reason,
         max_sequences=max_seq,
         step_s=pick(cyc.step.step_s),
         itl_s=pick(ld.itl_s),
@@ -500,4 +531,6 @@ def operating_arrays(
         class_prompt=st.class_prompt,
         class_cached=st.class_cached,
         prefill=pc,
+        prefill_gpus_per_replica=None if prefill_pool is None
+        else np.full(n_c, float(prefill_pool.gpus_per_replica)),
     )

@@ -210,8 +210,9 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
         kv_budget_bytes=budget,
         max_sequences=seqs,
         fits=fits,
-        contiguous_reservation_bytes=contiguous_reservation_bytes(
-            kv_bytes_per_token=k, max_len_tokens=m.max_context_tokens or context_tokens),
+        contiguous_reservation_bytes=contiguous_reservation_bytes(  # KV/token at max_len (windowed layers)
+            kv_bytes_per_token=kv_bytes_per_token(m, s.kv_dtype, m.max_context_tokens or context_tokens),
+            max_len_tokens=m.max_context_tokens or context_tokens),
         paged_reservation_bytes=paged_reservation_bytes(
             kv_bytes_per_token=k, used_tokens=context_tokens, block_tokens=s.serving.block_tokens),
         prefix_sharing_saved_bytes=unshared - shared,

@@ -7,10 +7,20 @@ in ``--set KEY=VALUE`` overrides and in error messages.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from planner.errors import PlannerError, ScenarioError, validation_message
 from planner.io.jsonfile import MAX_JSON_DEPTH, SURROGATE_MESSAGE, lone_surrogate_path, parse_json, read_json
@@ -35,7 +45,9 @@ __all__ = [
     "Cost",
     "Efficiency",
     "Fleet",
+    "POOL_ROLES",
     "Parallel",
+    "Pool",
     "Scenario",
     "Serving",
     "Slo",
@@ -90,6 +102,33 @@ TraceTokens = Annotated[int, Field(ge=1, le=MAX_SEQUENCE_TOKENS)]
 CatalogId = Annotated[str, Field(max_length=MAX_ID_CHARS)]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Pool(BaseModel):
+    """One disaggregated pool's own GPU and layout (``prefill``, ``decode``); None: the
+    scenario's ``gpu`` / ``parallel``.  Used only with ``serving.mode = "disaggregated"``
+    (planner.sizing.pools); checked like the scenario's own layout (``Scenario._pools``)."""
+
+    model_config = _FROZEN
+    gpu: CatalogId | GpuSpec | None = None
+    parallel: Parallel | None = None
+
+    @field_validator("gpu", mode="after")
+    @classmethod
+    def _known_gpu(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                get_gpu(value)
+            except PlannerError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @property
+    def is_set(self) -> bool:
+        return self.gpu is not None or self.parallel is not None
+
+
+POOL_ROLES = ("prefill", "decode")
 
 
 class Workload(BaseModel):
@@ -303,6 +342,9 @@ class Scenario(BaseModel):
     efficiency: Efficiency = Efficiency()
     fleet: Fleet = Fleet()
     cost: Cost = Cost()
+    # Disaggregated pools with their own GPU and layout (planner.sizing.pools); None: the scenario's.
+    prefill: Pool | None = None
+    decode: Pool | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -362,6 +404,42 @@ class Scenario(BaseModel):
             raise ValueError(f"speculative.draft_model: parallel.tp ({tp}) must divide the draft's "
                              f"{get_model(sp.draft_model).heads} attention heads")
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_pools(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A scenario without pools serializes as before they existed: the same JSON, share token and store payload.
+        out = handler(self)
+        if isinstance(out, dict):
+            for role in POOL_ROLES:
+                if role in out and out[role] is None:
+                    del out[role]
+        return out
+
+    @model_validator(mode="after")
+    def _pools(self) -> Scenario:
+        # Each pool's layout gets the scenario's own cross-checks (every after-validator but this one),
+        # run on a copy with the pool's gpu and parallel, the message renamed to the pool's fields.
+        for role in POOL_ROLES:
+            pool: Pool | None = getattr(self, role)
+            if pool is None or not pool.is_set:
+                continue
+            copy = self.model_copy(update={"gpu": pool.gpu if pool.gpu is not None else self.gpu,
+                                           "parallel": pool.parallel if pool.parallel is not None else self.parallel,
+                                           "prefill": None, "decode": None})
+            for dec in type(self).__pydantic_decorators__.model_validators.values():
+                if dec.info.mode != "after" or dec.func.__name__ == "_pools":
+                    continue
+                try:
+                    dec.func(copy)
+                except ValueError as exc:
+                    raise ValueError(_pool_message(role, str(exc))) from None
+        return self
+
+
+def _pool_message(role: str, message: str) -> str:
+    """A layout check's message for a pool: ``parallel.tp`` → ``prefill.parallel.tp``."""
+    out = re.sub(r"(?<![\w.])parallel\.", f"{role}.parallel.", message)
+    return out if out != message else f"{role}: {message}"
 
 
 def is_model_path(value: Any) -> bool:
@@ -432,6 +510,14 @@ _FIELDS: dict[str, type[BaseModel]] = {
 }
 
 
+def _check_pool_key(key: str, parts: list[str]) -> None:
+    """``prefill.gpu``, ``prefill.parallel`` or ``prefill.parallel.<Parallel field>`` (decode likewise)."""
+    ok = (len(parts) == 2 and parts[1] in Pool.model_fields) or (
+        len(parts) == 3 and parts[1] == "parallel" and parts[2] in Parallel.model_fields)
+    if not ok:
+        raise ScenarioError(f"{key}: unknown key")
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``KEY=VALUE`` strings to a scenario dict (values parsed as JSON when
     they parse, else kept as strings; ``null`` clears a field)."""
@@ -444,12 +530,14 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         parts = key.split(".")
         if parts[0] not in Scenario.model_fields:
             raise ScenarioError(f"{key}: unknown key")
-        if len(parts) > 1:
+        if parts[0] in POOL_ROLES:
+            _check_pool_key(key, parts)
+        elif len(parts) > 1:
             sub = _FIELDS.get(parts[0])
             if sub is None or len(parts) != 2 or parts[1] not in sub.model_fields:
                 raise ScenarioError(f"{key}: unknown key")
         value = _parse_value(raw, key)
-        if parts[0] in {"name", "gpu", "model"} and not isinstance(value, dict):
+        if (parts[0] in {"name", "gpu", "model"} or parts[1:] == ["gpu"]) and not isinstance(value, dict):
             value = raw  # ids and names stay strings ("1" is a name, not a number)
         node = out
         for p in parts[:-1]:

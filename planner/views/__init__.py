@@ -66,6 +66,12 @@ from planner.views.plausibility import (
     PRICE_RANGE_FACTOR,
     plausibility_warnings,
 )
+from planner.views.pools import (
+    pool_data,
+    pool_derivations,
+    pool_rows,
+    xpyd_text,
+)
 from planner.views.referee import (
     REFEREE_MAX_SIMULATED,
     RefereePick,
@@ -159,6 +165,10 @@ from planner.views.vocabulary import (
 )
 
 __all__ = [
+    "pool_data",
+    "pool_derivations",
+    "pool_rows",
+    "xpyd_text",
     "Row",
     "latency_rows",
     "band_row",

@@ -19,6 +19,7 @@ from planner.sizing.plan import Plan
 from planner.spec.context import resolve
 from planner.spec.derivation import Derivation, fmt_num
 from planner.spec.scenario import Scenario, scenario_from_dict
+from planner.views.pools import pool_derivations
 from planner.views.referee import RefereePick, Simulate, referee_pick
 from planner.views.sweep import SweepRow
 
@@ -126,6 +127,7 @@ def fleet_derivations(*, scenario: Scenario, plan: Plan) -> dict[str, Derivation
                         f"{fmt_num(f.prefill_req_s_per_replica)} req/s, decode {fmt_num(f.decode_req_s_per_replica)} "
                         "req/s per replica)",
             value=ratio, unit="")
+    d.update(pool_derivations(scenario=scenario, plan=plan))  # pools with their own GPU or layout
     return d
 
 
