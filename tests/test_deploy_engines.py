@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import deepseek_dict, golden, parse_command
+from deploy_support import LLAMA_DISAGG, deepseek_dict, golden, parse_command
 
 from planner.deploy import DeployError, deploy, flatten_keys
 from planner.physics.memory import kv_budget_bytes
-from planner.sizing.plan import Plan
+from planner.sizing.plan import Plan, plan
 from planner.spec.scenario import Scenario, resolve_gpu
 
 FP8_CHECKPOINT = "nvidia/Llama-3.1-70B-Instruct-FP8"  # a pre-quantized checkpoint, for TensorRT-LLM
@@ -189,7 +189,7 @@ def test_vllm_refuses_an_ep_it_cannot_lay_out() -> None:
     s, p = golden("llama")
     d = deploy(s, "vllm", result=p)
     bad = Pool(role="colocated", replicas=1, tp=8, pp=1, ep=4, dp_attention=False, redundant_experts=0,
-               gpus_per_replica=8, batch=8,
+               gpus_per_replica=8, gpu="h200-sxm", batch=8,
                chunk_tokens=2048, context_tokens=4096)
     inputs = d.inputs.__class__(**{**d.inputs.__dict__, "pools": (bad,)})
     with pytest.raises(DeployError, match="not expressible"):
@@ -215,3 +215,24 @@ def test_redundant_experts_are_emitted_or_refused() -> None:
     assert ns.enable_eplb and ns.ep_num_redundant_experts == "32"
     with pytest.raises(DeployError, match="redundant_experts=32"):
         deploy(s, "trtllm", weights="deepseek-ai/DeepSeek-R1")
+
+
+def test_pools_with_their_own_gpu_and_layout() -> None:
+    """Per-pool layouts (prefill.gpu/parallel, decode.parallel): each pool's command carries its own TP and
+    replicas; the prefill pool's memory fraction is the stated engine's own knob, and another engine,
+    whose fraction the plan cannot solve for a pool it has no memory section of, is refused in one line."""
+    from planner.spec.scenario import scenario_from_dict
+    data = {**LLAMA_DISAGG, "prefill": {"gpu": "h100-sxm", "parallel": {"tp": 2}}, "decode": {"parallel": {"tp": 4}}}
+    s = scenario_from_dict(data)
+    p = plan(s)
+    assert p.pools is not None
+    d = deploy(s, "vllm", result=p)
+    for c in d.commands:
+        pr = p.pools.prefill if c.pool.role == "prefill" else p.pools.decode
+        ns = parse_command("vllm", c.argv)
+        assert int(ns.tensor_parallel_size) == pr.tp and c.pool.replicas == int(pr.replicas)
+        assert c.pool.gpu == pr.gpu and c.pool.gpus_per_replica == pr.gpus_per_replica
+        assert float(ns.gpu_memory_utilization) == s.serving.memory_utilization
+    assert f"prefill {int(p.pools.prefill.replicas)} × h100-sxm (TP 2" in d.files[0].text
+    with pytest.raises(DeployError, match="prefill pool"):
+        deploy(s, "sglang", result=p)

@@ -23,6 +23,7 @@ from planner.deploy.layout import (
     header_lines,
     memory_fraction,
     model_reference,
+    pool_gpu,
 )
 from planner.deploy.render import (
     KUBE_TARGETS,
@@ -41,6 +42,6 @@ __all__ = [
     "DeployError", "DeployFile", "DeployInputs", "Deployment", "ENGINES", "ENGINE_FLAGS", "EngineCommand",
     "FLAG_SOURCES", "FlagSpec", "KUBE_TARGETS", "MEMORY_FRACTION_DIGITS", "PREQUANTIZED_DTYPES", "Pool",
     "SourceFile", "SpecDecode", "TARGETS", "deploy", "deploy_inputs", "deployment_text", "engine_commands",
-    "flag", "flags_of", "flatten_keys", "header_lines", "kube_deployment", "memory_fraction", "model_reference", "nested_value",
+    "flag", "flags_of", "flatten_keys", "header_lines", "kube_deployment", "memory_fraction", "model_reference", "nested_value", "pool_gpu",
     "write_deployment",
 ]

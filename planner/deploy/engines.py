@@ -87,7 +87,7 @@ def _vllm(inputs: DeployInputs, pool: Pool, model: str, weights: str | None) -> 
     if pool.batch is not None:
         a += [flag(e, "--max-num-seqs"), str(math.ceil(pool.batch / dp))]  # per DP rank
     a += [flag(e, "--max-num-batched-tokens"), str(pool.chunk_tokens),
-          flag(e, "--gpu-memory-utilization"), str(memory_fraction(inputs, e)),
+          flag(e, "--gpu-memory-utilization"), str(memory_fraction(inputs, e, pool)),
           flag(e, "--max-model-len"), str(pool.context_tokens)]
     if inputs.scenario.kv_dtype == "fp8":
         a += [flag(e, "--kv-cache-dtype"), "fp8"]
@@ -125,7 +125,7 @@ def _sglang(inputs: DeployInputs, pool: Pool, model: str, weights: str | None) -
     if pool.batch is not None:
         a += [flag(e, "--max-running-requests"), str(pool.batch)]
     a += [flag(e, "--chunked-prefill-size"), str(pool.chunk_tokens),
-          flag(e, "--mem-fraction-static"), str(memory_fraction(inputs, e)),
+          flag(e, "--mem-fraction-static"), str(memory_fraction(inputs, e, pool)),
           flag(e, "--context-length"), str(pool.context_tokens)]
     if inputs.scenario.kv_dtype == "fp8":
         a += [flag(e, "--kv-cache-dtype"), "fp8_e4m3"]
@@ -170,7 +170,7 @@ def _trtllm(inputs: DeployInputs, pool: Pool, model: str, weights: str | None) -
         _put(cfg, "max_batch_size", pool.batch)
     _put(cfg, "max_num_tokens", pool.chunk_tokens)
     _put(cfg, "max_seq_len", pool.context_tokens)
-    _put(cfg, "kv_cache_config.free_gpu_memory_fraction", memory_fraction(inputs, e))
+    _put(cfg, "kv_cache_config.free_gpu_memory_fraction", memory_fraction(inputs, e, pool))
     if inputs.scenario.kv_dtype == "fp8":
         _put(cfg, "kv_cache_config.dtype", "fp8")
     _put(cfg, "kv_cache_config.enable_block_reuse", inputs.prefix_caching)

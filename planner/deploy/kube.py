@@ -211,6 +211,9 @@ def kube_deployment(target: str, inputs: DeployInputs, *, weights: str | None = 
     scales = pool_scales(inputs)
     head += [f"{r}: {s.replicas} replicas planned; {s.policy}: min {s.min_replicas}, max {s.max_replicas}"
              for r, s in scales.items()]
+    if len({c.pool.gpu for c in cmds}) > 1:
+        head += [f"schedule the {c.pool.role} pool on {c.pool.gpu} nodes (add your cluster's node selector)"
+                 for c in cmds]
     engine = cmds[0].engine
     head.append(f"images: pin each tag to the version the flags were checked against "
                 f"({flags_of(engine)[0].checked_version})")

@@ -12,15 +12,21 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from planner.errors import PlannerError
 from planner.physics.memory import DEFAULT_NON_TORCH_BYTES, engine_hbm_bytes
 from planner.sizing.plan import Plan
+from planner.sizing.pools import pools_set
+from planner.spec.catalog import get_gpu
+from planner.spec.parallel import Parallel
+from planner.spec.scenario import Pool as ScenarioPool
 from planner.spec.scenario import Scenario, resolve_gpu, resolve_model
+from planner.spec.specs import GpuSpec
 
 __all__ = ["MEMORY_FRACTION_DIGITS", "DeployError", "DeployInputs", "Pool", "SpecDecode", "deploy_inputs",
-           "header_lines", "memory_fraction", "model_reference"]
+           "header_lines", "memory_fraction", "model_reference",
+           "pool_gpu"]
 
 Role = Literal["colocated", "prefill", "decode"]
 MEMORY_FRACTION_DIGITS = 3  # an engine's memory fraction, rounded to 0.1% of the GPU
@@ -50,6 +56,7 @@ class Pool:
     dp_attention: bool
     redundant_experts: int  # EPLB copies per MoE layer (parallel.redundant_experts)
     gpus_per_replica: int
+    gpu: str  # the pool's GPU (prefill.gpu / decode.gpu, else the scenario's)
     batch: int | None  # the running batch per replica (None: a prefill pool, sized by its chunk)
     chunk_tokens: int
     context_tokens: int
@@ -80,12 +87,27 @@ def model_reference(scenario: Scenario) -> str:
     return found.group(1) if found else m.id
 
 
-def _layout(scenario: Scenario, role: str) -> Any:
-    """The layout of one pool: ``prefill.parallel`` / ``decode.parallel`` where the scenario has
-    per-pool layouts, else ``parallel``."""
-    pool = getattr(scenario, role, None) if role != "parallel" else None  # per-pool layouts: not on main yet
-    par = getattr(pool, "parallel", None) if pool is not None else None
-    return par if par is not None else scenario.parallel
+def _pool_spec(scenario: Scenario, role: str) -> ScenarioPool | None:
+    """``prefill`` / ``decode`` of a disaggregated scenario (None: colocated, or not set)."""
+    if scenario.serving.mode != "disaggregated" or role not in ("prefill", "decode"):
+        return None
+    return scenario.prefill if role == "prefill" else scenario.decode
+
+
+def _layout(scenario: Scenario, role: str) -> Parallel:
+    """The layout of one pool: ``prefill.parallel`` / ``decode.parallel`` where the scenario sets it,
+    else ``parallel``."""
+    pool = _pool_spec(scenario, role)
+    return pool.parallel if pool is not None and pool.parallel is not None else scenario.parallel
+
+
+def pool_gpu(scenario: Scenario, role: str) -> GpuSpec:
+    """The GPU of one pool: ``prefill.gpu`` / ``decode.gpu`` where the scenario sets it, else ``gpu``."""
+    pool = _pool_spec(scenario, role)
+    g = pool.gpu if pool is not None else None
+    if g is None:
+        return resolve_gpu(scenario)
+    return g if isinstance(g, GpuSpec) else get_gpu(g)
 
 
 def _replicas(value: float, what: str) -> int:
@@ -118,19 +140,22 @@ def deploy_inputs(scenario: Scenario, plan: Plan, *, revision: str | None = None
     pools: list[Pool] = []
 
     def pool(role: Role, replicas: float, batch: int | None) -> Pool:
-        par = _layout(scenario, "parallel" if role == "colocated" else role)
+        par = _layout(scenario, role)
         return Pool(role=role, replicas=_replicas(replicas, f"{role} replica"), tp=par.tp, pp=par.pp, ep=par.ep,
                     dp_attention=par.dp_attention, redundant_experts=par.redundant_experts,
-                    gpus_per_replica=par.tp * par.pp, batch=batch, chunk_tokens=chunk, context_tokens=ctx)
+                    gpus_per_replica=par.gpus, gpu=pool_gpu(scenario, role).id, batch=batch, chunk_tokens=chunk,
+                    context_tokens=ctx)
 
     if fl.mode == "disaggregated":
         pools.append(pool("prefill", fl.prefill_replicas, None))
         pools.append(pool("decode", fl.decode_replicas, op.batch_size))
     else:
         pools.append(pool("colocated", fl.replicas, op.batch_size))
-    planned = fl.gpus_per_replica
     for p in pools:
-        if _layout(scenario, p.role) is scenario.parallel and p.gpus_per_replica != planned:
+        planned = fl.gpus_per_replica
+        if plan.pools is not None and p.role != "colocated":
+            planned = (plan.pools.prefill if p.role == "prefill" else plan.pools.decode).gpus_per_replica
+        if p.gpus_per_replica != planned:
             raise DeployError(f"the plan counts {planned} GPUs per replica but an engine runs TP {p.tp} × PP {p.pp} "
                               f"= {p.gpus_per_replica} GPUs (EP {p.ep} laid over them)")
     return DeployInputs(scenario=scenario, plan=plan, revision=revision or "unsaved",
@@ -138,7 +163,17 @@ def deploy_inputs(scenario: Scenario, plan: Plan, *, revision: str | None = None
                         prefix_caching=scenario.workload.prefix_hit_rate > 0 and scenario.workload.prefix_tokens > 0)
 
 
-def memory_fraction(inputs: DeployInputs, engine: str) -> float:
+def _memory_describes(inputs: DeployInputs, pool: Pool) -> bool:
+    """Whether ``plan.memory`` is this pool's: with per-pool layouts it is the decode pool's (and a prefill
+    pool's on the same GPU and layout)."""
+    if pool.role != "prefill" or not pools_set(inputs.scenario):
+        return True
+    d = inputs.pool("decode")
+    same = (pool.gpu, pool.tp, pool.pp, pool.ep, pool.dp_attention, pool.redundant_experts)
+    return same == (d.gpu, d.tp, d.pp, d.ep, d.dp_attention, d.redundant_experts)
+
+
+def memory_fraction(inputs: DeployInputs, engine: str, pool: Pool | None = None) -> float:
     """The memory fraction that gives ``engine`` the KV budget per GPU the plan sized.
 
     The plan's ``serving.memory_utilization`` is ``serving.engine``'s own knob; for
@@ -147,11 +182,18 @@ def memory_fraction(inputs: DeployInputs, engine: str) -> float:
     KV budget K, weights W, activation peak A and V = CUDA-visible HBM
     (``planner.physics.memory.kv_budget_bytes``):
     vllm u = (K + W + A + non-torch) / V; sglang u = (K + W) / V; trtllm u = K / (V − W − A − non-torch).
+    ``pool``: the pool whose fraction it is (default: the first); a prefill pool on its own GPU or
+    layout has no memory section in the plan, so only the stated engine's own knob is emitted for it.
     """
     s, m = inputs.scenario, inputs.plan.memory
+    pool = pool if pool is not None else inputs.pools[0]
     if s.serving.memory_utilization is not None and s.serving.engine == engine:
         return s.serving.memory_utilization
-    v = engine_hbm_bytes(resolve_gpu(s))
+    if not _memory_describes(inputs, pool):
+        raise DeployError(f"{engine}: the plan's memory budget of the prefill pool ({pool.gpu}, its own layout) is "
+                          f"serving.engine {s.serving.engine}'s; deploy it with that engine, or re-plan with "
+                          f"serving.engine={engine}")
+    v = engine_hbm_bytes(pool_gpu(s, pool.role))
     k, w, a = m.kv_budget_bytes, m.weight_bytes_per_gpu + m.draft_weight_bytes_per_gpu, m.activation_bytes
     if engine == "vllm":
         u = (k + w + a + DEFAULT_NON_TORCH_BYTES) / v
@@ -179,7 +221,7 @@ def _stat(plan: Plan, which: str) -> str:
 def header_lines(inputs: DeployInputs, target: str) -> list[str]:
     """The comment every file starts with: the scenario, its revision and the plan's headline numbers."""
     p, s = inputs.plan, inputs.scenario
-    pools = ", ".join(f"{q.role} {q.replicas} × (TP {q.tp} · PP {q.pp} · EP {q.ep}"
+    pools = ", ".join(f"{q.role} {q.replicas} × {q.gpu} (TP {q.tp} · PP {q.pp} · EP {q.ep}"
                       f"{' · DP attention' if q.dp_attention else ''}) = {q.replicas * q.gpus_per_replica} GPUs"
                       for q in inputs.pools)
     op = p.operating_point
