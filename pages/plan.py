@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages._deploy import deploy_section
 from pages._format import MISSING, derivation_md, md, sequences, shown, usd
 from pages._report import report_downloads
 from pages._review import show_fleet_check, show_headline, show_plausibility
@@ -88,5 +89,7 @@ for title, prefixes in groups.items():
             if key.split(".")[0] in prefixes:
                 st.markdown(derivation_md(dv, name=True, reason=reason))
 
+# Deploy (issue 27): the files that run the plan; the report lists the chosen target's commands.
+target = deploy_section(scenario)
 # Review report (issue 16, item 6): the download, a separate block at the end of the page.
-report_downloads(scenario)
+report_downloads(scenario, deploy_target=target)
