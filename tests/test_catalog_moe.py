@@ -200,3 +200,49 @@ def test_domain_beyond_a_node_must_be_whole_nodes() -> None:
     base = get_gpu("gb200").model_dump()
     with pytest.raises(ValueError, match="whole number of nodes"):
         GpuSpec(**{**base, "scaleup_domain_gpus": 70})
+
+
+# tests/data/hf/{gpt-oss-120b,llama-4-maverick,glm-4.5,kimi-k2}.json carry the architecture keys of
+# each model's published config.json (the shapes, layer_types / no_rope_layers, biases, expert counts);
+# a few keys that size nothing (tokenizer ids, the full vision tower) are left out.
+HF = Path(__file__).parent / "data" / "hf"
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "llama-4-maverick", "glm-4.5", "kimi-k2"])
+def test_hf_import_of_the_new_families_matches_the_catalog(name: str) -> None:
+    from planner.spec.hf_import import load_hf_config
+    spec = ModelSpec.from_hf_config(load_hf_config(HF / f"{name}.json"))
+    cat = load_catalog().models[name]
+    ignore = {"id", "name", "aliases", "source_url", "source_note", "published_params", "published_active_params"}
+    assert spec.model_dump(exclude=ignore) == cat.model_dump(exclude=ignore)
+
+
+def _cfg(name: str) -> dict:
+    return json.loads((HF / f"{name}.json").read_text())
+
+
+@pytest.mark.parametrize(("name", "edit", "key"), [
+    ("llama-4-maverick", lambda c: c.pop("text_config"), "text_config"),
+    ("llama-4-maverick", lambda c: c["text_config"].update(moe_layers=[0, 2]), "moe_layers"),
+    ("llama-4-maverick", lambda c: c["text_config"].update(no_rope_layers=[1, 0]), "no_rope_layers"),
+    ("gpt-oss-120b", lambda c: c.update(layer_types=["local"] * 36), "layer_types"),
+    ("gpt-oss-120b", lambda c: c.pop("sliding_window"), "sliding_window"),
+    ("glm-4.5", lambda c: c.pop("n_routed_experts"), "n_routed_experts"),
+])
+def test_hf_import_of_new_families_names_the_bad_key(name: str, edit, key: str) -> None:
+    cfg = _cfg(name)
+    edit(cfg)
+    with pytest.raises(CatalogError, match=key):
+        ModelSpec.from_hf_config(cfg)
+
+
+def test_llama4_default_nope_interval_without_the_list() -> None:
+    cfg = _cfg("llama-4-maverick")
+    cfg["text_config"].pop("no_rope_layers")  # HF's default: every 4th layer NoPE (no_rope_layer_interval 4)
+    assert ModelSpec.from_hf_config(cfg).attention_pattern == ("chunked", "chunked", "chunked", "full")
+
+
+def test_hf_import_reads_the_mtp_modules() -> None:
+    from planner.spec.hf_import import load_hf_config
+    assert ModelSpec.from_hf_config(load_hf_config(HF / "deepseek-v3.json")).mtp_layers == 1
+    assert ModelSpec.from_hf_config(load_hf_config(HF / "kimi-k2.json")).mtp_layers == 0  # K2 ships none

@@ -19,7 +19,7 @@ from planner.io.export import csv_text, neutralize_cell
 INPUT_COLUMNS = [
     "scenario.schema_version", "scenario.name", "scenario.gpu", "scenario.model", "scenario.weights_dtype",
     "scenario.kv_dtype", "scenario.parallel.tp", "scenario.parallel.pp", "scenario.parallel.ep",
-    "scenario.workload.prompt_tokens", "scenario.workload.output_tokens", "scenario.workload.requests_per_s",
+    "scenario.parallel.dp_attention", "scenario.parallel.redundant_experts", "scenario.workload.prompt_tokens", "scenario.workload.output_tokens", "scenario.workload.requests_per_s",
     "scenario.workload.peak_requests_per_s", "scenario.workload.prefix_tokens", "scenario.workload.prefix_hit_rate",
     "scenario.workload.distribution", "scenario.workload.prompt_sigma", "scenario.workload.output_sigma",
     "scenario.workload.trace", "scenario.workload.profile", "scenario.slo.ttft_s",

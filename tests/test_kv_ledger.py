@@ -193,3 +193,14 @@ def test_gpt_oss_prefill_attention_by_hand() -> None:
     full = 18 * 8192 * 8192 / 2
     sliding = 18 * (128 * 128 / 2 + (8192 - 128) * 128)
     assert attention_layer_pairs(m, 8192, 0) == pytest.approx(full + sliding, rel=1e-12)
+
+
+def test_contiguous_reservation_uses_the_ledger_at_max_len() -> None:
+    # Pre-paged worst case: the whole max_context_tokens (131,072 for gpt-oss-120b) by the ledger,
+    # 4,836,556,800 bytes (see the 128k figure above), not 131,072 × the per-token KV at the plan's context.
+    p = plan(Scenario(gpu="h200-sxm", model="gpt-oss-120b", weights_dtype="mxfp4", parallel={"tp": 1},
+                      workload={"prompt_tokens": 1000, "output_tokens": 200}))
+    assert p.memory.contiguous_reservation_bytes == pytest.approx(4_836_556_800)
+    # A dense model's is unchanged: max_len × KV/token.
+    d = plan(Scenario(gpu="h100-sxm", model="llama-3.1-8b", parallel={"tp": 1}))
+    assert d.memory.contiguous_reservation_bytes == 131072 * d.memory.kv_bytes_per_token

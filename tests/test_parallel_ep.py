@@ -302,3 +302,20 @@ def test_deepseek_v3_tp8_ep8_plan_is_8_gpus_per_replica() -> None:
     assert p.memory.gpus_per_replica == 8 == p.fleet.gpus_per_replica
     assert p.fleet.gpus_total % 8 == 0
     assert p.derivations["layout.gpus_per_replica"].substituted == "8 × 1"
+
+
+@pytest.mark.parametrize("parallel", [{"tp": 16, "ep": 16, "dp_attention": True, "redundant_experts": 16},
+                                      {"tp": 8, "ep": 4, "dp_attention": True}, {"tp": 8, "ep": 8}])
+def test_layout_derivations_evaluate_to_their_values(parallel: dict) -> None:
+    """The layout rows (GPUs, nodes, attention ranks, weights and KV per GPU, all-reduce and
+    all-to-all) show workings that evaluate to their values, like every other derivation."""
+    from tests.test_derivations import check
+
+    p = plan(scenario_from_dict({"model": "deepseek-v3", "gpu": "h100-sxm", "weights_dtype": "fp8",
+                                 "parallel": parallel}))
+    for key in ("layout.gpus_per_replica", "layout.nodes_per_replica", "layout.attention_ranks",
+                "memory.weight_bytes_per_gpu", "memory.kv_bytes_per_token_per_gpu", "decode.all_reduce_s"):
+        check(key, p.derivations[key].substituted, p.derivations[key].value)
+    assert ("decode.all_to_all_s" in p.derivations) == parallel.get("dp_attention", False)
+    for d in p.derivations.values():
+        check(d.name, d.substituted, d.value)

@@ -149,6 +149,7 @@ def test_hand_off_never_beats_either_side(n_p: int, n_d: int, l_p: float, l_d: f
     ("prefill.parallel.tp=3", "prefill.parallel.tp (3) must divide the model's 64 attention heads"),
     ("decode.parallel.tp=6", "decode.parallel.tp (6) must divide the model's 64 attention heads"),
     ("prefill.parallel.ep=8", "prefill.parallel.ep: must divide"),
+    ("decode.parallel.tp=128", "decode.parallel.tp: Input should be less than or equal to 64"),
     ("decode.parallel.ep=2", "decode.parallel.ep (2) needs a mixture-of-experts model"),
     ("prefill.gpu=nope", "prefill.gpu: unknown gpu 'nope'"),
     ("prefill.parallel.foo=1", "prefill.parallel.foo: unknown key"),

@@ -65,8 +65,8 @@ def _cmd(args: argparse.Namespace) -> int:
     if not 0 <= args.simulate_max <= MAX_SIMULATE:
         raise ScenarioError(f"--simulate-max: expected 0 to {MAX_SIMULATE}, got {args.simulate_max}")
     result = sweep(base, gpus=_strs(args.gpus), dtypes=_strs(args.dtypes),
-                   tps=_ints(args.tp, "--tp", MAX_TP) if args.tp else None,
-                   dp_attentions=_bools(args.dp_attention) if args.dp_attention else None,
+                   tps=_ints(args.tp, "--tp", MAX_TP) if args.tp is not None else None,
+                   dp_attentions=_bools(args.dp_attention) if args.dp_attention is not None else None,
                    pps=_ints(args.pp, "--pp", MAX_PP), eps=_ints(args.ep, "--ep", MAX_EP) if args.ep else None,
                    chunks=_ints(args.chunks, "--chunks", MAX_SEQUENCE_TOKENS) if args.chunks else None,
                    modes=_strs(args.modes) or list(MODES),

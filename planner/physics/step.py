@@ -267,8 +267,8 @@ def draft_step_s(drafter: Drafter, *, batch_size: ArrayLike, context_tokens: Arr
     m = drafter.timing_model
     args = {**kw, "model": m, "weights_dtype": drafter.weights_dtype or kw["weights_dtype"], "pp": 1,
             "ep": kw["ep"] if m.is_moe else 1, "step_overhead_s": 0.0}
-    return decode_step(batch_size=batch_size, context_tokens=context_tokens,  # type: ignore[arg-type]
-                       tokens_per_sequence=tokens_per_sequence, **args).step_s
+    return decode_step(batch_size=batch_size, context_tokens=context_tokens,
+                       tokens_per_sequence=tokens_per_sequence, **args).step_s  # type: ignore[arg-type]
 
 
 def draft_cycle_s(drafter: Drafter, *, draft_tokens: int, batch_size: ArrayLike, context_tokens: ArrayLike,

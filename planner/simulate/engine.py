@@ -145,7 +145,7 @@ class _Sim:
             cap_tokens = options.kv_capacity_tokens
         else:
             kg = p.memory.kv_bytes_per_token_per_gpu + p.memory.draft_kv_bytes_per_token_per_gpu  # target + drafter
-            # per GPU × the attention ranks (data-parallel attention: each of TP ranks its own KV), the decode pool's
+            # per GPU × the attention ranks (data-parallel attention: each of TP ranks its own KV)
             cap_tokens = int(max(p.memory.kv_budget_bytes, 0.0) // kg) * rd.scenario.parallel.attention_dp if kg > 0 else 0
         blocks = cap_tokens // bt
         if blocks * bt < longest:

@@ -46,6 +46,7 @@ from planner.sizing.fleet_plan import (
     routing_section,
 )
 from planner.sizing.layout_section import (
+    layout_comm_derivations,
     layout_memory_derivations,
 )
 from planner.sizing.load import (
@@ -200,4 +201,5 @@ __all__ = [
     "MIN_DAY_INTERVAL_S",
     "TAIL_PERCENTILE",
     "layout_memory_derivations",
+    "layout_comm_derivations",
 ]

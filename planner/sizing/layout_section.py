@@ -4,13 +4,16 @@ KV one GPU holds, each with its derivation (planner.physics.layout, planner.phys
 
 from __future__ import annotations
 
+from planner.physics.comm import dispatch_element_bytes
 from planner.physics.layout import nodes_per_replica
+from planner.physics.link import local_link
 from planner.physics.memory import dp_replicated_params, kv_heads_per_gpu
+from planner.physics.step import DecodeStep
 from planner.spec.context import Resolved
 from planner.spec.derivation import Derivation, fmt_num
 from planner.spec.precision import bytes_per_weight
 
-__all__ = ["layout_memory_derivations"]
+__all__ = ["layout_comm_derivations", "layout_memory_derivations"]
 
 
 def _put(d: dict[str, Derivation], key: str, formula: str, substituted: str, value: float, unit: str) -> None:
@@ -60,3 +63,28 @@ def layout_memory_derivations(r: Resolved, d: dict[str, Derivation], *, weight_b
         kv_sub = (f"{fmt_num(kv_bytes_per_token_per_gpu * p.pp * m.kv_heads / heads)} × {fmt_num(heads)} / "
                   f"{m.kv_heads} / {p.pp}")
     _put(d, "memory.kv_bytes_per_token_per_gpu", kv_formula, kv_sub, kv_bytes_per_token_per_gpu, "bytes")
+
+
+def layout_comm_derivations(r: Resolved, d: dict[str, Derivation], *, step: DecodeStep, batch_size: int) -> None:
+    """The decode step's collectives split by kind: all-reduces and (data-parallel attention
+    with EP > 1) the MoE all-to-all, with the link each runs on."""
+    s, m, gpu = r.scenario, r.model, r.gpu
+    p = s.parallel
+    local = local_link(gpu)[0]
+    spans = "over the NICs between nodes" if p.tp > local else "inside the node"
+    ring = ("hierarchical: a ring inside each node, the NICs between nodes" if p.tp > local
+            else "a ring inside the node")
+    _put(d, "decode.all_reduce_s",
+         ("2 all-reduces per layer over TP" if not p.dp_attention else
+          "data-parallel attention: the MLPs' gather/scatter over TP (one all-reduce per dense layer"
+          + (", and over TP/EP GPUs per MoE layer" if p.moe_tp > 1 else "") + ")")
+         + f", {ring} (TP {p.tp}, batch {batch_size})" if p.tp > 1 else "none (TP = 1)",
+         fmt_num(float(step.all_reduce_s)), float(step.all_reduce_s), "s")
+    if m.is_moe and p.dp_attention and p.ep > 1:
+        b = dispatch_element_bytes(gpu, s.weights_dtype)
+        _put(d, "decode.all_to_all_s",
+             "per MoE layer: dispatch (" + ("FP8 with block scales" if b < 2 else "BF16") + ") + combine (BF16) "
+             "of the busiest GPU's token copies over the EP group: λ + max(B·(d−1)/EP / local link, "
+             "B·(EP−d)/EP / NIC), B = copies × hidden × bytes; "
+             f"{m.layers - m.dense_layers} MoE layers, EP {p.ep} ({spans}), {batch_size} sequences over "
+             f"{p.attention_dp} ranks", fmt_num(float(step.all_to_all_s)), float(step.all_to_all_s), "s")

@@ -177,12 +177,14 @@ def pools_section(r: Resolved, op: OperatingArrays, fl: FleetArrays, stats: Work
                      f"{fmt_num(gpu_hour_usd(rd))}") if res.xpyd else NOT_A_NUMBER,
         value=pp_.usd_per_hour + dp_.usd_per_hour, unit="USD/h",
         origin=rd.origins["cost.usd_per_gpu_hour"])
-    n_mean = float(np.sum(stats.class_weight * stats.class_prompt))  # the prompt classes' mean (whole prompts move)
-    # Shards follow the attention layout: a data-parallel attention rank holds (and takes) its sequence's whole KV.
-    n_send, n_recv = rp.scenario.parallel.attention_tp * pp_.pp, rd.scenario.parallel.attention_tp * dp_.pp
-    kd = float(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, tp=rd.scenario.parallel.attention_tp,
-                                          pp=dp_.pp, context_tokens=n_mean))
-    factor = float(kv_handoff_factor(send_gpus=n_send, recv_gpus=n_recv, send_link_bytes_per_s=pp_.kv_link_bytes_per_s,
+    # a data-parallel attention rank takes its sequences' whole KV (attention TP 1); windowed
+    # layers hold at most their window, so the shard per sequence is the ledger's at each prompt class
+    a_tp = rd.scenario.parallel.attention_tp
+    kd_seq = np.asarray(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, tp=a_tp, pp=dp_.pp,
+                                                   context_tokens=stats.class_prompt)) * stats.class_prompt
+    kn = float(np.sum(stats.class_weight * kd_seq))  # K_d × n, averaged over the prompt classes
+    factor = float(kv_handoff_factor(send_gpus=rp.scenario.parallel.attention_tp * pp_.pp, recv_gpus=a_tp * dp_.pp,
+                                     send_link_bytes_per_s=pp_.kv_link_bytes_per_s,
                                      recv_link_bytes_per_s=dp_.kv_link_bytes_per_s))
     d["pools.kv_transfer_s"] = Derivation(
         name="pools.kv_transfer_s",
@@ -191,8 +193,9 @@ def pools_section(r: Resolved, op: OperatingArrays, fl: FleetArrays, stats: Work
                 "shards over theirs "
                 "(planner.physics.handoff), averaged over the prompt classes" + (
                     f"; the senders bind ({fmt_num(factor)}× the receivers' time)" if factor > 1 else ""),
-        substituted=(f"({fmt_num(kd)} × {fmt_num(n_mean)} / ({DEFAULT_KV_LINK_EFFICIENCY} × "
-                     f"{fmt_num(dp_.kv_link_bytes_per_s)})) × max(1, ({n_recv} × "
-                     f"{fmt_num(dp_.kv_link_bytes_per_s)}) / ({n_send} × {fmt_num(pp_.kv_link_bytes_per_s)}))"),
+        substituted=(f"({fmt_num(kn)} / ({DEFAULT_KV_LINK_EFFICIENCY} × "
+                     f"{fmt_num(dp_.kv_link_bytes_per_s)})) × max(1, ({a_tp * dp_.pp} × "
+                     f"{fmt_num(dp_.kv_link_bytes_per_s)}) / ({rp.scenario.parallel.attention_tp * pp_.pp} × "
+                     f"{fmt_num(pp_.kv_link_bytes_per_s)}))"),
         value=res.kv_transfer_s, unit="s")
     return res

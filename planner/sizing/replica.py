@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike
 
 from planner.physics.draft import DraftMemory, draft_memory
 from planner.physics.kvledger import kv_ledger_text
+from planner.physics.layout import nodes_per_replica
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
     contiguous_reservation_bytes,
@@ -38,7 +39,7 @@ from planner.physics.techniques import (
     mbu,
     mfu,
 )
-from planner.sizing.layout_section import layout_memory_derivations
+from planner.sizing.layout_section import layout_comm_derivations, layout_memory_derivations
 from planner.sizing.operating import MeanPrefill, OperatingArrays, chunk_times_at, mean_prefill, replica_memory
 from planner.sizing.results import DecodeResult, MemoryResult, PrefillResult, RooflineResult
 from planner.spec.catalog import get_model
@@ -198,6 +199,7 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
                                             sequences=max(int(seqs), 1))
     return MemoryResult(
         gpus_per_replica=r.gpus_per_replica,
+        nodes_per_replica=int(nodes_per_replica(gpu, tp=p.tp, pp=p.pp)),
         hbm_bytes=gpu.hbm_bytes,
         weight_bytes=w,
         weight_bytes_per_gpu=wg,
@@ -210,8 +212,9 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
         kv_budget_bytes=budget,
         max_sequences=seqs,
         fits=fits,
-        contiguous_reservation_bytes=contiguous_reservation_bytes(
-            kv_bytes_per_token=k, max_len_tokens=m.max_context_tokens or context_tokens),
+        contiguous_reservation_bytes=contiguous_reservation_bytes(  # KV/token at max_len (windowed layers)
+            kv_bytes_per_token=kv_bytes_per_token(m, s.kv_dtype, m.max_context_tokens or context_tokens),
+            max_len_tokens=m.max_context_tokens or context_tokens),
         paged_reservation_bytes=paged_reservation_bytes(
             kv_bytes_per_token=k, used_tokens=context_tokens, block_tokens=s.serving.block_tokens),
         prefix_sharing_saved_bytes=unshared - shared,
@@ -315,6 +318,7 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
        f"{fmt_num(float(st.bytes_per_gpu))} / {fmt_num(step)} / {fmt_num(gpu.hbm_bytes_per_s)}", u_b, "fraction")
     _d(d, "decode.mfu", "tok/s per GPU × 2 × P_active / peak FLOP/s",
        f"{fmt_num(tok_rep / g)} × 2 × {fmt_num(r.params.active)} / {fmt_num(peak)}", u_f, "fraction")
+    layout_comm_derivations(r, d, step=st, batch_size=batch_size)
     return DecodeResult(
         batch_size=batch_size,
         context_tokens=live_context,
@@ -332,6 +336,7 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
         bound="memory" if st.memory_bound else "compute",
         speculative_tokens_per_pass=tpp,
         speculative_speedup=float(st.step_s) / itl,
+        all_to_all_s=float(st.all_to_all_s),
     )
 
 

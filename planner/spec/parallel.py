@@ -103,6 +103,20 @@ class Parallel(BaseModel):
         """GPUs each routed expert is sharded over: TP / EP."""
         return self.tp // self.ep
 
+    def describe(self) -> str:
+        """What the layout does, in words: how attention and the experts are spread."""
+        parts = [f"attention data-parallel over {self.tp} ranks, each with its own sequences and their whole KV"
+                 if self.dp_attention and self.tp > 1 else
+                 (f"attention sharded over TP {self.tp}" if self.tp > 1 else "one GPU per stage")]
+        if self.ep > 1:
+            parts.append(f"experts over EP {self.ep}" + (f", each sharded over {self.moe_tp} GPUs"
+                                                         if self.moe_tp > 1 else ", each whole on its GPU"))
+        if self.redundant_experts:
+            parts.append(f"{self.redundant_experts} redundant expert copies per layer (EPLB)")
+        if self.pp > 1:
+            parts.append(f"{self.pp} pipeline stages")
+        return "; ".join(parts)
+
     def label(self) -> str:
         """The layout's short name: ``TP8·EP8·DPattn``, ``TP4·PP2``, ``TP8``."""
         out = f"TP{self.tp}" + (f"·PP{self.pp}" if self.pp > 1 else "") + (f"·EP{self.ep}" if self.ep > 1 else "")

@@ -385,8 +385,9 @@ class Scenario(BaseModel):
         if ep > 1 and not model.is_moe:
             raise ValueError(f"parallel.ep ({ep}) needs a mixture-of-experts model; {model.id} is dense "
                              f"({OLD_EP_MEANING})")
-        if model.is_moe and model.experts % ep:
-            raise ValueError(f"parallel.ep ({ep}) must divide the model's {model.experts} experts")
+        if model.is_moe and model.experts % ep and not par.redundant_experts:
+            raise ValueError(f"parallel.ep ({ep}) must divide the model's {model.experts} experts "
+                             "(or add parallel.redundant_experts copies so that they spread evenly)")
         if par.redundant_experts and not model.is_moe:
             raise ValueError(f"parallel.redundant_experts needs a mixture-of-experts model; {model.id} is dense")
         if model.is_moe and (model.experts + par.redundant_experts) % ep:

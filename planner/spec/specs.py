@@ -78,12 +78,10 @@ class GpuSpec(BaseModel):
     # 72 of a GB200/GB300 NVL72 rack across its 18 compute trays of 4.
     scaleup_domain_gpus: PosInt = 1
     gpus_per_node: PosInt = 8
-    # Scale-out NIC bandwidth per GPU, one direction (e.g. one 400 Gb/s ConnectX-7
-    # per GPU = 50e9 B/s).  None: not stated (the planner assumes 400 Gb/s).
-    scaleout_bytes_per_s: PosFloat | None = None
     pcie_bytes_per_s: PosFloat
     # Scale-out (RDMA NIC) bandwidth per GPU, one direction: what collectives between
-    # nodes run over.  None: one 400 Gb/s NIC per GPU (planner.physics.link.RDMA_BYTES_PER_S).
+    # nodes run over (e.g. one 400 Gb/s ConnectX-7 per GPU = 50e9 B/s).  None: one
+    # 400 Gb/s NIC per GPU (planner.physics.link.RDMA_BYTES_PER_S).
     scaleout_bytes_per_s: PosFloat | None = None
     tdp_w: PosFloat
     usd_per_gpu_hour: PosFloat

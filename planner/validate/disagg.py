@@ -69,7 +69,10 @@ def disaggregated_point(prefill: Resolved, decode: Resolved, *, prompt_tokens: f
     t_exp = float(np.asarray(kv_transfer_exposed_s(transfer_s=t_full, prefill_s=own, layers=prefill.model.layers,
                                                    setup_s=ps.fleet.kv_transfer_setup_s)))
     # decode batches per worker: below one too (a few users spend much of their cycle in prefill)
-    grid = np.concatenate([np.arange(1.0, 16.0) / 16.0, np.arange(1.0, max(1, max_batch) + 1.0)])
+    # (every batch up to 64, then geometric steps of ~3%: the curves are smooth there)
+    top = float(max(1, max_batch))
+    grid = np.unique(np.concatenate([np.arange(1.0, 16.0) / 16.0, np.arange(1.0, min(top, 64.0) + 1.0),
+                                     np.round(np.geomspace(min(top, 64.0), top, 160))]))
     ds = decode.scenario
     sp = ds.speculative
     cyc = decode_cycle(batch_size=grid, context_tokens=n + o / 2.0, draft_tokens=sp.draft_tokens,

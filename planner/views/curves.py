@@ -283,36 +283,57 @@ def speculative_curve(
 
 
 def parallel_options(
-    scenario: Scenario, *, tps: Sequence[int] = (1, 2, 4, 8), pps: Sequence[int] = (1, 2, 4),
-    eps: Sequence[int] = (1, 2, 4, 8),
+    scenario: Scenario, *, tps: Sequence[int] = (1, 2, 4, 8, 16), pps: Sequence[int] = (1, 2, 4),
+    eps: Sequence[int] = (1, 2, 4, 8, 16), dp_attentions: Sequence[bool] = (False, True),
 ) -> list[Row]:
-    """Every TP × PP × EP layout the scenario's checks accept, planned with the
-    same physics as ``plan``: per-GPU bytes, KV budget, max sequences,
-    collective time and per-token latency at each layout's own batch."""
+    """Every TP × PP layout, with EP dividing TP and data-parallel attention off and on
+    (mixture-of-experts models, at EP = 1 or EP = TP; dense: off only), that the scenario's checks accept,
+    planned with the same physics as ``plan``: GPUs and nodes per replica, per-GPU bytes,
+    KV budget, max sequences, collective time (all-to-all apart) and per-token latency at
+    each layout's own batch."""
     base = scenario.model_dump(mode="json")
+    moe = resolve(scenario).model.is_moe
+    cur = scenario.parallel
     rows: list[Row] = []
     for tp in tps:
         for pp in pps:
             for ep in eps:
-                data = {**base, "parallel": {"tp": tp, "pp": pp, "ep": ep}}
-                try:
-                    r = resolve(scenario_from_dict(data))
-                except PlannerError:
-                    continue
-                pl = plan_resolved(r)
-                m, d = pl.memory, pl.decode
-                rows.append({
-                    "tp": tp, "pp": pp, "ep": ep, "gpus": tp * pp * ep, "fits": m.fits,
-                    "weight_bytes_per_gpu": m.weight_bytes_per_gpu, "kv_budget_bytes": m.kv_budget_bytes,
-                    "max_sequences": m.max_sequences, "batch_size": d.batch_size, "comm_s": d.comm_s,
-                    # The ITL mean the Plan shows (the operating point's, chunk stalls included when
-                    # colocated); the decode step alone where no operating point meets the SLO.
-                    "itl_s": pl.operating_point.itl_s if pl.operating_point.feasible else d.itl_s,
-                    "step_s": d.step_s, "tok_s_per_replica": d.tok_s_per_replica, "tok_s_per_gpu": d.tok_s_per_gpu,
-                    "tp_over_pcie": tp > r.gpu.scaleup_domain_gpus,
-                    "current": (tp, pp, ep) == (scenario.parallel.tp, scenario.parallel.pp, scenario.parallel.ep),
-                })
+                for dp in (dp_attentions if moe else (False,)):
+                    if tp % ep or (dp and (tp == 1 or ep not in (1, tp))):
+                        continue  # EP lays the experts over the TP GPUs; DP attention as engines run it: EP = TP
+                    # redundant experts kept only on the scenario's own layout
+                    red = cur.redundant_experts if (tp, ep) == (cur.tp, cur.ep) else 0
+                    data = {**base, "parallel": {"tp": tp, "pp": pp, "ep": ep, "dp_attention": dp,
+                                                 "redundant_experts": red}}
+                    try:
+                        r = resolve(scenario_from_dict(data))
+                    except PlannerError:
+                        continue
+                    rows.append(_layout_row(scenario, r))
     return rows
+
+
+def _layout_row(scenario: Scenario, r: Resolved) -> Row:
+    """One layout of ``parallel_options``."""
+    p = r.scenario.parallel
+    tp, pp, ep = p.tp, p.pp, p.ep
+    pl = plan_resolved(r)
+    m, d = pl.memory, pl.decode
+    cur = scenario.parallel
+    return {
+        "tp": tp, "pp": pp, "ep": ep, "dp_attention": p.dp_attention, "layout": p.label(), "gpus": p.gpus,
+        "nodes": m.nodes_per_replica, "fits": m.fits, "all_to_all_s": d.all_to_all_s,
+        "weight_bytes_per_gpu": m.weight_bytes_per_gpu, "kv_budget_bytes": m.kv_budget_bytes,
+        "max_sequences": m.max_sequences, "batch_size": d.batch_size, "comm_s": d.comm_s,
+        # The ITL mean the Plan shows (the operating point's, chunk stalls included when
+        # colocated); the decode step alone where no operating point meets the SLO.
+        "itl_s": pl.operating_point.itl_s if pl.operating_point.feasible else d.itl_s,
+        "step_s": d.step_s, "tok_s_per_replica": d.tok_s_per_replica, "tok_s_per_gpu": d.tok_s_per_gpu,
+        # within a node but past the NVLink domain (a group spanning nodes talks over the NICs)
+        "tp_over_pcie": r.gpu.scaleup_domain_gpus < tp <= r.gpu.gpus_per_node,
+        "multi_node": m.nodes_per_replica > 1,
+        "current": (tp, pp, ep, p.dp_attention) == (cur.tp, cur.pp, cur.ep, cur.dp_attention),
+    }
 
 
 def log_grid(*, low: float, high: float, points: int) -> list[float]:

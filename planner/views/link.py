@@ -67,6 +67,7 @@ LINK_FIELDS: tuple[LinkField, ...] = (
     LinkField("tp", "parallel.tp", "choice"),
     LinkField("pp", "parallel.pp", "choice"),
     LinkField("ep", "parallel.ep", "choice"),
+    LinkField("dpa", "parallel.dp_attention", "choice"),
     LinkField("mode", "serving.mode", "choice"),
     LinkField("prompt", "workload.prompt_tokens", "int", minimum=1),
     LinkField("output", "workload.output_tokens", "int", minimum=1),

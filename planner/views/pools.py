@@ -85,15 +85,15 @@ def pool_data(data: Mapping[str, Any], chosen: Mapping[str, tuple[Any, int | Non
         if role not in chosen:
             continue
         gpu, tp = chosen[role]
-        held = out.get(role)
-        old: Mapping[str, Any] = held if isinstance(held, Mapping) else {}
+        raw = out.get(role)
+        old: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         new: dict[str, Any] = {}
         g = gpu if gpu is not None else (old.get("gpu") if isinstance(old.get("gpu"), Mapping) else None)
         if g is not None:
             new["gpu"] = g
         if tp is not None:
-            was = old.get("parallel")
-            par: Mapping[str, Any] = was if isinstance(was, Mapping) else {}
+            raw_par = old.get("parallel")
+            par: Mapping[str, Any] = raw_par if isinstance(raw_par, Mapping) else {}
             new["parallel"] = {**par, "tp": int(tp)}
         if new:
             out[role] = new
