@@ -72,3 +72,12 @@ def test_a_link_with_pools_reopens_them() -> None:
     fresh = _fleet(link)
     assert fresh.session_state["_scenario"] == at.session_state["_scenario"]
     assert fresh.selectbox(key="pool_decode_gpu").value == "h100-sxm" and fresh.selectbox(key="pool_decode_tp").value == 4
+
+
+@pytest.mark.parametrize("page", ["plan", "memory", "latency", "compare", "tail"])
+def test_other_pages_run_with_pools(page: str) -> None:
+    at = _fleet(BASE)
+    at.selectbox(key="pool_prefill_gpu").set_value("h100-sxm").run()
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["_scenario"].prefill is not None
