@@ -254,3 +254,13 @@ def test_deepseek_prefill_tp8_and_decode_tp8_ep8_with_dp_attention() -> None:
     assert p.pools.decode.gpus_per_replica == 8  # EP lays the experts over the TP GPUs
     assert p.pools.kv_transfer_s == pytest.approx(7.0272e-3, rel=1e-12)
     assert p.fleet.gpus_total == 8 * (p.fleet.prefill_replicas + p.fleet.decode_replicas)
+
+
+def test_the_review_report_lists_each_pool() -> None:
+    from planner import review_report_html
+
+    html = review_report_html(_sc(HETERO), charts=False)
+    p = plan(_sc(HETERO))
+    assert "h100-sxm TP4 × PP1 × EP1 (4 GPUs per replica)" in html
+    assert "h200-sxm TP2 × PP1 × EP1 (2 GPUs per replica)" in html
+    assert p.pools.xpyd in html

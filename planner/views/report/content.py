@@ -14,11 +14,13 @@ from datetime import UTC, datetime
 
 from planner.physics.speculative import drafter_for
 from planner.sizing.plan import Plan, plan
+from planner.sizing.pools import pools_set
 from planner.spec.catalog import load_catalog, on_demand_quotes
 from planner.spec.context import resolve
 from planner.spec.derivation import Derivation
 from planner.spec.scenario import Scenario
 from planner.spec.share import share_token
+from planner.views.pools import pool_rows
 from planner.views.referee import Simulate
 from planner.views.report.alternatives import Alternative, alternatives
 from planner.views.report.numbers import count, is_number, missing, percent, quantity, readable_text, sig, usd
@@ -232,6 +234,8 @@ def _scenario_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
         ReportRow("Batch", f"{sv.batch_size:,} (fixed)" if sv.batch_size else "the largest that meets the SLO and fits"),
         ReportRow("Prefill chunk", f"{sv.chunk_tokens:,} tokens"),
     ]
+    if sv.mode == "disaggregated" and pools_set(s):  # pools with their own GPU and layout (planner.views.pools)
+        rows += [ReportRow(label, value, "prefill.gpu/parallel, decode.gpu/parallel") for label, value in pool_rows(p)]
     if s.speculative.draft_tokens:
         dr = drafter_for(s.speculative, r.model)
         if dr is not None:
