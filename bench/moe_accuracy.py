@@ -27,8 +27,10 @@ import numpy as np  # noqa: E402
 
 from planner.validate import (  # noqa: E402
     CV_SCHEMES,
+    MOE_TERMS,
     RowResult,
     cross_validate,
+    cross_validate_terms,
     fold_assignment,
     load_measurements,
     run_key,
@@ -66,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cv", default="gpu,engine")
     ap.add_argument("--max-runs", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--terms", default="", help="comma-separated MoE terms to fit per fold with the dense "
+                    "efficiencies held (planner.validate.moefit; 'moe' = both MoE terms); empty: refit the "
+                    "efficiency table per fold (planner.validate.fit.cross_validate)")
+    ap.add_argument("--fit-runs", type=int, default=40, help="runs sampled per fold for the term fit (0: all)")
     args = ap.parse_args(argv)
     rows = list(load_measurements(args.data))
     if args.max_runs:
@@ -73,10 +79,19 @@ def main(argv: list[str] | None = None) -> int:
         keep = set(random.Random(args.seed).sample(runs, min(args.max_runs, len(runs))))
         rows = [r for r in rows if run_key(r) in keep]
     print(f"{args.data}: {len(rows)} rows, {len({run_key(r) for r in rows})} runs")
+    terms = [t.strip() for t in args.terms.split(",") if t.strip()]
+    if terms == ["moe"]:
+        terms = list(MOE_TERMS)
     for scheme in [s.strip() for s in args.cv.split(",") if s.strip()]:
         t = time.process_time()
         if scheme == "none":
             results, groups = validate_rows(rows), {r.id: "defaults" for r in rows}
+        elif scheme in CV_SCHEMES and terms:
+            results, fitted = cross_validate_terms(rows, scheme, terms, fit_runs=args.fit_runs,  # type: ignore[arg-type]
+                                                   seed=args.seed)
+            groups = fold_assignment(rows, scheme)  # type: ignore[arg-type]
+            for fold, v in fitted.items():
+                print(f"  {scheme} fold {fold}: " + ", ".join(f"{k} = {x:.3g}" for k, x in v.items()))
         elif scheme in CV_SCHEMES:
             results = cross_validate(rows, scheme)  # type: ignore[arg-type]
             groups = fold_assignment(rows, scheme)  # type: ignore[arg-type]

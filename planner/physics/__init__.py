@@ -30,6 +30,7 @@ from planner.physics.kernels import (
     activation_elements_per_token,
     expert_active_params,
     kernel_groups,
+    moe_overhead_s,
 )
 from planner.physics.kvledger import (
     KvLedgerRow,
@@ -187,6 +188,7 @@ from planner.physics.terms import (
 )
 
 __all__ = [
+    "moe_overhead_s",
     "kv_handoff_factor",
     "kv_handoff_s",
     "draft_memory",

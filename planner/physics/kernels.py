@@ -25,10 +25,11 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.stats import binom
 
 from planner.physics.roofline import attention_peak_flops_per_s, peak_flops_per_s
+from planner.physics.terms import term
 from planner.spec.params import param_counts
 from planner.spec.specs import GpuSpec, ModelSpec
 
-__all__ = ["ACTIVATION_BYTES", "KernelGroups", "activation_elements_per_token", "expert_active_params",
+__all__ = ["ACTIVATION_BYTES", "moe_overhead_s", "KernelGroups", "activation_elements_per_token", "expert_active_params",
            "experts_touched", "experts_touched_busiest", "kernel_groups"]
 
 # Activations are read and written in 16-bit.
@@ -130,3 +131,23 @@ def kernel_groups(
     a_c, a_m = _f(attention_flops) / ca, _f(attention_bytes) / bw
     return KernelGroups(gemm_s=np.maximum(g_c, g_m), expert_s=np.maximum(e_c, e_m), attention_s=np.maximum(a_c, a_m),
                         gemm_compute_s=g_c, compute_s=g_c + e_c + a_c, memory_s=g_m + e_m + a_m)
+
+
+def moe_overhead_s(model: ModelSpec, *, tokens: ArrayLike, ep: ArrayLike, decode: bool = True) -> Arr:
+    """What a MoE layer costs beyond its GEMMs, over the model's MoE layers (fitted terms,
+    off unless fitted; planner.physics.terms):
+
+        t_moe = L_moe × (moe_layer_overhead_s + moe_token_overhead_s × T × k / EP)
+
+    per layer: routing (gate, top-k), the permute into expert order and back, the grouped
+    GEMM's launch; per routed token slot on one GPU (T tokens × k experts over EP GPUs):
+    the gather/scatter and the small-M grouped GEMM's inefficiency, a decode pass's (a
+    prefill's experts see hundreds of tokens each and run at the GEMM's rate: ``decode``
+    False charges the per-layer term alone).  0 for a dense model."""
+    t = _f(tokens)
+    if not model.is_moe:
+        return np.zeros_like(t)
+    layers = float(param_counts(model).moe_layers)
+    slots = t * model.experts_per_token / _f(ep)
+    per_slot = term("moe_token_overhead_s") if decode else 0.0
+    return layers * (term("moe_layer_overhead_s") + per_slot * slots)

@@ -63,6 +63,7 @@ from planner.physics.kernels import (
     experts_touched,
     experts_touched_busiest,
     kernel_groups,
+    moe_overhead_s,
 )
 from planner.physics.kvledger import attended_layer_tokens, attention_layer_pairs
 from planner.physics.layout import attention_dp, attention_tp, moe_tp
@@ -212,7 +213,10 @@ def decode_step(
                     redundant_experts=redundant_experts)
     comm = lc.total_s
     launches = (term("graph_layer_overhead_s") if cuda_graphs else _f(layer_overhead_s)) * model.layers
-    overhead = np.broadcast_to(_f(step_overhead_s) + launches + term("sequence_overhead_s") * b,
+    # MoE layers beyond their GEMMs (routing, permute; fitted terms): each stage's microbatch
+    # passes its share of the MoE layers, so over PP stages: every MoE layer once per microbatch.
+    moe = moe_overhead_s(model, tokens=micro * tps, ep=ep_a)
+    overhead = np.broadcast_to(_f(step_overhead_s) + launches + term("sequence_overhead_s") * b + moe,
                                np.shape(stage_s)).astype(float)
     step = pp_a * stage_s + comm + overhead
     shape = np.shape(step)
@@ -430,12 +434,13 @@ def prefill_step(
                     tokens=n, rank_tokens=n, latency_s=collective_latency_s, redundant_experts=redundant_experts)
     comm = lc.total_s
     launches = _f(layer_overhead_s) * model.layers
-    overhead = _f(step_overhead_s) + launches
+    moe = moe_overhead_s(model, tokens=n, ep=ep_a, decode=False)  # routing, permute (fitted terms)
+    overhead = _f(step_overhead_s) + launches + moe
     t = kg.total_s + comm + overhead
     t = np.where(n > 0, t, 0.0)
     # Riding in a decode iteration, the dense weights are already streamed (their GEMMs add
     # only the prompt tokens' compute), the step overhead is paid; the iteration runs eagerly.
-    marginal = np.where(n > 0, kg.gemm_compute_s + kg.expert_s + kg.attention_s + comm + launches, 0.0)
+    marginal = np.where(n > 0, kg.gemm_compute_s + kg.expert_s + kg.attention_s + comm + launches + moe, 0.0)
     shape = np.shape(t)
 
     def full(x: Arr) -> Arr | float:

@@ -25,8 +25,11 @@ MIN_ROWS_COVERED = 5
 # gemm_half_width: per-GPU GEMM width (hidden / TP) at which the tensor-core rate halves;
 # graph_layer_overhead_s: per layer of a decode step replayed as a CUDA graph (the kernels'
 # own start-up and tail on the GPU, which a graph does not remove);
-# collective_call_s: latency added once per TP all-reduce call (a TP1 step pays none).
-FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 2.636e-05}
+# collective_call_s: latency added once per TP all-reduce call (a TP1 step pays none);
+# moe_layer_overhead_s / moe_token_overhead_s: a MoE layer's cost beyond its GEMMs, per layer
+# and per routed token slot on a GPU (planner.physics.kernels.moe_overhead_s), fitted on the
+# MoE rows with the dense efficiencies held (bench/moe_accuracy.py --fit).
+FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 2.636e-05, "moe_layer_overhead_s": 0, "moe_token_overhead_s": 0}
 
 # bench/fit_defaults.py on published_calibration.json
 FITTED_EFFICIENCY: dict[str, dict[str, float]] = {

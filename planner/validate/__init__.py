@@ -28,6 +28,7 @@ from planner.validate.layout import (
     row_speculative,
     unmodelled,
 )
+from planner.validate.moefit import MOE_TERMS, cross_validate_terms, fit_terms, sample_runs
 from planner.validate.names import (
     COMMON_GPU_VARIANTS,
     ENGINE_FAMILIES,
@@ -153,4 +154,8 @@ __all__ = [
     "ENGINE_MTP_DRAFT_TOKENS",
     "multi_node_problem",
     "row_speculative",
+    "MOE_TERMS",
+    "cross_validate_terms",
+    "fit_terms",
+    "sample_runs",
 ]

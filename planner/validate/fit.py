@@ -81,6 +81,8 @@ TERM_SEARCH: dict[str, tuple[float, float, float, float, float]] = {
     "gemm_half_width": (1.0, 0.0, 8192.0, 256.0, 256.0),
     "graph_layer_overhead_s": (1e-6, 0.0, 500.0, 20.0, 10.0),
     "collective_call_s": (1e-6, 0.0, 100.0, 10.0, 5.0),
+    "moe_layer_overhead_s": (1e-6, 0.0, 500.0, 20.0, 10.0),
+    "moe_token_overhead_s": (1e-9, 0.0, 10000.0, 100.0, 50.0),
 }
 # The terms the shipped fit includes: each kept only where it lowered both the
 # 5-fold and the leave-one-source-out error (README "How accurate is it?").  collective_call_s

@@ -109,6 +109,8 @@ class EfficiencySet(BaseModel):
     gemm_half_width: float | None = Field(default=None, ge=0)
     graph_layer_overhead_s: float | None = Field(default=None, ge=0)
     collective_call_s: float | None = Field(default=None, ge=0)
+    moe_layer_overhead_s: float | None = Field(default=None, ge=0)
+    moe_token_overhead_s: float | None = Field(default=None, ge=0)
 
     def terms(self) -> dict[str, float]:
         """The physics terms this set states."""

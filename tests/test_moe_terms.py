@@ -1,0 +1,67 @@
+"""The MoE layer terms (planner.physics.kernels.moe_overhead_s): what a MoE layer costs
+beyond its GEMMs, per layer and per routed token slot in decode; fitted on MoE rows with
+the dense efficiencies held (planner.validate.moefit)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.physics.step import decode_step, prefill_step
+from planner.physics.terms import physics_terms
+from planner.spec.catalog import get_gpu, get_model
+from planner.spec.params import param_counts
+from planner.validate import fit_terms, parse_measurements, predictable_setups, validate_rows
+
+DSV3 = get_model("deepseek-v3")
+H200 = get_gpu("h200-sxm")
+
+
+def _step(model: str, batch: float, ep: int = 1) -> float:
+    return float(decode_step(model=get_model(model), gpu=H200, weights_dtype="fp8", kv_dtype="fp8", batch_size=batch,
+                             context_tokens=2048, tp=8, ep=ep).step_s)
+
+
+@settings(max_examples=25, deadline=None)
+@given(batch=st.integers(1, 512), alpha=st.floats(0, 1e-4), beta=st.floats(0, 1e-6))
+def test_decode_pays_every_moe_layer_and_routed_slot(batch: int, alpha: float, beta: float) -> None:
+    base = _step("deepseek-v3", batch, ep=8)
+    with physics_terms(moe_layer_overhead_s=alpha, moe_token_overhead_s=beta):
+        more = _step("deepseek-v3", batch, ep=8)
+    layers = param_counts(DSV3).moe_layers  # 58: 61 layers less the first 3 dense
+    assert layers == 58
+    # L_moe × (α + β × B × k / EP), k = 8 experts per token over EP 8 GPUs
+    assert more - base == pytest.approx(layers * (alpha + beta * batch * 8 / 8), rel=1e-6, abs=1e-12)
+
+
+@settings(max_examples=10, deadline=None)
+@given(alpha=st.floats(0, 1e-4), beta=st.floats(0, 1e-6))
+def test_a_dense_model_never_pays_them(alpha: float, beta: float) -> None:
+    base = _step("llama-3.1-70b", 64)
+    with physics_terms(moe_layer_overhead_s=alpha, moe_token_overhead_s=beta):
+        assert _step("llama-3.1-70b", 64) == base
+
+
+def test_a_prefill_pays_the_layer_term_only() -> None:
+    def t() -> float:
+        return float(prefill_step(model=DSV3, gpu=H200, weights_dtype="fp8", kv_dtype="fp8", tokens=8192, tp=8).time_s)
+    base = t()
+    with physics_terms(moe_layer_overhead_s=50e-6, moe_token_overhead_s=1e-6):
+        assert t() - base == pytest.approx(58 * 50e-6, rel=1e-6)
+
+
+def test_the_fit_recovers_terms_it_generated() -> None:
+    # rows predicted at known terms (decode TPOT at several batches) are fitted back
+    truth = {"moe_layer_overhead_s": 40e-6, "moe_token_overhead_s": 2e-7}
+    raw = [{"id": f"r{c}", "engine": "SGLang", "model": "deepseek-r1", "precision": "fp8", "gpu": "h200_sxm",
+            "n_gpus": 8, "tp": 8, "ep": 8, "isl": 1024, "osl": 1024, "concurrency": c, "metric": "tpot_ms",
+            "value": 1.0} for c in (1, 8, 32, 128)]
+    rows = parse_measurements(raw)
+    from planner.spec.fitted import FITTED_EFFICIENCY
+    table = {k: {**v, **truth} for k, v in FITTED_EFFICIENCY.items()}
+    measured = {r.id: r.predicted for r in validate_rows(rows, efficiency=table)}
+    rows = parse_measurements([{**x, "value": measured[x["id"]]} for x in raw])
+    got = fit_terms(predictable_setups(rows))
+    assert got["moe_layer_overhead_s"] == pytest.approx(truth["moe_layer_overhead_s"], rel=0.05)
+    assert got["moe_token_overhead_s"] == pytest.approx(truth["moe_token_overhead_s"], rel=0.05)
