@@ -64,6 +64,14 @@ from planner.benchimport.store import (
     save_bench_run,
     to_probe_run,
 )
+from planner.benchimport.views import (
+    CHART_METRICS,
+    calibration_chart_rows,
+    comparison_chart_rows,
+    comparison_table,
+    page_setup,
+    scenario_setup,
+)
 from planner.benchimport.vllm import read_vllm, serve_level
 
 __all__ = [
@@ -75,5 +83,6 @@ __all__ = [
     "check_levels", "check_run", "compare_rows", "detect_tool", "level_rows", "number", "optional_number",
     "parse_bench", "read_bench_file", "read_bench_files", "row_setup", "run_rows", "save_bench_run",
     "scenario_efficiency", "text", "to_probe_run", "read_aiperf", "read_guidellm", "read_llmd", "read_mlperf",
-    "read_sglang", "read_vllm", "serve_level", "load_yaml_or_json",
+    "read_sglang", "read_vllm", "serve_level", "load_yaml_or_json", "CHART_METRICS", "calibration_chart_rows",
+    "comparison_chart_rows", "comparison_table", "page_setup", "scenario_setup",
 ]
