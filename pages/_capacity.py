@@ -14,7 +14,16 @@ from typing import Any
 import streamlit as st
 
 from pages._format import md, plain
-from planner import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, PlannerError, Scenario, price_source, trace_from_upload
+from planner import (
+    INPUT_HELP,
+    SPECULATIVE_METHODS,
+    TRACE_MAX_BYTES,
+    TRACE_MAX_ROWS,
+    PlannerError,
+    Scenario,
+    price_source,
+    trace_from_upload,
+)
 
 DEFAULT = Scenario()
 TRACE = "_trace"  # the uploaded trace's rows (list of [prompt, output])
@@ -86,7 +95,9 @@ def capacity_widgets(num: Callable[..., Any], select: Callable[..., Any], holes:
     with st.expander("Speculative decoding"):
         num("Draft tokens per pass (0 = off)", "draft", DEFAULT.speculative.draft_tokens, 1, holes,
             help=INPUT_HELP["speculative.draft_tokens"])
-        num("Acceptance α (0 to 1)", "accept", DEFAULT.speculative.acceptance, 0.05, holes,
+        select("Method (what drafts)", list(SPECULATIVE_METHODS), DEFAULT.speculative.method, "smethod", holes,
+               help=INPUT_HELP["speculative.method"])
+        num("Acceptance α (0 to 1; empty = the method's sourced default)", "accept", None, 0.05, holes,
             help=INPUT_HELP["speculative.acceptance"])
-        num("Draft step cost (× a target step)", "dcost", DEFAULT.speculative.draft_cost, 0.01, holes,
+        num("Draft step cost (× a target step; empty = timed by the step model)", "dcost", None, 0.01, holes,
             help=INPUT_HELP["speculative.draft_cost"])

@@ -27,10 +27,11 @@ def _app_url() -> dict[str, Any]:
     return {"app_url": f"{url.scheme}://{url.netloc}/"} if url.scheme in ("http", "https") and url.netloc else {}
 
 
-def report_downloads(scenario: Scenario) -> None:
-    """A "Review report" section: HTML and (where Chromium is installed) PDF downloads."""
+def report_downloads(scenario: Scenario, *, deploy_target: str | None = None) -> None:
+    """A "Review report" section: HTML and (where Chromium is installed) PDF downloads (``deploy_target``:
+    the report lists that target's commands)."""
     st.subheader("Review report")
-    kw = _app_url()
+    kw: dict[str, Any] = {**_app_url(), "deploy_target": deploy_target}
     row = st.container(horizontal=True)
     row.download_button("Review report (HTML)", data=lambda: checked_report_html(scenario, **kw),
                         file_name=report_file_name(scenario, "html"), mime="text/html", key="report_html",

@@ -32,13 +32,16 @@ from pages._link import (
     sync_url,
 )
 from pages._nav import VIA_APP, app_pages
+from pages._pools import pool_block
 from planner import (
     INPUT_HELP,
     LINK_FIELDS,
+    SPECULATIVE_METHODS,
     Plan,
     PlannerError,
     Scenario,
     human,
+    layout_caption,
     load_catalog,
     plan,
     scenario_from_dict,
@@ -56,7 +59,8 @@ DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
 KV_DTYPES = ["bf16", "fp16", "fp8"]
 SCENARIO_KEY = "_scenario"
 MODES = ["colocated", "disaggregated"]
-TPS, PPS, EPS = [1, 2, 4, 8, 16], [1, 2, 4, 8], [1, 2, 4, 8, 16, 32, 64]
+TPS, PPS, EPS = [1, 2, 4, 8, 16, 32, 64], [1, 2, 4, 8], [1, 2, 4, 8, 16, 32, 64]
+DP_ATTENTION = [False, True]
 DISTRIBUTIONS = ["fixed", "lognormal", "trace"]
 LINKS = ["rdma", "nvlink"]
 DEFAULT = Scenario()  # widget defaults are the Scenario's own defaults
@@ -93,9 +97,16 @@ SIDEBAR: tuple[tuple[str, str, tuple[Widget, ...]], ...] = (
     )),
     ("columns", "", (_w("wd", "Weights", options="wd"), _w("kd", "KV cache", options="kd"))),
     ("columns", "", (
-        _w("tp", "TP", help="tensor parallel: GPUs splitting each layer", options="tp"),
+        _w("tp", "TP", help="tensor parallel: GPUs per pipeline stage (past a node's GPUs the group spans "
+           "nodes, its collectives over the NICs); GPUs per replica = TP × PP", options="tp"),
         _w("pp", "PP", help="pipeline parallel: GPUs splitting the layers", options="pp"),
-        _w("ep", "EP", help="expert parallel (mixture-of-experts models)", options="ep"),
+        _w("ep", "EP", help="expert parallel (mixture-of-experts models): lays the experts over the TP GPUs a "
+           "stage already has; must divide TP; adds no GPUs", options="ep"),
+    )),
+    ("rows", "", (
+        _w("dpa", "DP attention", options="dpa",
+           help="attention data-parallel over the TP GPUs: each rank its own sequences and their whole KV "
+                "(SGLang --enable-dp-attention, TensorRT-LLM enable_attention_dp); MoE layers all-to-all over EP"),
     )),
     ("rows", "", (
         _w("mode", "Serving mode", options="mode",
@@ -200,8 +211,8 @@ def _choices(cat: Any) -> dict[str, list[Any]]:
     extra, gpus = imported_models(), inline_gpus()
     return {"gpu": sorted(cat.gpus) + sorted(k for k in gpus if k not in cat.gpus),
             "model": sorted(cat.models) + sorted(k for k in extra if k not in cat.models),
-            "wd": DTYPES, "kd": KV_DTYPES, "tp": TPS, "pp": PPS, "ep": EPS, "mode": MODES,
-            "dist": DISTRIBUTIONS, "link": LINKS}
+            "wd": DTYPES, "kd": KV_DTYPES, "tp": TPS, "pp": PPS, "ep": EPS, "dpa": DP_ATTENTION, "mode": MODES,
+            "dist": DISTRIBUTIONS, "link": LINKS, "smethod": list(SPECULATIVE_METHODS)}
 
 
 def _banner(gpu: str, model: str) -> None:
@@ -314,6 +325,7 @@ def sidebar_scenario() -> Scenario | None:
         data["gpu"], data["model"] = pinned["gpu"], pinned["model"]
         if values.get("price") is None:
             data["cost"]["usd_per_gpu_hour"] = pinned["usd_per_gpu_hour"]
+    data = pool_block(data, gpus=sorted(cat.gpus), tps=TPS)  # disaggregated pools' own GPU and TP (pages/_pools.py)
     _banner(gpu, model)
     try:
         scenario = scenario_from_dict(data)
@@ -371,7 +383,9 @@ def page_scenario() -> Scenario:
 def page_plan(scenario: Scenario) -> Plan:
     """The cached plan, or an error message and stop."""
     try:
-        return cached_plan(scenario)
+        result = cached_plan(scenario)
     except PlannerError as exc:
         st.error(str(exc))
         st.stop()
+    st.sidebar.caption(plain(layout_caption(scenario, result)))
+    return result

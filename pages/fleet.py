@@ -18,6 +18,7 @@ from planner import (
     mode_verdict,
     plan_attainment,
     plan_slo_checks,
+    pool_rows,
 )
 from planner.simulate.referee import simulated_attainment
 
@@ -52,6 +53,7 @@ for col, (mode, sc) in zip(cols, mode_scenarios(scenario).items(), strict=True):
         rows = [("GPUs total", shown(f.gpus_total, fmt=",.0f"), p.derivations.get("fleet.gpus_total"))]
         if mode == "disaggregated":
             pools = (f"{f.prefill_replicas:,.0f} : {f.decode_replicas:,.0f}"
+                     + (f" ({p.pools.xpyd})" if p.pools and p.pools.xpyd else "")
                      if is_number(f.prefill_replicas) and is_number(f.decode_replicas) else MISSING)
             rows.append(("Replicas (prefill : decode)", pools, extra.get("fleet.pool_ratio")))
         else:
@@ -70,6 +72,9 @@ for col, (mode, sc) in zip(cols, mode_scenarios(scenario).items(), strict=True):
             fits = "fits within" if f.kv_transfer_fits_ttft else "does NOT fit"
             rows.append(("KV transfer per request", f"{shown(f.kv_transfer_s, 's')} ({fits} the TTFT target)",
                          extra["fleet.kv_transfer_s"]))
+            # Each pool's GPU, layout, GPUs and price (planner.views.pools; the sums: pools.* derivations).
+            for (label, value), key in zip(pool_rows(p), ("pools.xpyd", "pools.usd_per_hour", None), strict=False):
+                rows.append((label, value, p.derivations.get(key) if key else None))
         for label, value, _dv in rows[:4]:  # one to a row: the labels fit the half page at 1024 px
             st.metric(label, value, help=reason if value == MISSING else None)
         checks = plan_slo_checks(p, sc)

@@ -96,4 +96,7 @@ show_chart(alt.Chart(sc).mark_line().encode(
     color=alt.Color("draft_tokens:O", title="draft tokens k"),
     tooltip=["draft_tokens:O", "acceptance:Q", alt.Tooltip("tokens_per_pass:Q", format=".2f"),
              alt.Tooltip("speedup:Q", format=".2f")]).properties(height=300), "speculative")
-st.caption(f"At the plan's batch {d.batch_size}; draft step costs {scenario.speculative.draft_cost:g} of a target step.")
+_dc = scenario.speculative.draft_cost
+st.caption(f"At the plan's batch {d.batch_size}; method {scenario.speculative.method}; draft step "
+           + (f"costs {_dc:g} of a target step." if _dc is not None else "timed by the step model (the drafter's own "
+              "decode step)."))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages._deploy import deploy_section
 from pages._format import MISSING, derivation_md, md, sequences, shown, usd
 from pages._report import report_downloads
 from pages._review import show_fleet_check, show_headline, show_plausibility
@@ -15,8 +16,8 @@ scenario = page_scenario()
 result = page_plan(scenario)
 m, d, p, op = result.memory, result.decode, result.prefill, result.operating_point
 st.caption(f"{result.model} on {result.gpu} · weights {result.weights_dtype} · KV {result.kv_dtype} · "
-           f"TP {scenario.parallel.tp} × PP {scenario.parallel.pp} × EP {scenario.parallel.ep} = "
-           f"{m.gpus_per_replica} GPU(s) per replica · {scenario.serving.mode} · "
+           f"{scenario.parallel.label()}: TP {scenario.parallel.tp} × PP {scenario.parallel.pp} = "
+           f"{m.gpus_per_replica} GPU(s) on {m.nodes_per_replica} node(s) per replica · {scenario.serving.mode} · "
            f"{shown(scenario.workload.peak_rate, 'req/s')} at peak")
 show_headline(result, scenario)
 show_fleet_check(result, scenario)
@@ -88,5 +89,7 @@ for title, prefixes in groups.items():
             if key.split(".")[0] in prefixes:
                 st.markdown(derivation_md(dv, name=True, reason=reason))
 
+# Deploy (issue 27): the files that run the plan; the report lists the chosen target's commands.
+target = deploy_section(scenario)
 # Review report (issue 16, item 6): the download, a separate block at the end of the page.
-report_downloads(scenario)
+report_downloads(scenario, deploy_target=target)

@@ -51,6 +51,7 @@ from planner.physics.roofline import (
     prefill_intensity,
     ridge_flop_per_byte,
 )
+from planner.physics.speculative import SPECULATIVE_METHODS
 from planner.physics.step import DecodeStep, PrefillStep, decode_step, prefill_flops, prefill_step
 from planner.physics.techniques import (
     chunked_prefill,
@@ -69,7 +70,13 @@ from planner.spec.context import Resolved, resolve
 from planner.spec.derivation import Derivation
 from planner.spec.params import ParamCounts, param_counts
 from planner.spec.precision import bits_per_weight, bytes_per_kv_element, bytes_per_weight
-from planner.spec.scenario import Scenario, apply_overrides, scenario_from_dict
+from planner.spec.scenario import (
+    POOL_ROLES,
+    Pool,
+    Scenario,
+    apply_overrides,
+    scenario_from_dict,
+)
 from planner.spec.share import MAX_TOKEN_CHARS, scenario_from_token, share_token
 from planner.spec.specs import DenseFlops, GpuSpec, ModelSpec
 from planner.views.compare import (
@@ -80,6 +87,7 @@ from planner.views.compare import (
     best_layout,
     compare_columns,
     gpu_variants,
+    layout_caption,
     layout_label,
     layout_variants,
     partner_gpu,
@@ -89,6 +97,12 @@ from planner.views.inputs import INPUT_HELP, TRACE_MAX_BYTES, TRACE_MAX_ROWS, tr
 from planner.views.labels import room_for_labels
 from planner.views.link import LINK_FIELDS, link_params, parse_link, scenario_data, widget_values
 from planner.views.plausibility import plausibility_warnings
+from planner.views.pools import (
+    pool_data,
+    pool_derivations,
+    pool_rows,
+    xpyd_text,
+)
 from planner.views.referee import REFEREE_MAX_SIMULATED, RefereePick, referee_pick, slo_status
 from planner.views.report import report_file_name, review_report, review_report_html
 from planner.views.review import (
@@ -116,6 +130,12 @@ from planner.views.vocabulary import (
 )
 
 __all__ = [
+    "POOL_ROLES",
+    "Pool",
+    "pool_data",
+    "pool_derivations",
+    "pool_rows",
+    "xpyd_text",
     "Attainment",
     "REFEREE_MAX_SIMULATED",
     "RefereePick",
@@ -146,6 +166,7 @@ __all__ = [
     "best_layout",
     "compare_columns",
     "gpu_variants",
+    "layout_caption",
     "layout_label",
     "layout_variants",
     "partner_gpu",
@@ -240,6 +261,7 @@ __all__ = [
     "scenario_from_dict",
     "scenario_from_token",
     "share_token",
+    "SPECULATIVE_METHODS",
     "speculative_speedup",
     "speculative_tokens_per_pass",
     "static_batch_utilization",

@@ -147,15 +147,34 @@ def test_latency_page_ttft_grows_faster_than_prompt(app: AppTest) -> None:
 def test_parallelism_page_lists_layouts_and_marks_current(app: AppTest) -> None:
     _goto(app, "parallelism")
     df = app.dataframe[0].value
-    assert {"TP1·PP1·EP1", "TP2·PP1·EP1"} <= set(df["layout"])
-    assert df.loc[df["current"], "layout"].tolist() == ["TP1·PP1·EP1"]
-    assert not (df["layout"].str.contains("EP2")).any()  # EP needs an MoE model
+    assert {"TP1", "TP2", "TP2·PP2"} <= set(df["layout"])  # the layouts' names (issue 25: EP and DP attention)
+    assert df.loc[df["current"], "layout"].tolist() == ["TP1"]
+    assert not (df["layout"].str.contains("EP|DPattn")).any()  # EP and DP attention need an MoE model
+    pp = [int(m) if m else 1 for m in df["layout"].str.extract(r"PP(\d+)")[0].fillna("")]
+    assert list(df["GPUs"]) == [t * p for t, p in zip(df["TP"], pp, strict=True)]  # TP × PP
+
+
+def test_parallelism_page_shows_ep_dp_attention_and_the_all_to_all(app: AppTest) -> None:
+    """Mixtral TP8·EP8 with DP attention: 8 GPUs (EP adds none), one node, an all-to-all only
+    with DP attention; the sidebar names the layout."""
+    app.selectbox(key="model").set_value("mixtral-8x7b").run()
+    for key, value in (("tp", 8), ("ep", 8), ("dpa", True)):
+        app.selectbox(key=key).set_value(value).run()
+    _goto(app, "parallelism")
+    df = app.dataframe[0].value
+    cur = df[df["current"]]
+    assert cur["layout"].tolist() == ["TP8·EP8·DPattn"]
+    assert int(cur["GPUs"].iloc[0]) == 8 and int(cur["nodes"].iloc[0]) == 1
+    assert float(cur["of which all-to-all (ms)"].iloc[0]) > 0
+    assert (df.loc[~df["DP attention"], "of which all-to-all (ms)"] == 0).all()
+    assert any("TP8·EP8·DPattn: 8 GPU(s) on 1 node(s)" in c.value and "all-to-all" in c.value
+               for c in app.sidebar.caption)
 
 
 @pytest.mark.parametrize(("key", "value", "field"), [
     ("price", 0.0, "cost.usd_per_gpu_hour"),
     ("prefix", 5000, "prefix_tokens"),
-    ("tp", 16, "parallel.tp"),
+    ("tp", 64, "parallel.tp"),  # 64 does not divide 32 heads (TP16 is a two-node layout since issue 25)
 ])
 def test_invalid_input_shows_a_message_next_to_the_widget(app: AppTest, key: str, value: object, field: str) -> None:
     widget = app.selectbox(key=key) if key == "tp" else app.number_input(key=key)

@@ -54,7 +54,8 @@ def test_set_overrides_a_file(tmp_path: Path, capsys) -> None:
         (["--set", "workload.prefix_hit_rate=1.5"], "workload.prefix_hit_rate"),
         (["--set", "weights_dtype=fp7"], "weights_dtype"),
         (["--set", "gpu=h900"], "unknown gpu 'h900'"),
-        (["--set", "parallel.tp=16"], "parallel.tp"),
+        (["--set", "parallel.tp=3"], "parallel.tp"),  # 3 does not divide 32 heads (TP16 spans nodes since issue 25)
+        (["--set", "parallel.ep=8"], "parallel.ep now lays experts over the tp×pp GPUs"),  # the old meaning
         (["--set", "slo.itl_s=-1"], "slo.itl_s"),
         (["--set", "cost.usd_per_gpu_hour=0"], "cost.usd_per_gpu_hour"),
         (["--set", "model=/nonexistent/config.json"], "model"),

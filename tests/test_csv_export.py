@@ -19,7 +19,7 @@ from planner.io.export import csv_text, neutralize_cell
 INPUT_COLUMNS = [
     "scenario.schema_version", "scenario.name", "scenario.gpu", "scenario.model", "scenario.weights_dtype",
     "scenario.kv_dtype", "scenario.parallel.tp", "scenario.parallel.pp", "scenario.parallel.ep",
-    "scenario.workload.prompt_tokens", "scenario.workload.output_tokens", "scenario.workload.requests_per_s",
+    "scenario.parallel.dp_attention", "scenario.parallel.redundant_experts", "scenario.workload.prompt_tokens", "scenario.workload.output_tokens", "scenario.workload.requests_per_s",
     "scenario.workload.peak_requests_per_s", "scenario.workload.prefix_tokens", "scenario.workload.prefix_hit_rate",
     "scenario.workload.distribution", "scenario.workload.prompt_sigma", "scenario.workload.output_sigma",
     "scenario.workload.trace", "scenario.workload.profile", "scenario.slo.ttft_s",
@@ -27,7 +27,8 @@ INPUT_COLUMNS = [
     "scenario.serving.mode", "scenario.serving.batch_size", "scenario.serving.context_tokens",
     "scenario.serving.chunk_tokens", "scenario.serving.block_tokens", "scenario.serving.reserved_bytes",
     "scenario.serving.memory_utilization", "scenario.serving.engine", "scenario.speculative.draft_tokens",
-    "scenario.speculative.acceptance", "scenario.speculative.draft_cost", "scenario.speculative.draft_model",
+    "scenario.speculative.method", "scenario.speculative.acceptance", "scenario.speculative.acceptance_per_position",
+    "scenario.speculative.draft_cost", "scenario.speculative.draft_model",
     "scenario.speculative.draft_layers", "scenario.speculative.draft_weights_dtype", "scenario.efficiency.bandwidth",
     "scenario.efficiency.compute",
     "scenario.efficiency.step_overhead_s", "scenario.efficiency.layer_overhead_s",
@@ -49,7 +50,7 @@ OUTPUT_COLUMNS_IN_ORDER = [
 SCENARIOS = [
     Scenario(),
     Scenario(gpu="h200-sxm", model="llama-3.1-70b", weights_dtype="fp8", parallel={"tp": 4},
-             speculative={"draft_tokens": 3}, serving={"batch_size": 64}),
+             speculative={"draft_tokens": 3, "acceptance": 0.7}, serving={"batch_size": 64}),
     Scenario(model="llama-3.1-8b", kv_dtype="fp8", workload={"prompt_tokens": 8000, "prefix_tokens": 4000,
                                                              "prefix_hit_rate": 0.5},
              efficiency={"bandwidth": 0.7}, cost={"usd_per_gpu_hour": 2.5}),
@@ -74,7 +75,8 @@ def test_columns_stable_across_scenarios_and_runs() -> None:
 def test_cli_csv_uses_the_same_writer(capsys: pytest.CaptureFixture[str]) -> None:
     s = SCENARIOS[1]
     argv = ["plan", "--set", "gpu=h200-sxm", "--set", "model=llama-3.1-70b", "--set", "weights_dtype=fp8",
-            "--set", "parallel.tp=4", "--set", "speculative.draft_tokens=3", "--set", "serving.batch_size=64",
+            "--set", "parallel.tp=4", "--set", "speculative.draft_tokens=3", "--set", "speculative.acceptance=0.7",
+            "--set", "serving.batch_size=64",
             "--format", "csv"]
     assert main(argv) == 0
     assert capsys.readouterr().out == csv_text([_row(s)])

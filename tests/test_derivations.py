@@ -128,13 +128,16 @@ def scenarios(draw: st.DrawFn) -> dict:
     gid, mid = draw(gpu_ids), draw(model_ids)
     gpu, model = get_gpu(gid), get_model(mid)
     tp = draw(st.sampled_from([t for t in (1, 2, 4, 8) if model.heads % t == 0 and t <= gpu.gpus_per_node]))
-    ep = draw(st.sampled_from([e for e in (1, 2, 4, 8) if model.is_moe and model.experts % e == 0] or [1]))
+    # EP lays the experts over the TP GPUs (issue 25): it divides TP and the experts.
+    ep = draw(st.sampled_from([e for e in (1, 2, 4, 8) if model.is_moe and model.experts % e == 0 and tp % e == 0]
+                              or [1]))
+    dp_attention = draw(st.booleans()) if model.is_moe else False
     prompt = draw(st.integers(min_value=16, max_value=40_000))
     prefix = draw(st.integers(min_value=0, max_value=prompt))
     return {
         "gpu": gid, "model": mid,
         "weights_dtype": draw(st.sampled_from(["bf16", "fp8", "int4"])), "kv_dtype": draw(kv_dtypes),
-        "parallel": {"tp": tp, "pp": draw(st.sampled_from([1, 1, 2])), "ep": ep},
+        "parallel": {"tp": tp, "pp": draw(st.sampled_from([1, 1, 2])), "ep": ep, "dp_attention": dp_attention},
         "workload": {"prompt_tokens": prompt, "output_tokens": draw(st.integers(min_value=1, max_value=2000)),
                      "requests_per_s": draw(st.floats(min_value=0.1, max_value=200)),
                      "prefix_tokens": prefix, "prefix_hit_rate": draw(st.floats(min_value=0, max_value=1))},

@@ -59,22 +59,30 @@ def test_moe_ep1_has_no_all_to_all_mixtral_tp2_batch1() -> None:
 
 
 def test_moe_ep8_busiest_gpu_and_per_gpu_all_to_all_deepseek_v3() -> None:
-    """DeepSeek-V3 fp8 on 8 × H200, EP8 (TP1), decode batch 8, empty context.
+    """DeepSeek-V3 fp8 on 8 × H200, TP8·EP8 with data-parallel attention (issue 25: the
+    8 GPUs the replica has; EP once multiplied them, and this row was "EP8 (TP1)"), decode
+    batch 8 (one sequence per attention rank), empty context.
     Each expert is touched with q = 1 − (1 − 8/256)^8 = 0.224300; a GPU holds 32
     experts, touched Binomial(32, q): 7.18 on average, but the step waits for the
     busiest of 8 GPUs: E[max] = Σ_{x<32} (1 − F(x)^8) = 10.6362 (computed below
     with math.comb, independently of the planner).
-    D = dense (671,026,404,352 − 653,908,770,816) × 1 B = 17,117,633,536 B
-      + 10.6362 × 653,908,770,816 / 256 × 1 B          = 27,168,277,521 B
-      = 44,285,911,057 B / 4.8e12 B/s                   = 9.226231 ms (F = 2 × 37.55e9 × 8 / 8 GPUs
-      / 1,979e12 = 0.038 ms)
-    kernel groups (issue 24), both memory-bound, with the activations of the GPU's one token:
+    D = replicated on every attention rank: attention 11,414,421,504 + shared experts
+        2,554,331,136 = 13,968,752,640 B
+      + the rest of the dense weights over TP: (17,117,633,536 − 13,968,752,640) / 8 = 393,610,112 B
+      + 10.6362 × 653,908,770,816 / 256 × 1 B (each expert whole on its GPU) = 27,168,277,521 B
+      = 41,530,640,273 B (F = 2 × 37.55e9 × 8 / 8 GPUs / 1,979e12 = 0.038 ms)
+    kernel groups (issue 24), both memory-bound, with the activations of the rank's one token
+    (attention unsharded: the same elements as at TP1):
       dense (112,640 elements per layer × 61 + MLP 69,632 × 3 dense layers) × 2 B = 14,159,872 B,
       experts (7,168 + 3 × 2,048 + 7,168) × (8 + 1 shared) × 58 layers × 2 B = 21,381,120 B:
-      (17,117,633,536 + 14,159,872 + 27,168,277,521 + 21,381,120) B / 4.8e12 = 9.233636 ms
-    all-to-all: each GPU sends its own (8/8) × 8 × 7,168 × 2 B = 114,688 B, 2 per MoE layer:
-      116 × (5 µs + 114,688 / 450e9)                    = 0.609564 ms
-    step = 9.843200 ms"""
+      (14,362,362,752 + 14,159,872 + 27,168,277,521 + 21,381,120) B / 4.8e12 = 8.659621 ms
+    the 3 dense layers gather/scatter the group's 8 tokens over TP8 (one all-reduce each):
+      3 × (5 µs + 26.36 µs + 2·7/8 × 8 × 7,168 × 2 B / 450e9)        = 0.095418 ms
+    all-to-all, 58 MoE layers, the busiest GPU receiving 64/8 × f token copies,
+      f = 1 + z₈·√(7/64) = 1.474317 (z₈ = Φ⁻¹(7.625/8.25) = 1.434200): 11.794537 copies
+      dispatch FP8 (1 + 4/128 B): 58 × (5 µs + 11.794537 × 7,168 × 1.03125 × 7/8 / 450e9) = 0.299833 ms
+      combine BF16:               58 × (5 µs + 11.794537 × 7,168 × 2 × 7/8 / 450e9)       = 0.309069 ms
+    step = 8.659621 + 0.095418 + 0.608902 = 9.363941 ms"""
     q = 1 - (1 - 8 / 256) ** 8
 
     def cdf(x: int) -> float:
@@ -84,37 +92,46 @@ def test_moe_ep8_busiest_gpu_and_per_gpu_all_to_all_deepseek_v3() -> None:
     assert e_max == pytest.approx(10.6362, abs=1e-4)
     assert experts_touched_busiest(experts=256, top_k=8, tokens=8, ep=8) == pytest.approx(e_max, rel=1e-9)
     st = decode_step(model=get_model("deepseek-v3"), gpu=H200, weights_dtype="fp8", kv_dtype="fp8",
-                     batch_size=8, context_tokens=0, ep=8, **EXACT)
-    assert st.bytes_per_gpu == pytest.approx(44_285_911_057, rel=1e-9)
-    assert st.comm_s == pytest.approx(0.000609564018, rel=1e-8)
-    assert st.step_s == pytest.approx(0.009843199862, rel=1e-8)
+                     batch_size=8, context_tokens=0, tp=8, ep=8, dp_attention=True, **EXACT)
+    assert st.bytes_per_gpu == pytest.approx(41_530_640_273, rel=1e-9)
+    assert st.all_reduce_s == pytest.approx(0.000095418027, rel=1e-7)
+    assert st.all_to_all_s == pytest.approx(0.000608901753, rel=1e-7)
+    assert st.comm_s == pytest.approx(0.000704319779, rel=1e-8)
+    assert st.step_s == pytest.approx(0.009363940876, rel=1e-8)
 
 
-def test_moe_ep8_prefill_spreads_flops_over_every_gpu() -> None:
-    """DeepSeek-V3 fp8 (KV fp8), EP8, a 2,000-token prefill on 8 × H200, the FLOPs over all
-    8 GPUs (the plan once divided by TP = 1 only), each kernel group on its own roofline:
-    dense GEMMs: 2 × (37,552,282,624 − 20,434,649,088 routed-active) × 2,000 / 8 / 1,979e12
-      = 4.324819 ms vs (17,117,633,536 + 250 tokens × 14,159,872 B activations) / 4.8e12
-      = 4.303667 ms: compute-bound, 4.324819 ms
+def test_moe_ep8_prefill_runs_on_one_attention_rank() -> None:
+    """DeepSeek-V3 fp8 (KV fp8), TP8·EP8 with data-parallel attention, a 2,000-token prefill
+    on 8 × H200: the prompt sits on ONE attention rank (issue 25; the plan once spread it
+    over all 8 GPUs), its attention and the replicated projections on that GPU, the MLPs
+    and experts over the group; each kernel group on its own roofline:
+    dense GEMMs: 2 × 2,000 × (13,968,752,640 replicated + 3,148,880,896 / 8) / 1,979e12
+      = 29.029536 ms vs (14,362,362,752 + 2,000 tokens × 14,159,872 B) / 4.8e12 = 8.892106 ms:
+      compute-bound, 29.029536 ms
     experts: 2 × 20,434,649,088 × 2,000 / 8 / 1,979e12 = 5.162872 ms vs the GPU's 32 experts
       (653,908,770,816 / 8 B) + 250 × 21,381,120 B activations = 87,083,876,352 B / 4.8e12
       = 18.142474 ms: memory-bound, 18.142474 ms
     attention (MLA un-absorbed: 2·(192 + 128)·61·128 = 4,997,120 per token-context) × 2,000²/2
-      / 8 at the BF16 rate (an FP8 cache alone does not make it FP8) = 1.263175 ms
-    kernels 23.730468 ms; all-to-all 116 × (5 µs + (2,000/8) × 8 × 7,168 × 2 B / 450e9) = 7.971004 ms
-    t = 31.701473 ms"""
+      on the one rank at the BF16 rate (an FP8 cache alone does not make it FP8) = 10.105399 ms
+    kernels 57.277409 ms
+    dense layers' gather/scatter: 3 × (5 µs + 26.36 µs + 2·7/8 × 2,000 × 7,168 × 2 B / 450e9) = 0.428587 ms
+    all-to-all from the prompt's rank, 2,000 × 8 = 16,000 token copies, (8−1)/8 of them leaving:
+      dispatch 58 × (5 µs + 16,000 × 7,168 × 1.03125 × 7/8 / 450e9) = 13.628453 ms,
+      combine  58 × (5 µs + 16,000 × 7,168 × 2 × 7/8 / 450e9)       = 26.158516 ms
+    t = 57.277409 + 0.428587 + 39.786969 = 97.492965 ms"""
     pf = prefill_step(model=get_model("deepseek-v3"), gpu=H200, weights_dtype="fp8", kv_dtype="fp8",
-                      tokens=2000, ep=8, **EXACT)
-    assert pf.gemm_s == pytest.approx(0.004324818983, rel=1e-8)
+                      tokens=2000, tp=8, ep=8, dp_attention=True, **EXACT)
+    assert pf.gemm_s == pytest.approx(0.029029535628, rel=1e-8)
     assert pf.expert_s == pytest.approx(0.018142474240, rel=1e-8)
-    assert pf.attention_s == pytest.approx(0.001263174924, rel=1e-8)
-    assert pf.time_s == pytest.approx(0.031701472592, rel=1e-8)
+    assert pf.attention_s == pytest.approx(0.010105399393, rel=1e-8)
+    assert pf.all_to_all_s == pytest.approx(0.039786968889, rel=1e-8)
+    assert pf.time_s == pytest.approx(0.097492964817, rel=1e-8)
 
 
 def test_mla_decode_attention_is_absorbed() -> None:
     """DeepSeek-V3 decode attends over the 576-wide latent: per head per cached token
     2·(512 + 64) (scores) + 2·512 (values) = 2,176 FLOPs (the plan once counted 640).
-    Batch 64 at 4,000 cached tokens, EP8, per GPU:
+    Batch 64 at 4,000 cached tokens, TP8·EP8·DP attention, per GPU:
       linear    2 × 37,552,282,624 × 64 / 8          = 600,836,521,984 FLOP
       attention 2,176 × 61 × 128 × 4,000 × 64 / 8    = 543,686,656,000 FLOP
     Attention runs at 989e12 with an FP8 or a BF16 cache (0.303606 + 0.549734 = 0.853340 ms);
@@ -122,7 +139,8 @@ def test_mla_decode_attention_is_absorbed() -> None:
     ds = get_model("deepseek-v3")
     assert attention_flops_per_token_context(ds, absorbed=True) == 2176 * 61 * 128
     assert attention_flops_per_token_context(ds) == 640 * 61 * 128
-    kw = dict(model=ds, gpu=H200, weights_dtype="fp8", batch_size=64, context_tokens=4000, ep=8, **EXACT)
+    kw = dict(model=ds, gpu=H200, weights_dtype="fp8", batch_size=64, context_tokens=4000, tp=8, ep=8,
+              dp_attention=True, **EXACT)
     assert decode_step(kv_dtype="fp8", fp8_attention=True, **kw).compute_s == pytest.approx(0.000578334097, rel=1e-8)
     assert decode_step(kv_dtype="fp8", **kw).compute_s == pytest.approx(0.000853339852, rel=1e-8)
     assert decode_step(kv_dtype="bf16", **kw).compute_s == pytest.approx(0.000853339852, rel=1e-8)

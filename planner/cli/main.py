@@ -37,6 +37,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "planner.cli.probe",
     "planner.cli.report",
     "planner.cli.benchimport",
+    "planner.cli.deploy",
 )
 
 

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from planner.cli.main import add_format_arg, add_scenario_args, emit, scenario_from_args
+from planner.deploy import TARGETS
 from planner.errors import PlannerError, ScenarioError
 from planner.io.atomic import write_bytes_atomic
 from planner.io.pdf import chromium_path, html_to_pdf, no_chromium_message
@@ -38,7 +39,7 @@ def _cmd(args: argparse.Namespace) -> int:
     from planner.simulate.referee import checked_report_html
 
     scenario = scenario_from_args(args)
-    html = checked_report_html(scenario, app_url=_app_url(args.app_url))
+    html = checked_report_html(scenario, app_url=_app_url(args.app_url), deploy_target=args.deploy_target)
     data = html_to_pdf(html) if kind == "pdf" else html.encode()
     write_bytes_atomic(out, data)
     emit(args.format, {"path": str(out), "format": kind, "bytes": len(data)})
@@ -51,5 +52,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", required=True, metavar="FILE.html|FILE.pdf", help="the report file to write")
     p.add_argument("--app-url", default=DEFAULT_APP_URL,
                    help=f"the app's address for the report's share link (default {DEFAULT_APP_URL})")
+    p.add_argument("--deploy-target", choices=TARGETS, help="list this deploy target's commands in the report")
     add_format_arg(p)
     p.set_defaults(func=_cmd)

@@ -10,7 +10,7 @@ from planner.cli.main import add_format_arg, add_scenario_args, emit, scenario_f
 from planner.errors import ScenarioError
 from planner.spec.scenario import MAX_EP, MAX_PP, MAX_SEQUENCE_TOKENS, MAX_TP
 from planner.views.referee import REFEREE_MAX_SIMULATED
-from planner.views.sweep import DEFAULT_PP, DEFAULT_TP, MODES, sweep
+from planner.views.sweep import DEFAULT_PP, DEFAULT_TP, MODES, MOE_MULTI_NODE_TP, sweep
 
 __all__ = ["MAX_SIMULATE", "register"]
 
@@ -43,13 +43,30 @@ def _strs(text: str | None) -> list[str] | None:
     return list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip())) if text else None
 
 
+def _bools(text: str) -> list[bool]:
+    """Comma-separated off/on (or false/true) values, repeats dropped."""
+    out: dict[bool, None] = {}
+    for part in (x.strip().lower() for x in text.split(",")):
+        if part in ("on", "true"):
+            out[True] = None
+        elif part in ("off", "false"):
+            out[False] = None
+        elif part:
+            raise ScenarioError(f"--dp-attention: expected off, on or off,on, got {_shown(part)}")
+    if not out:
+        raise ScenarioError(f"--dp-attention: expected off, on or off,on, got {_shown(text)}")
+    return list(out)
+
+
 def _cmd(args: argparse.Namespace) -> int:
     base = scenario_from_args(args)
     from planner.simulate.referee import simulated_attainment
 
     if not 0 <= args.simulate_max <= MAX_SIMULATE:
         raise ScenarioError(f"--simulate-max: expected 0 to {MAX_SIMULATE}, got {args.simulate_max}")
-    result = sweep(base, gpus=_strs(args.gpus), dtypes=_strs(args.dtypes), tps=_ints(args.tp, "--tp", MAX_TP),
+    result = sweep(base, gpus=_strs(args.gpus), dtypes=_strs(args.dtypes),
+                   tps=_ints(args.tp, "--tp", MAX_TP) if args.tp is not None else None,
+                   dp_attentions=_bools(args.dp_attention) if args.dp_attention is not None else None,
                    pps=_ints(args.pp, "--pp", MAX_PP), eps=_ints(args.ep, "--ep", MAX_EP) if args.ep else None,
                    chunks=_ints(args.chunks, "--chunks", MAX_SEQUENCE_TOKENS) if args.chunks else None,
                    modes=_strs(args.modes) or list(MODES),
@@ -65,9 +82,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_scenario_args(p)
     p.add_argument("--gpus", help="comma-separated catalog GPU ids (default: all)")
     p.add_argument("--dtypes", help="comma-separated weight dtypes (default: bf16,fp8,int8,int4,nvfp4)")
-    p.add_argument("--tp", default=",".join(map(str, DEFAULT_TP)))
+    p.add_argument("--tp", help=f"comma-separated tensor-parallel degrees (default: {','.join(map(str, DEFAULT_TP))}, "
+                                f"and {','.join(map(str, MOE_MULTI_NODE_TP))} over several nodes for MoE models)")
     p.add_argument("--pp", default=",".join(map(str, DEFAULT_PP)))
-    p.add_argument("--ep", help="comma-separated expert-parallel degrees (default: 1,2,4,8 for MoE models)")
+    p.add_argument("--ep", help="comma-separated expert-parallel degrees, each dividing TP (default for MoE "
+                                "models: 1,2,4,8 where they divide TP, and EP = TP for the multi-node TPs)")
+    p.add_argument("--dp-attention", help="data-parallel attention: off, on or off,on (default: off,on for MoE "
+                                          "models, else the scenario's)")
     p.add_argument("--chunks", help="comma-separated chunk sizes in tokens (default: 512,2048,8192 and the "
                                     "scenario's serving.chunk_tokens)")
     p.add_argument("--modes", default=",".join(MODES))

@@ -9,17 +9,44 @@ from planner.physics.attention import (
     shard_gemm_factor,
 )
 from planner.physics.comm import (
+    COMBINE_ELEMENT_BYTES,
+    FP8_DISPATCH_ELEMENT_BYTES,
+    LayerComm,
     all_to_all_s,
     collective_s,
+    dispatch_element_bytes,
+    ep_busiest_factor,
+    layer_comm,
     layer_comm_s,
     p2p_s,
 )
 from planner.physics.draft import DraftMemory, draft_memory, eagle_head_params
+from planner.physics.handoff import (
+    kv_handoff_factor,
+    kv_handoff_s,
+)
 from planner.physics.kernels import (
     KernelGroups,
     activation_elements_per_token,
     expert_active_params,
     kernel_groups,
+)
+from planner.physics.kvledger import (
+    KvLedgerRow,
+    attended_layer_tokens,
+    attention_layer_pairs,
+    held_tokens,
+    kv_bytes_per_layer_token,
+    kv_bytes_per_sequence,
+    kv_bytes_per_token_at,
+    kv_ledger,
+    kv_ledger_text,
+)
+from planner.physics.layout import (
+    attention_dp,
+    attention_tp,
+    moe_tp,
+    nodes_per_replica,
 )
 from planner.physics.lengths import (
     MAX_TRACE_CSV_BYTES,
@@ -43,6 +70,8 @@ from planner.physics.link import (
     group_link,
     kv_link_bytes_per_s,
     kv_transfer_exposed_s,
+    local_link,
+    nic_bytes_per_s,
 )
 from planner.physics.memory import (
     ACTIVATION_BYTES_PER_TOKEN_FACTOR,
@@ -58,6 +87,7 @@ from planner.physics.memory import (
     activation_peak_bytes,
     activation_profile_tokens,
     contiguous_reservation_bytes,
+    dp_replicated_params,
     engine_hbm_bytes,
     expert_weight_bytes,
     internal_fragmentation,
@@ -103,6 +133,24 @@ from planner.physics.roofline import (
     prefill_intensity,
     ridge_flop_per_byte,
 )
+from planner.physics.speculative import (
+    DRAFT_MODEL_ACCEPTANCE,
+    EAGLE3_DEPTH,
+    EAGLE3_TAU,
+    EAGLE_ACCEPTANCE,
+    MTP_ACCEPTANCE,
+    SPECULATIVE_METHODS,
+    AcceptanceDefault,
+    Drafter,
+    SpeculativeMethod,
+    acceptance_from_tau,
+    acceptance_positions,
+    drafter_for,
+    drafter_timing_model,
+    method_problem,
+    mtp_module_params,
+    tokens_per_verify,
+)
 from planner.physics.step import (
     ACTIVATION_BYTES,
     DecodeCycle,
@@ -111,6 +159,8 @@ from planner.physics.step import (
     PrefillStep,
     decode_cycle,
     decode_step,
+    draft_cycle_s,
+    draft_step_s,
     experts_touched,
     experts_touched_busiest,
     prefill_chunks,
@@ -137,6 +187,8 @@ from planner.physics.terms import (
 )
 
 __all__ = [
+    "kv_handoff_factor",
+    "kv_handoff_s",
     "draft_memory",
     "eagle_head_params",
     "ACTIVATION_BYTES",
@@ -201,6 +253,15 @@ __all__ = [
     "kv_budget_bytes",
     "kv_bytes_per_token",
     "kv_bytes_per_token_per_gpu",
+    "KvLedgerRow",
+    "attended_layer_tokens",
+    "attention_layer_pairs",
+    "held_tokens",
+    "kv_bytes_per_layer_token",
+    "kv_bytes_per_sequence",
+    "kv_bytes_per_token_at",
+    "kv_ledger",
+    "kv_ledger_text",
     "kv_heads_per_gpu",
     "kv_link_bytes_per_s",
     "kv_transfer_exposed_s",
@@ -249,4 +310,35 @@ __all__ = [
     "ENGINE_FAMILIES",
     "prefill_room_tokens",
     "sojourn_quantile_bisect",
+    "COMBINE_ELEMENT_BYTES",
+    "FP8_DISPATCH_ELEMENT_BYTES",
+    "LayerComm",
+    "dispatch_element_bytes",
+    "ep_busiest_factor",
+    "layer_comm",
+    "local_link",
+    "nic_bytes_per_s",
+    "attention_dp",
+    "attention_tp",
+    "moe_tp",
+    "nodes_per_replica",
+    "dp_replicated_params",
+    "DRAFT_MODEL_ACCEPTANCE",
+    "EAGLE3_DEPTH",
+    "EAGLE3_TAU",
+    "EAGLE_ACCEPTANCE",
+    "MTP_ACCEPTANCE",
+    "SPECULATIVE_METHODS",
+    "AcceptanceDefault",
+    "Drafter",
+    "SpeculativeMethod",
+    "acceptance_from_tau",
+    "acceptance_positions",
+    "drafter_for",
+    "drafter_timing_model",
+    "method_problem",
+    "mtp_module_params",
+    "tokens_per_verify",
+    "draft_cycle_s",
+    "draft_step_s",
 ]

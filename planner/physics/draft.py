@@ -13,6 +13,11 @@ context, so the engine's KV budget holds fewer sequences:
   shares the target's embedding and LM head:
   head parameters = L_d × (P − embedding − LM head) / n_layers + 2h²;
   head KV bytes/token = L_d × target KV bytes/token / n_layers
+* MTP module (speculative.method 'mtp', DeepSeek-V3's multi-token prediction): per depth
+  one transformer block of the target's MoE shape + its projection 2h → h + two norms,
+  sharing the target's embedding and output head (``speculative.mtp_module_params``;
+  the checkpoint's 14B counts its own copies of those two as well):
+  MTP KV bytes/token = mtp_layers × target KV bytes/token / n_layers
 
 Per GPU, as engines place the draft: sharded over the target's TP group (vLLM V1
 and SGLang run the drafter at the target's TP size): weights / TP, KV heads
@@ -36,6 +41,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from planner.physics.memory import kv_bytes_per_token
+from planner.physics.speculative import mtp_module_params
 from planner.spec.params import param_counts
 from planner.spec.precision import bytes_per_weight
 from planner.spec.specs import ModelSpec
@@ -47,8 +53,8 @@ __all__ = ["DraftMemory", "draft_memory", "eagle_head_params"]
 class DraftMemory:
     """The drafter's memory, whole and per GPU (zeros with speculation off)."""
 
-    kind: Literal["none", "head", "model"]
-    name: str  # the draft model's id, or "EAGLE head (L layers of <target>)"
+    kind: Literal["none", "head", "model", "mtp"]
+    name: str  # the draft model's id, "EAGLE head (L layers of <target>)" or "MTP module (…)"
     params: float
     bytes_per_weight: float
     weight_bytes: float
@@ -80,20 +86,28 @@ def _kv_fraction_per_gpu(model: ModelSpec, tp: int) -> float:
 
 
 def draft_memory(*, target: ModelSpec, draft: ModelSpec | None, draft_tokens: int, draft_layers: int,
-                 weights_dtype: str, kv_dtype: str, tp: int) -> DraftMemory:
+                 weights_dtype: str, kv_dtype: str, tp: int, method: str | None = None) -> DraftMemory:
     """The drafter's weights and KV per token, whole and on one GPU of a TP group.
 
-    ``draft`` None: an EAGLE-style head of ``draft_layers`` target-shaped layers;
-    ``draft_tokens`` 0: speculation off, nothing charged."""
+    ``method`` 'mtp': the target's MTP module; otherwise ``draft`` None: an EAGLE-style
+    head of ``draft_layers`` target-shaped layers; ``draft_tokens`` 0: speculation off,
+    nothing charged."""
     if draft_tokens <= 0:
         return NO_DRAFT
     bpw = bytes_per_weight(weights_dtype)
-    if draft is None:
+    kind: Literal["head", "model", "mtp"]
+    if method == "mtp":
+        params = mtp_module_params(target)
+        kv = target.mtp_layers * kv_bytes_per_token(target, kv_dtype) / target.layers
+        frac = _kv_fraction_per_gpu(target, tp)
+        name = f"MTP module ({target.mtp_layers} block{'s' if target.mtp_layers > 1 else ''} of {target.id})"
+        kind = "mtp"
+    elif draft is None:
         params = eagle_head_params(target, layers=draft_layers)
         kv = draft_layers * kv_bytes_per_token(target, kv_dtype) / target.layers
         frac = _kv_fraction_per_gpu(target, tp)
         name = f"EAGLE head ({draft_layers} layer{'s' if draft_layers > 1 else ''} of {target.id})"
-        kind: Literal["head", "model"] = "head"
+        kind = "head"
     else:
         params = param_counts(draft).total
         kv = kv_bytes_per_token(draft, kv_dtype)

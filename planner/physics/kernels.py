@@ -74,7 +74,7 @@ def expert_active_params(model: ModelSpec) -> float:
     pc = param_counts(model)
     if not model.is_moe or pc.expert_total <= 0:
         return 0.0
-    return float(model.experts_per_token * pc.per_expert_per_layer * (model.layers - model.dense_layers))
+    return float(model.experts_per_token * pc.per_expert_per_layer * model.moe_layer_count)
 
 
 def activation_elements_per_token(model: ModelSpec, tp: ArrayLike) -> tuple[Arr, Arr]:
@@ -88,7 +88,7 @@ def activation_elements_per_token(model: ModelSpec, tp: ArrayLike) -> tuple[Arr,
     att = h + qkv / t + model.heads * model.head_dim / t + h
     inter = float(model.intermediate or 4 * h)
     mlp = h + 2 * inter / t + inter / t + h
-    moe_layers = model.layers - model.dense_layers if model.is_moe else 0
+    moe_layers = model.moe_layer_count
     dense = att * model.layers + mlp * (model.layers - moe_layers)
     if moe_layers:
         im = float(model.moe_intermediate or inter)

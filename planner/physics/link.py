@@ -5,7 +5,10 @@ of disaggregated serving.
   one direction at a time: the catalog's ``scaleup_bytes_per_s`` is the vendor's
   aggregate of both directions (H100 NVLink 4: 900 GB/s = 450 GB/s each way).
 * A larger group inside one node talks over PCIe; beyond the node, over each
-  GPU's own NIC (DGX/HGX H100: one 400 Gb/s ConnectX-7 per GPU = 50 GB/s).
+  GPU's own NIC (the catalog's ``scaleout_bytes_per_s``; default DGX/HGX H100: one
+  400 Gb/s ConnectX-7 per GPU = 50 GB/s).  A group spanning nodes is built from fast
+  local domains (``local_link``: the NVLink domain, or the node over PCIe) joined by
+  the NICs; its collectives are hierarchical (:mod:`planner.physics.comm`).
 * KV transfer (seeds 002): t = D_KV / (η_n × B) + t_setup.  The TP shards of a
   prompt's KV move in parallel, each GPU over its own link, so D_KV is the bytes
   one GPU holds.  Shipped layer by layer while the prefill still computes later
@@ -32,6 +35,8 @@ __all__ = [
     "RDMA_BYTES_PER_S",
     "RDMA_LATENCY_S",
     "group_link",
+    "local_link",
+    "nic_bytes_per_s",
     "kv_link_bytes_per_s",
     "kv_transfer_exposed_s",
 ]
@@ -55,6 +60,21 @@ DEFAULT_KV_LINK_EFFICIENCY = 0.8
 Arr = NDArray[np.float64]
 
 
+def nic_bytes_per_s(gpu: GpuSpec) -> float:
+    """One direction of the GPU's scale-out NIC: the catalog's ``scaleout_bytes_per_s``,
+    else one 400 Gb/s NIC per GPU (RDMA_BYTES_PER_S)."""
+    return gpu.scaleout_bytes_per_s if gpu.scaleout_bytes_per_s is not None else RDMA_BYTES_PER_S
+
+
+def local_link(gpu: GpuSpec) -> tuple[int, float, float]:
+    """(GPUs, latency_s, bytes/s one direction) of the fast domain a group spanning nodes
+    is built from: the NVLink scale-up domain where it covers the node (an NVL72 rack:
+    72 GPUs), else the node over PCIe."""
+    if gpu.scaleup_bytes_per_s is not None and gpu.scaleup_domain_gpus >= gpu.gpus_per_node:
+        return gpu.scaleup_domain_gpus, NVLINK_COLLECTIVE_LATENCY_S, gpu.scaleup_bytes_per_s / LINK_DIRECTIONS
+    return gpu.gpus_per_node, PCIE_COLLECTIVE_LATENCY_S, gpu.pcie_bytes_per_s
+
+
 def group_link(gpu: GpuSpec, group: ArrayLike) -> tuple[Arr, Arr]:
     """(latency_s, bytes/s one direction per GPU) of the link a group of GPUs
     talks over: NVLink within the scale-up domain, PCIe within the node, the
@@ -64,7 +84,7 @@ def group_link(gpu: GpuSpec, group: ArrayLike) -> tuple[Arr, Arr]:
     in_node = g <= gpu.gpus_per_node
     nv_bw = (gpu.scaleup_bytes_per_s or gpu.pcie_bytes_per_s) / LINK_DIRECTIONS
     lat = np.where(nvlink, NVLINK_COLLECTIVE_LATENCY_S, np.where(in_node, PCIE_COLLECTIVE_LATENCY_S, RDMA_LATENCY_S))
-    bw = np.where(nvlink, nv_bw, np.where(in_node, gpu.pcie_bytes_per_s, RDMA_BYTES_PER_S))
+    bw = np.where(nvlink, nv_bw, np.where(in_node, gpu.pcie_bytes_per_s, nic_bytes_per_s(gpu)))
     return lat, bw
 
 
@@ -75,7 +95,7 @@ def kv_link_bytes_per_s(gpu: GpuSpec, *, link: str, link_bytes_per_s: float | No
         return link_bytes_per_s
     if link == "nvlink":
         return (gpu.scaleup_bytes_per_s or gpu.pcie_bytes_per_s) / LINK_DIRECTIONS
-    return RDMA_BYTES_PER_S
+    return nic_bytes_per_s(gpu)
 
 
 def kv_transfer_exposed_s(

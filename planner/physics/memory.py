@@ -5,6 +5,9 @@ The seeds' equations:
 * weight bytes = parameters × bytes per weight
 * KV bytes/token = 2 × n_layers × n_kv_heads × head_dim × dtype_bytes   (GQA/MHA/MQA)
 * KV bytes/token = n_layers × (kv_lora_rank + qk_rope_head_dim) × dtype_bytes   (MLA)
+* with sliding-window or chunked layers (gpt-oss, Llama 4) KV per sequence is the
+  ledger of planner.physics.kvledger (each such layer holds at most its window), and
+  KV bytes/token at a context L is that ledger / L
 * KV budget per GPU = HBM − weights per GPU − reserved        (seeds' accounting)
 * KV budget per GPU, by engine family (``serving.engine``), V = the CUDA-visible bytes
   (an H100 80 GB exposes 85.05e9, not 80e9):
@@ -25,6 +28,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from planner.physics.kvledger import kv_bytes_per_token_at
 from planner.spec.params import param_counts
 from planner.spec.precision import bytes_per_kv_element, bytes_per_weight
 from planner.spec.specs import GpuSpec, ModelSpec
@@ -43,6 +47,7 @@ __all__ = [
     "activation_peak_bytes",
     "activation_profile_tokens",
     "contiguous_reservation_bytes",
+    "dp_replicated_params",
     "expert_weight_bytes",
     "internal_fragmentation",
     "kv_budget_bytes",
@@ -96,28 +101,54 @@ def expert_weight_bytes(model: ModelSpec, weights_dtype: str) -> float:
     return param_counts(model).expert_total * bytes_per_weight(weights_dtype)
 
 
-def weight_bytes_per_gpu(
-    *, model: ModelSpec, weights_dtype: str, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1
-) -> NDArray[np.float64] | float:
-    """Weights one GPU holds: non-expert W / (TP·PP) + expert W / (TP·PP·EP).
-
-    With EP > 1 the replica has TP·PP·EP GPUs: attention and dense layers are
-    replicated across the EP groups (data-parallel attention), routed experts
-    are spread over all of them.
-    """
-    w = weight_bytes(model, weights_dtype)
-    we = expert_weight_bytes(model, weights_dtype)
-    tp_a, pp_a, ep_a = np.asarray(tp, float), np.asarray(pp, float), np.asarray(ep, float)
-    out = (w - we) / (tp_a * pp_a) + we / (tp_a * pp_a * ep_a)
+def dp_replicated_params(model: ModelSpec, *, ep: ArrayLike = 1) -> NDArray[np.float64] | float:
+    """Parameters data-parallel attention replicates on every rank: the attention
+    projections (all layers), and with EP > 1 the shared experts too (SGLang's DeepEP
+    path and TensorRT-LLM's attention-DP MoE run them unsharded on each rank's own
+    tokens; with EP = 1 the MoE layer, shared experts included, is TP over the group)."""
+    pc = param_counts(model)
+    out = pc.attention_total + np.where(np.asarray(ep, float) > 1, pc.shared_expert_total, 0.0)
     return float(out) if np.ndim(out) == 0 else out
 
 
-def kv_bytes_per_token(model: ModelSpec, kv_dtype: str) -> float:
+def weight_bytes_per_gpu(
+    *, model: ModelSpec, weights_dtype: str, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1,
+    dp_attention: ArrayLike = False, redundant_experts: ArrayLike = 0,
+) -> NDArray[np.float64] | float:
+    """Weights one GPU holds (the replica has TP × PP GPUs; EP lays the experts over them):
+
+        (W_rest / TP + W_replicated + W_experts × (E + R) / E / TP) / PP
+
+    W_replicated: with data-parallel attention, the attention weights (and with EP > 1 the
+    shared experts) on every rank (``dp_replicated_params``), else 0 (sharded over TP
+    with the rest).  Routed experts: E/EP per GPU, each sharded over TP/EP GPUs, so
+    1/TP of them whatever EP is, plus the R redundant copies (EPLB).
+    """
+    bpw = bytes_per_weight(weights_dtype)
+    w = weight_bytes(model, weights_dtype)
+    we = expert_weight_bytes(model, weights_dtype)
+    tp_a, pp_a = np.asarray(tp, float), np.asarray(pp, float)
+    dp = np.asarray(dp_attention, bool)
+    rep = np.where(dp, np.asarray(dp_replicated_params(model, ep=ep), float) * bpw, 0.0)
+    slots = (model.experts + np.asarray(redundant_experts, float)) / model.experts if model.is_moe else 1.0
+    out = ((w - we - rep) / tp_a + rep + we * slots / tp_a) / pp_a
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def kv_bytes_per_token(model: ModelSpec, kv_dtype: str, context_tokens: ArrayLike | None = None) -> float:
     """KV bytes per token for the whole model.
 
     GQA: 2 × n_layers × n_kv_heads × head_dim × dtype_bytes (the 2 is K and V).
     MLA: n_layers × (kv_lora_rank + qk_rope_head_dim) × dtype_bytes.
+    With windowed layers and ``context_tokens`` given: the ledger's KV per sequence
+    at that context / context (planner.physics.kvledger); without a context, the
+    figure with every layer full (what a token costs while the windows still grow).
+    Models without windowed layers ignore ``context_tokens``.
     """
+    if context_tokens is not None and model.has_windowed_layers:
+        if np.ndim(context_tokens) != 0:
+            raise ValueError("kv_bytes_per_token takes one context; use kv_bytes_per_token_per_gpu for arrays")
+        return float(kv_bytes_per_token_at(model, kv_dtype, context_tokens))
     b = bytes_per_kv_element(kv_dtype)
     if model.attention == "mla":
         assert model.kv_lora_rank is not None and model.qk_rope_head_dim is not None
@@ -137,11 +168,20 @@ def kv_heads_per_gpu(model: ModelSpec, tp: ArrayLike) -> NDArray[np.float64] | f
 
 
 def kv_bytes_per_token_per_gpu(
-    *, model: ModelSpec, kv_dtype: str, tp: ArrayLike = 1, pp: ArrayLike = 1
+    *, model: ModelSpec, kv_dtype: str, tp: ArrayLike = 1, pp: ArrayLike = 1,
+    context_tokens: ArrayLike | None = None,
 ) -> NDArray[np.float64] | float:
-    """KV bytes per token on one GPU = KV/token × (KV heads per GPU / KV heads) / PP."""
+    """KV bytes per token on one GPU = KV/token × (KV heads per GPU / KV heads) / PP.
+
+    ``context_tokens`` (arrays allowed): for a model with windowed layers the KV/token
+    is the ledger's at that context (planner.physics.kvledger), so context × this is
+    the sequence's KV on the GPU; ignored for models whose layers are all full."""
     frac = np.asarray(kv_heads_per_gpu(model, tp), float) / model.kv_heads
-    out = kv_bytes_per_token(model, kv_dtype) * frac / np.asarray(pp, float)
+    if context_tokens is not None and model.has_windowed_layers:
+        k: NDArray[np.float64] | float = np.asarray(kv_bytes_per_token_at(model, kv_dtype, context_tokens), float)
+    else:
+        k = kv_bytes_per_token(model, kv_dtype)
+    out = k * frac / np.asarray(pp, float)
     return float(out) if np.ndim(out) == 0 else out
 
 

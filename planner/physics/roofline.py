@@ -77,12 +77,12 @@ def hbm_sweep_s(gpu: GpuSpec) -> float:
 
 def decode_intensity(
     *, params_active: float, weight_bytes: ArrayLike, batch_size: ArrayLike,
-    context_tokens: ArrayLike, kv_bytes_per_token: float,
+    context_tokens: ArrayLike, kv_bytes_per_token: ArrayLike,
 ) -> NDArray[np.float64] | float:
-    """Effective decode intensity = B × 2P / (W + B × S × K)."""
+    """Effective decode intensity = B × 2P / (W + B × S × K) (K may vary with S: windowed layers)."""
     b = np.asarray(batch_size, float)
     out = b * 2.0 * params_active / (
-        np.asarray(weight_bytes, float) + b * np.asarray(context_tokens, float) * kv_bytes_per_token
+        np.asarray(weight_bytes, float) + b * np.asarray(context_tokens, float) * np.asarray(kv_bytes_per_token, float)
     )
     return float(out) if np.ndim(out) == 0 else out
 

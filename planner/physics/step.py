@@ -47,6 +47,7 @@ All inputs broadcast over numpy arrays (batch, context, tp, pp, ep ...).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -54,7 +55,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from planner.physics.attention import attention_flops_per_token_context, shard_gemm_factor
-from planner.physics.comm import all_to_all_s, collective_s, layer_comm_s, p2p_s
+from planner.physics.comm import all_to_all_s, collective_s, layer_comm, p2p_s
 from planner.physics.kernels import (
     ACTIVATION_BYTES,
     activation_elements_per_token,
@@ -63,9 +64,12 @@ from planner.physics.kernels import (
     experts_touched_busiest,
     kernel_groups,
 )
+from planner.physics.kvledger import attended_layer_tokens, attention_layer_pairs
+from planner.physics.layout import attention_dp, attention_tp, moe_tp
 from planner.physics.link import LINK_DIRECTIONS, NVLINK_COLLECTIVE_LATENCY_S, PCIE_COLLECTIVE_LATENCY_S
-from planner.physics.memory import kv_bytes_per_token_per_gpu
-from planner.physics.techniques import speculative_cycle_s, speculative_tokens_per_pass
+from planner.physics.memory import dp_replicated_params, kv_bytes_per_token_per_gpu
+from planner.physics.speculative import Drafter, tokens_per_verify
+from planner.physics.techniques import speculative_cycle_s
 from planner.physics.terms import term
 from planner.spec.context import StepKwargs
 from planner.spec.params import param_counts
@@ -86,6 +90,8 @@ __all__ = [
     "collective_s",
     "decode_cycle",
     "decode_step",
+    "draft_cycle_s",
+    "draft_step_s",
     "experts_touched",
     "experts_touched_busiest",
     "p2p_s",
@@ -103,10 +109,6 @@ def _f(x: ArrayLike) -> Arr:
 
 def _out(x: Arr) -> Arr | float:
     return float(x) if np.ndim(x) == 0 else x
-
-
-def _hidden(model: ModelSpec) -> float:
-    return float(model.hidden or model.heads * model.head_dim)
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,8 @@ class DecodeStep:
     # The dense GEMMs' memory time not covered by their compute: prompt tokens riding in this
     # iteration multiply through the weights it already streams, for free up to this much.
     gemm_slack_s: Arr | float = 0.0
+    all_reduce_s: Arr | float = 0.0  # of comm_s: the TP all-reduces (and DP attention's MLP gather/scatter)
+    all_to_all_s: Arr | float = 0.0  # of comm_s: MoE dispatch + combine over the EP group (busiest GPU)
 
 
 def decode_step(
@@ -141,6 +145,8 @@ def decode_step(
     tp: ArrayLike = 1,
     pp: ArrayLike = 1,
     ep: ArrayLike = 1,
+    dp_attention: ArrayLike = False,
+    redundant_experts: int = 0,
     bandwidth_efficiency: ArrayLike = 1.0,
     compute_efficiency: ArrayLike = 1.0,
     step_overhead_s: ArrayLike = 0.0,
@@ -163,38 +169,48 @@ def decode_step(
     bpw = bytes_per_weight(weights_dtype)
     b, s = _f(batch_size), _f(context_tokens)
     tp_a, pp_a, ep_a = _f(tp), _f(pp), _f(ep)
+    dp = np.asarray(dp_attention, bool)
+    a_tp, ranks, m_tp = _f(attention_tp(tp_a, dp)), _f(attention_dp(tp_a, dp)), _f(moe_tp(tp_a, ep_a))
     tps = _f(tokens_per_sequence)
     micro = b / pp_a  # sequences per pipeline microbatch
-    gpus = tp_a * pp_a * ep_a
-    w_dense = (pc.total - pc.expert_total) * bpw / (tp_a * pp_a)
+    gpus = tp_a * pp_a
+    # Data-parallel attention streams the attention weights (and, EP > 1, the shared experts) on every rank.
+    rep = np.where(dp, _f(dp_replicated_params(model, ep=ep_a)), 0.0) * bpw
+    w_dense = ((pc.total - pc.expert_total) * bpw - rep) / gpus + rep / pp_a
     p_exp = expert_active_params(model)
     if model.is_moe and pc.expert_total > 0:
-        busiest = _f(experts_touched_busiest(experts=model.experts, top_k=model.experts_per_token,
-                                             tokens=micro * tps, ep=ep_a))
-        w_exp = busiest * (pc.expert_total / model.experts) * bpw / (tp_a * pp_a)
+        busiest = _f(experts_touched_busiest(experts=model.experts + int(redundant_experts),
+                                             top_k=model.experts_per_token, tokens=micro * tps, ep=ep_a))
+        w_exp = busiest * (pc.expert_total / model.experts) * bpw / (m_tp * pp_a)
     else:
         w_exp = np.zeros_like(micro)
-    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=tp_a, pp=pp_a))
-    kv = (micro / ep_a) * s * k_gpu
-    tokens_gpu = micro * tps / ep_a  # tokens one GPU's stage multiplies (attention runs data-parallel over EP)
-    act_d, act_e = activation_elements_per_token(model, tp_a)
+    # KV/token at the context: the ledger's where layers are windowed (gpt-oss, Llama 4), else constant.
+    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=pp_a, context_tokens=s))
+    kv = (micro / ranks) * s * k_gpu  # each attention rank reads its own sequences' KV
+    tokens_gpu = micro * tps / ranks  # tokens one GPU's attention and dense GEMMs see
+    act_d = activation_elements_per_token(model, a_tp)[0]
+    act_e = activation_elements_per_token(model, m_tp)[1]
     # Per GPU, per stage pass (one PP stage holds 1/PP of the layers).
     lin_dense = 2.0 * (pc.active - p_exp) * micro * tps / gpus
     lin_exp = 2.0 * p_exp * micro * tps / gpus
-    attn = (attention_flops_per_token_context(model, absorbed=True) * s * micro * tps / gpus
+    # A decode token attends to what each layer holds: the context, or its window (kvledger).
+    attended = _f(attended_layer_tokens(model, s)) / model.layers if model.has_windowed_layers else s
+    attn = (attention_flops_per_token_context(model, absorbed=True) * attended * micro * tps / gpus
             if include_attention else np.zeros_like(lin_dense))
     kg = kernel_groups(gpu=gpu, weights_dtype=weights_dtype, dense_flops=lin_dense,
                        dense_bytes=w_dense + tokens_gpu * act_d * ACTIVATION_BYTES / pp_a,
-                       expert_flops=lin_exp, expert_bytes=w_exp + tokens_gpu * act_e * ACTIVATION_BYTES / pp_a,
+                       expert_flops=lin_exp,
+                       expert_bytes=w_exp + micro * tps / ep_a * act_e * ACTIVATION_BYTES / pp_a,
                        attention_flops=attn, attention_bytes=kv if include_attention else np.zeros_like(kv),
                        compute_efficiency=compute_efficiency, bandwidth_efficiency=bandwidth_efficiency,
                        gemm_factor=shard_gemm_factor(model, tp_a), fp8_attention=fp8_attention)
     stage_s = kg.total_s
     bytes_stage = w_dense + w_exp + kv
     flops_stage = lin_dense + lin_exp + attn
-    msg = micro * tps * _hidden(model) * ACTIVATION_BYTES
-    comm = layer_comm_s(model=model, gpu=gpu, tp=tp_a, pp=pp_a, ep=ep_a, message_bytes=msg,
-                        latency_s=collective_latency_s)
+    lc = layer_comm(model=model, gpu=gpu, weights_dtype=weights_dtype, tp=tp_a, pp=pp_a, ep=ep_a, dp_attention=dp,
+                    tokens=micro * tps, rank_tokens=micro * tps / ranks, latency_s=collective_latency_s,
+                    redundant_experts=redundant_experts)
+    comm = lc.total_s
     launches = (term("graph_layer_overhead_s") if cuda_graphs else _f(layer_overhead_s)) * model.layers
     overhead = np.broadcast_to(_f(step_overhead_s) + launches + term("sequence_overhead_s") * b,
                                np.shape(stage_s)).astype(float)
@@ -219,6 +235,8 @@ def decode_step(
         expert_s=full(kg.expert_s),
         attention_s=full(kg.attention_s),
         gemm_slack_s=full(np.maximum(kg.gemm_s - kg.gemm_compute_s, 0.0)),
+        all_reduce_s=full(lc.all_reduce_s),
+        all_to_all_s=full(lc.all_to_all_s),
     )
 
 
@@ -226,7 +244,9 @@ def decode_step(
 class DecodeCycle:
     """A decode step and, with speculation, its verify cycle (arrays when inputs are arrays).
 
-    cycle = verify step + k × draft_cost × step (= step without speculation);
+    cycle = verify step + the k draft forwards (= step without speculation), those the
+    drafter's own decode steps (planner.physics.speculative, ``draft_cycle_s``) or
+    k × draft_cost × step;
     ITL = cycle / tokens per pass.
     """
 
@@ -234,23 +254,67 @@ class DecodeCycle:
     cycle_s: Arr | float
     tokens_per_pass: float
     itl_s: Arr | float
+    verify_s: Arr | float = 0.0  # the target's pass over k + 1 positions per sequence (0: off)
+    draft_s: Arr | float = 0.0  # the cycle's draft forwards, all k of them (0: off)
+
+
+def draft_step_s(drafter: Drafter, *, batch_size: ArrayLike, context_tokens: ArrayLike,
+                 tokens_per_sequence: ArrayLike = 1.0, **kw: Unpack[StepKwargs]) -> Arr | float:
+    """One draft forward: the drafter's own decode step at the batch, by the same step model
+    (its weights streamed, its KV read, its experts touched), on the target's TP group
+    (the engines run the drafter at the target's TP), one pipeline stage, no scheduler
+    overhead of its own (it runs inside the target's iteration)."""
+    m = drafter.timing_model
+    args = {**kw, "model": m, "weights_dtype": drafter.weights_dtype or kw["weights_dtype"], "pp": 1,
+            "ep": kw["ep"] if m.is_moe else 1, "step_overhead_s": 0.0}
+    return decode_step(batch_size=batch_size, context_tokens=context_tokens,
+                       tokens_per_sequence=tokens_per_sequence, **args).step_s  # type: ignore[arg-type]
+
+
+def draft_cycle_s(drafter: Drafter, *, draft_tokens: int, batch_size: ArrayLike, context_tokens: ArrayLike,
+                  **kw: Unpack[StepKwargs]) -> Arr | float:
+    """The k draft forwards of one cycle: the first over the k + 1 positions the last verify
+    pass settled (the drafter reads the target's state, or the tokens, of every accepted
+    position: vLLM's proposers and SGLang's draft-extend pass), the other k − 1 over one
+    position each (engines pad to k + 1: CUDA graphs)."""
+    first = _f(draft_step_s(drafter, batch_size=batch_size, context_tokens=context_tokens,
+                            tokens_per_sequence=draft_tokens + 1, **kw))
+    if draft_tokens == 1:
+        return _out(first)
+    one = _f(draft_step_s(drafter, batch_size=batch_size, context_tokens=context_tokens, **kw))
+    return _out(first + (draft_tokens - 1) * one)
 
 
 def decode_cycle(
-    *, batch_size: ArrayLike, context_tokens: ArrayLike, draft_tokens: int = 0, acceptance: float = 0.0,
-    draft_cost: float = 0.0, **kw: Unpack[StepKwargs],
+    *, batch_size: ArrayLike, context_tokens: ArrayLike, draft_tokens: int = 0,
+    acceptance: float | Sequence[float] = 0.0, draft_cost: float | None = 0.0, drafter: Drafter | None = None,
+    **kw: Unpack[StepKwargs],
 ) -> DecodeCycle:
     """The decode cycle at a batch: one step, or a speculative verify pass over
-    k+1 positions plus k draft steps, and the ITL it gives."""
+    k+1 positions plus k draft forwards, and the ITL it gives.
+
+    ``drafter`` (``speculative.drafter_for``) sets the acceptance per position and, with
+    its ``draft_cost`` None, times the draft forwards by the step model (``draft_cycle_s``);
+    otherwise ``acceptance`` (one α, or a_1 … a_K) and k × ``draft_cost`` × step."""
     st = decode_step(batch_size=batch_size, context_tokens=context_tokens, **kw)
     if draft_tokens == 0:
         return DecodeCycle(step=st, cycle_s=st.step_s, tokens_per_pass=1.0, itl_s=st.step_s)
     verify = decode_step(batch_size=batch_size, context_tokens=context_tokens, tokens_per_sequence=draft_tokens + 1,
                          **kw)
-    cycle = speculative_cycle_s(step_s=st.step_s, verify_step_s=verify.step_s, draft_tokens=draft_tokens,
-                                draft_cost=draft_cost)
-    tpp = float(speculative_tokens_per_pass(draft_tokens=draft_tokens, acceptance=acceptance))
-    return DecodeCycle(step=st, cycle_s=cycle, tokens_per_pass=tpp, itl_s=_out(np.asarray(cycle) / tpp))
+    if drafter is not None:
+        acceptance, draft_cost = drafter.acceptance, drafter.draft_cost
+    if draft_cost is None:
+        if drafter is None:
+            raise ValueError("speculative.draft_cost: None needs a drafter to time")
+        d_s = _f(draft_cycle_s(drafter, draft_tokens=draft_tokens, batch_size=batch_size,
+                               context_tokens=context_tokens, **kw)) / draft_tokens
+    else:
+        d_s = float(draft_cost) * _f(st.step_s)
+    cycle = speculative_cycle_s(step_s=d_s, verify_step_s=verify.step_s, draft_tokens=draft_tokens, draft_cost=1.0)
+    tpp = tokens_per_verify(acceptance, draft_tokens)
+    return DecodeCycle(step=st, cycle_s=cycle, tokens_per_pass=tpp, itl_s=_out(np.asarray(cycle) / tpp),
+                       verify_s=verify.step_s,
+                       draft_s=_out(np.broadcast_to(draft_tokens * d_s, np.shape(cycle)).astype(float)))
 
 
 def prefill_flops(
@@ -267,7 +331,12 @@ def _prefill_flops_parts(model: ModelSpec, tokens: ArrayLike, cached_tokens: Arr
     c = _f(cached_tokens)
     n = np.maximum(_f(tokens) - c, 0.0)
     lin = 2.0 * param_counts(model).active * n
-    att = attention_flops_per_token_context(model) * (n * c + n * n / 2.0) if include_attention else 0.0 * n
+    if not include_attention:
+        att = 0.0 * n
+    elif model.has_windowed_layers:  # windowed layers attend only to the tokens they hold (kvledger)
+        att = attention_flops_per_token_context(model) * _f(attention_layer_pairs(model, n, c)) / model.layers
+    else:
+        att = attention_flops_per_token_context(model) * (n * c + n * n / 2.0)
     return lin, _f(att)
 
 
@@ -294,6 +363,7 @@ class PrefillStep:
     # The eager launches (layer_overhead_s × L) in marginal_s: paid once per iteration that
     # carries prompt tokens, however many prompts share it.
     launch_s: Arr | float = 0.0
+    all_to_all_s: Arr | float = 0.0  # of comm_s: MoE dispatch + combine from the prompt's rank
 
 
 def prefill_step(
@@ -307,6 +377,8 @@ def prefill_step(
     tp: ArrayLike = 1,
     pp: ArrayLike = 1,
     ep: ArrayLike = 1,
+    dp_attention: ArrayLike = False,
+    redundant_experts: int = 0,
     bandwidth_efficiency: ArrayLike = 1.0,
     compute_efficiency: ArrayLike = 1.0,
     step_overhead_s: ArrayLike = 0.0,
@@ -322,34 +394,41 @@ def prefill_step(
     pc = param_counts(model)
     bpw = bytes_per_weight(weights_dtype)
     tp_a, pp_a, ep_a = _f(tp), _f(pp), _f(ep)
+    dp = np.asarray(dp_attention, bool)
+    a_tp, m_tp = _f(attention_tp(tp_a, dp)), _f(moe_tp(tp_a, ep_a))
     c = _f(cached_tokens)
     n = np.maximum(_f(tokens) - c, 0.0)
     lin, att = _prefill_flops_parts(model, tokens, cached_tokens, include_attention)
     flops = lin + att
-    gpus = tp_a * ep_a
     p_exp = expert_active_params(model)
     lin_exp = 2.0 * p_exp * n
+    # Data-parallel attention: the prompt runs on ONE rank: its attention (and the replicated
+    # projections) on that GPU alone; the MLPs and experts over the whole group.
+    p_rep = np.where(dp, _f(dp_replicated_params(model, ep=ep_a)), 0.0)
+    lin_rep = 2.0 * p_rep * n
     if model.is_moe and pc.expert_total > 0:
-        # The experts the prompt's tokens touch, on the busiest GPU (all of its E/EP for long prompts).
-        busiest = _f(experts_touched_busiest(experts=model.experts, top_k=model.experts_per_token, tokens=n,
-                                             ep=ep_a))
-        w_exp = busiest * (pc.expert_total / model.experts) * bpw / tp_a
+        # The experts the prompt's tokens touch, on the busiest GPU (all of its slots for long prompts).
+        busiest = _f(experts_touched_busiest(experts=model.experts + int(redundant_experts),
+                                             top_k=model.experts_per_token, tokens=n, ep=ep_a))
+        w_exp = busiest * (pc.expert_total / model.experts) * bpw / m_tp
     else:
         w_exp = np.zeros_like(n)
-    w_dense = (pc.total - pc.expert_total) / tp_a * bpw
-    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=tp_a, pp=1))
-    kv = (n + c) * k_gpu / ep_a
-    act_d, act_e = activation_elements_per_token(model, tp_a)
-    kg = kernel_groups(gpu=gpu, weights_dtype=weights_dtype, dense_flops=(lin - lin_exp) / gpus,
-                       dense_bytes=w_dense + n / ep_a * act_d * ACTIVATION_BYTES, expert_flops=lin_exp / gpus,
-                       expert_bytes=w_exp + n / ep_a * act_e * ACTIVATION_BYTES, attention_flops=att / gpus,
+    rep = p_rep * bpw
+    w_dense = ((pc.total - pc.expert_total) * bpw - rep) / tp_a + rep
+    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=1, context_tokens=n + c))
+    kv = (n + c) * k_gpu
+    act_d = activation_elements_per_token(model, a_tp)[0]
+    act_e = activation_elements_per_token(model, m_tp)[1]
+    kg = kernel_groups(gpu=gpu, weights_dtype=weights_dtype, dense_flops=(lin - lin_exp - lin_rep) / tp_a + lin_rep,
+                       dense_bytes=w_dense + n * act_d * ACTIVATION_BYTES, expert_flops=lin_exp / tp_a,
+                       expert_bytes=w_exp + n / ep_a * act_e * ACTIVATION_BYTES, attention_flops=att / a_tp,
                        attention_bytes=kv, compute_efficiency=compute_efficiency,
                        bandwidth_efficiency=bandwidth_efficiency, gemm_factor=shard_gemm_factor(model, tp_a),
                        fp8_attention=fp8_attention)
     hbm = w_dense + w_exp + (n + c) * k_gpu
-    msg = n * _hidden(model) * ACTIVATION_BYTES
-    comm = layer_comm_s(model=model, gpu=gpu, tp=tp_a, pp=pp_a, ep=ep_a, message_bytes=msg,
-                        latency_s=collective_latency_s)
+    lc = layer_comm(model=model, gpu=gpu, weights_dtype=weights_dtype, tp=tp_a, pp=pp_a, ep=ep_a, dp_attention=dp,
+                    tokens=n, rank_tokens=n, latency_s=collective_latency_s, redundant_experts=redundant_experts)
+    comm = lc.total_s
     launches = _f(layer_overhead_s) * model.layers
     overhead = _f(step_overhead_s) + launches
     t = kg.total_s + comm + overhead
@@ -378,6 +457,7 @@ def prefill_step(
         expert_s=full(kg.expert_s),
         attention_s=full(kg.attention_s),
         launch_s=full(np.where(n > 0, launches, 0.0)),
+        all_to_all_s=full(np.where(n > 0, lc.all_to_all_s, 0.0)),
     )
 
 

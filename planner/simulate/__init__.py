@@ -60,6 +60,7 @@ from planner.simulate.options import (
     sim_options,
     token_steps,
 )
+from planner.simulate.pools import PrefillPool, prefill_pool
 from planner.simulate.referee import (
     checked_report_html,
     referee_check,
@@ -91,6 +92,8 @@ from planner.simulate.steptimes import (
 )
 
 __all__ = [
+    "PrefillPool",
+    "prefill_pool",
     "PLAN_ROUTER",
     "REFEREE_MAX_REQUESTS",
     "referee_check",

@@ -57,6 +57,7 @@ from planner.physics.techniques import kv_transfer_s
 from planner.simulate.alone import alone_order, in_flight_area, run_alone
 from planner.simulate.arrivals import Request, generate_requests
 from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions, check_sim_size
+from planner.simulate.pools import prefill_pool
 from planner.simulate.replica import _Replica, _Seq
 from planner.simulate.router import choose_replica
 from planner.simulate.speculation import _SpecReplica, spec_draws
@@ -135,13 +136,18 @@ class _Sim:
         p = plan_resolved(r)
         s = scenario.serving
         bt = s.block_tokens
+        longest = max(q.prompt_tokens + q.output_tokens for q in requests)
+        # Pools with their own GPU and layout (planner.simulate.pools): the decode pool is the plan's replica.
+        own = prefill_pool(r, longest_prompt=max(q.prompt_tokens for q in requests), max_context_tokens=longest + 1,
+                           block_tokens=bt, link_bytes_per_s=options.kv_link_bytes_per_s)
+        rd = own.decode if own is not None else r
         if options.kv_capacity_tokens is not None:
             cap_tokens = options.kv_capacity_tokens
         else:
             kg = p.memory.kv_bytes_per_token_per_gpu + p.memory.draft_kv_bytes_per_token_per_gpu  # target + drafter
-            cap_tokens = int(max(p.memory.kv_budget_bytes, 0.0) // kg) * scenario.parallel.ep if kg > 0 else 0
+            # per GPU × the attention ranks (data-parallel attention: each of TP ranks its own KV)
+            cap_tokens = int(max(p.memory.kv_budget_bytes, 0.0) // kg) * rd.scenario.parallel.attention_dp if kg > 0 else 0
         blocks = cap_tokens // bt
-        longest = max(q.prompt_tokens + q.output_tokens for q in requests)
         if blocks * bt < longest:
             raise InsufficientMemoryError(
                 f"KV budget holds {blocks * bt} tokens per replica but a request needs {longest}; "
@@ -149,29 +155,33 @@ class _Sim:
         self.options = options
         self.requests = requests
         self.kv_capacity_tokens = blocks * bt
-        # KV transfer as the plan has it (physics.link): each GPU ships its shard over
-        # its own link, layer by layer behind the prefill.
-        self.kv_bytes_per_token = p.memory.kv_bytes_per_token_per_gpu * scenario.parallel.pp
+        # KV transfer as the plan has it (physics.link, physics.handoff): each GPU ships its shard
+        # over its own link, layer by layer behind the prefill.
+        self.handoff_factor = own.handoff_factor if own is not None else 1.0
+        self.kv_bytes_per_token = p.memory.kv_bytes_per_token_per_gpu * rd.scenario.parallel.pp
         self.link_bytes_per_s = options.kv_link_bytes_per_s or kv_link_bytes_per_s(
-            r.gpu, link=scenario.fleet.link, link_bytes_per_s=scenario.fleet.link_bytes_per_s)
+            rd.gpu, link=scenario.fleet.link, link_bytes_per_s=scenario.fleet.link_bytes_per_s)
         self.setup_s = (options.kv_transfer_setup_s if options.kv_transfer_setup_s is not None
                         else scenario.fleet.kv_transfer_setup_s)
         self.layers = r.model.layers
         self.longest = longest
-        steps = self.steps = StepTimes(r, max_context_tokens=longest + 1, chunk_tokens=s.chunk_tokens)
+        steps = self.steps = StepTimes(rd, max_context_tokens=longest + 1, chunk_tokens=s.chunk_tokens)
+        self.prefill_steps = own.steps if own is not None else steps
         max_batch = options.max_batch or s.batch_size or DEFAULT_MAX_BATCH
 
         sp = scenario.speculative
-        self.draws = (spec_draws(draft_tokens=sp.draft_tokens, acceptance=sp.acceptance, seed=options.seed)
-                      if sp.draft_tokens > 0 else None)
+        drafter = steps.drafter  # the plan's acceptance a_1 … a_K, per method
+        self.draws = (spec_draws(draft_tokens=sp.draft_tokens, acceptance=drafter.acceptance, seed=options.seed)
+                      if drafter is not None else None)
 
         def rep(role: str) -> _Replica:
+            nb, st = (own.blocks, own.steps) if own is not None and role == "prefill" else (blocks, steps)
             if self.draws is not None:
-                return _SpecReplica(draws=self.draws, role=role, capacity_blocks=blocks, block_tokens=bt,
+                return _SpecReplica(draws=self.draws, role=role, capacity_blocks=nb, block_tokens=bt,
                                     max_batch=max_batch, chunk_tokens=s.chunk_tokens, chunked=options.chunked_prefill,
-                                    steps=steps)
-            return _Replica(role=role, capacity_blocks=blocks, block_tokens=bt, max_batch=max_batch,
-                            chunk_tokens=s.chunk_tokens, chunked=options.chunked_prefill, steps=steps)
+                                    steps=st)
+            return _Replica(role=role, capacity_blocks=nb, block_tokens=bt, max_batch=max_batch,
+                            chunk_tokens=s.chunk_tokens, chunked=options.chunked_prefill, steps=st)
 
         if s.mode == "disaggregated":
             self.front = [rep("prefill") for _ in range(options.prefill_replicas)]
@@ -266,8 +276,10 @@ class _Sim:
     def transfer(self, s: _Seq, t: float) -> None:
         full = float(kv_transfer_s(kv_bytes=s.kv * self.kv_bytes_per_token, link_bytes_per_s=self.link_bytes_per_s,
                                    efficiency=self.options.kv_link_efficiency))
+        if self.handoff_factor != 1.0:  # the prefill pool's senders bind (planner.physics.handoff)
+            full *= self.handoff_factor
         # Layer by layer behind the prefill (its dedicated time stands in for its chunks').
-        dt = float(kv_transfer_exposed_s(transfer_s=full, prefill_s=self.steps.prefill_s(s.kv, 0.0),
+        dt = float(kv_transfer_exposed_s(transfer_s=full, prefill_s=self.prefill_steps.prefill_s(s.kv, 0.0),
                                          layers=self.layers, setup_s=self.setup_s))
         self.pending_transfer[s.idx] = s
         self.push(t + dt, _TRANSFER, s.idx, t)

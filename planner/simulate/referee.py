@@ -66,8 +66,10 @@ def report_check(scenario: Scenario, *, seed: int = 0) -> SimulatedCheck | None:
 
 
 def checked_report_html(scenario: Scenario, *, share_url: str | None = None, app_url: str = DEFAULT_APP_URL,
-                        now: datetime | None = None, charts: bool = True) -> str:
+                        now: datetime | None = None, charts: bool = True, deploy_target: str | None = None) -> str:
     """The review report with its simulated check and the refereed mode verdict: what
-    ``python -m planner report`` and the Plan page's download write."""
+    ``python -m planner report`` and the Plan page's download write (``deploy_target``: list that
+    deploy target's commands)."""
     return review_report_html(scenario, share_url=share_url, app_url=app_url, now=now, charts=charts,
-                              simulated=report_check(scenario), referee=simulated_attainment)
+                              simulated=report_check(scenario), referee=simulated_attainment,
+                              deploy_target=deploy_target)

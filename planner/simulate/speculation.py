@@ -2,17 +2,22 @@
 
 With ``speculative.draft_tokens`` = k > 0 each decode iteration is one speculative cycle
 (the draft proposes k tokens, the target verifies k + 1 positions per sequence), timed by
-the planner's own cycle (``physics.step.decode_cycle``: verify step + k × draft_cost ×
-step, tabulated by :class:`planner.simulate.steptimes.StepTimes`).  Each decoding sequence
+the planner's own cycle (``physics.step.decode_cycle``: verify step + k × draft step, the
+draft step the method's own drafter on the step model (``speculative.method``: a draft
+model, an EAGLE-3 head or the MTP module) or draft_cost × step, tabulated by
+:class:`planner.simulate.steptimes.StepTimes` from the same ``Drafter`` the plan uses).  Each decoding sequence
 then emits a burst of tokens at the pass's end: the accepted draft tokens plus the
 target's own (bonus or correction) token,
 
-    tokens = 1 + j,   P(j ≥ i) = α^i for i ≤ k   (each draft token accepted with probability α
-                                                  while all before it were; seeds 001)
+    tokens = 1 + j,   P(j ≥ i) = a_1 × … × a_i for i ≤ k   (draft token i accepted with probability a_i
+                                                          while all before it were; one α: α^i, seeds 001)
 
-so E[tokens] = 1 + α + … + α^k, the planner's ``speculative_tokens_per_pass``; the last pass
-of a request is cut at its output.  The draws are a pure function of (seed, request,
-pass number): a 32-bit integer hash compared against integer thresholds round(α^i × 2³²),
+so E[tokens] = 1 + Σ_i Π_{j≤i} a_j, the planner's ``speculative.tokens_per_verify`` with the
+method's acceptance per position (``Drafter.acceptance``: the MTP, EAGLE-3 or draft-model
+default, or the scenario's); the last pass of a request is cut at its output.  Each pass
+samples its positions in turn with one uniform draw u: position i is accepted while u stays
+under the running product Π_{j≤i} a_j.  The draws are a pure function of (seed, request,
+pass number): a 32-bit integer hash compared against integer thresholds round(Π_{j≤i} a_j × 2³²),
 the same arithmetic here and in the compiled kernel (planner.simulate.kernel), so the two
 stay bit-identical.  KV grows by the tokens accepted (the verify pass's rejected slots are
 freed in the same iteration).  Runs of decode-only iterations planned as one event and the
@@ -22,8 +27,10 @@ replica plans and ends each iteration sequence by sequence instead.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from planner.physics.speculative import acceptance_positions
 from planner.simulate.replica import _Host, _Replica, _Seq
 
 __all__: list[str] = []
@@ -51,7 +58,7 @@ class SpecDraws:
 
     draft_tokens: int
     seed_h: int
-    thresholds: tuple[int, ...]  # T_i = round(α^i × 2³²), i = 1 … k (a draw h < T_i: draft token i accepted)
+    thresholds: tuple[int, ...]  # T_i = round(Π_{j≤i} a_j × 2³²), i = 1 … k (a draw h < T_i: draft token i accepted)
 
     def tokens(self, request: int, passes: int) -> int:
         """Tokens the verify pass number ``passes`` of ``request`` emits (1 … k + 1)."""
@@ -65,13 +72,22 @@ class SpecDraws:
 
     @property
     def mean_tokens(self) -> float:
-        """E[tokens per pass] of these draws: 1 + Σ T_i / 2³² (≈ 1 + α + … + α^k)."""
+        """E[tokens per pass] of these draws: 1 + Σ T_i / 2³² (≈ 1 + Σ_i Π_{j≤i} a_j)."""
         return 1.0 + sum(self.thresholds) / 2.0**32
 
 
-def spec_draws(*, draft_tokens: int, acceptance: float, seed: int) -> SpecDraws:
+def spec_draws(*, draft_tokens: int, acceptance: float | Sequence[float], seed: int) -> SpecDraws:
+    """The draws for k draft tokens at one α (α^i) or a_1 … a_k (running products; a shorter
+    tuple repeats its last entry, ``speculative.acceptance_positions``)."""
+    if isinstance(acceptance, int | float):
+        probs = [float(acceptance) ** i for i in range(1, draft_tokens + 1)]
+    else:
+        run, probs = 1.0, []
+        for a in acceptance_positions(acceptance, draft_tokens):
+            run *= a
+            probs.append(run)
     return SpecDraws(draft_tokens=draft_tokens, seed_h=seed_hash(seed),
-                     thresholds=tuple(min(round(acceptance ** i * 2.0**32), 2**32) for i in range(1, draft_tokens + 1)))
+                     thresholds=tuple(min(round(p * 2.0**32), 2**32) for p in probs))
 
 
 class _SpecReplica(_Replica):

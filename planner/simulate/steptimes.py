@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.physics.speculative import Drafter, drafter_for
 from planner.physics.step import decode_cycle, decode_step, prefill_step
 from planner.simulate.decoderuns import GRID_TOKENS
 from planner.spec.context import Resolved
@@ -25,6 +26,7 @@ class StepTimes:
     def __init__(self, resolved: Resolved, *, max_context_tokens: int, chunk_tokens: int) -> None:
         self._kw = resolved.step_kwargs()
         self._spec = resolved.scenario.speculative  # draft_tokens > 0: a decode iteration is a speculative cycle
+        self._drafter = drafter_for(self._spec, resolved.model)  # the plan's own drafter (method, acceptance, cost)
         self._chunk = chunk_tokens
         self._rows: dict[int, tuple[list[float], list[float]]] = {}
         n = max_context_tokens // CONTEXT_GRID_TOKENS + 3
@@ -34,6 +36,11 @@ class StepTimes:
         self._prefill: dict[tuple[int, int], tuple[float, float]] = {}
 
     @property
+    def drafter(self) -> Drafter | None:
+        """The scenario's drafter (None: speculation off), the one the plan's cycle uses."""
+        return self._drafter
+
+    @property
     def chunk_tokens(self) -> int:
         """The largest prefill tabulated per cached bucket (serving.chunk_tokens)."""
         return self._chunk
@@ -41,13 +48,13 @@ class StepTimes:
     def decode_row(self, batch_size: int) -> list[float]:
         """decode_step(batch, context).step_s on the context grid (0, pitch, 2 × pitch, …); with
         speculation the planner's cycle, decode_cycle(…).cycle_s = verify pass over k + 1
-        positions + k × draft_cost × step (planner.simulate.speculation)."""
+        positions + k × the drafter's step (planner.simulate.speculation)."""
         row = self._decode.get(batch_size)
         if row is None:
             sp = self._spec
             if sp.draft_tokens > 0:
                 cyc = decode_cycle(batch_size=batch_size, context_tokens=self._grid, draft_tokens=sp.draft_tokens,
-                                   acceptance=sp.acceptance, draft_cost=sp.draft_cost, **self._kw)
+                                   drafter=self._drafter, **self._kw)
                 row = np.broadcast_to(np.asarray(cyc.cycle_s, dtype=float), self._grid.shape).tolist()
             else:
                 st = decode_step(batch_size=batch_size, context_tokens=self._grid, **self._kw)

@@ -32,6 +32,7 @@ from planner.sizing.fleet import (
     CEIL_TOLERANCE,
     FleetArrays,
     fleet_arrays,
+    gpu_hour_usd,
     pool_groups,
 )
 from planner.sizing.fleet_plan import (
@@ -43,6 +44,10 @@ from planner.sizing.fleet_plan import (
     fleet_sections,
     plan_fleet,
     routing_section,
+)
+from planner.sizing.layout_section import (
+    layout_comm_derivations,
+    layout_memory_derivations,
 )
 from planner.sizing.load import (
     LoadKind,
@@ -76,6 +81,18 @@ from planner.sizing.plan import (
     plan,
     plan_resolved,
 )
+from planner.sizing.pools import (
+    PoolResult,
+    PoolsResult,
+    layout_text,
+    pool_link_bytes_per_s,
+    pool_pair,
+    pool_resolved,
+    pools_section,
+    pools_set,
+    pools_warnings,
+    xpyd,
+)
 from planner.sizing.replica import (
     DecodeResult,
     MemoryResult,
@@ -98,6 +115,17 @@ from planner.sizing.uncertainty import (
 )
 
 __all__ = [
+    "gpu_hour_usd",
+    "PoolResult",
+    "PoolsResult",
+    "layout_text",
+    "pool_link_bytes_per_s",
+    "pool_pair",
+    "pool_resolved",
+    "pools_section",
+    "pools_set",
+    "pools_warnings",
+    "xpyd",
     "GAP_PERCENTILE",
     "MAX_OUTPUT_CLASSES",
     "QUANTILE_GRID",
@@ -172,4 +200,6 @@ __all__ = [
     "MAX_DAY_INTERVALS",
     "MIN_DAY_INTERVAL_S",
     "TAIL_PERCENTILE",
+    "layout_memory_derivations",
+    "layout_comm_derivations",
 ]

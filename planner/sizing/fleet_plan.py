@@ -20,6 +20,7 @@ from planner.sizing.operating import (
     operating_arrays,
     workload_stats,
 )
+from planner.sizing.pools import PoolsResult, pool_pair, pools_section, pools_set
 from planner.spec.context import Resolved
 from planner.spec.derivation import Derivation, fmt_num
 
@@ -109,6 +110,11 @@ class RoutingResult(BaseModel):
 
 
 def _one(r: Resolved, mode: str, stats: WorkloadStats) -> tuple[OperatingArrays, FleetArrays]:
+    if mode == "disaggregated" and pools_set(r.scenario):  # each pool on its own GPU and layout
+        rp, rd = pool_pair(r)
+        q = rd.scenario.parallel
+        op = operating_arrays(rd, tp=[q.tp], pp=[q.pp], ep=[q.ep], mode=mode, stats=stats, prefill_pool=rp)
+        return op, fleet_arrays(rd, op, stats, prefill_pool=rp)
     p = r.scenario.parallel
     op = operating_arrays(r, tp=[p.tp], pp=[p.pp], ep=[p.ep], mode=mode, stats=stats)
     return op, fleet_arrays(r, op, stats)
@@ -141,6 +147,7 @@ class FleetSections:
     cost: CostResult
     stats: WorkloadStats
     arrays: OperatingArrays
+    pools: PoolsResult  # the disaggregated evaluation's pools (either mode: the verdict compares them)
 
 
 def fleet_sections(r: Resolved, d: dict[str, Derivation]) -> tuple[OperatingPoint, FleetResult, CostResult, WorkloadStats]:
@@ -181,8 +188,14 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
         fleet_utilization=float(fl.fleet_utilization[i]), colocated_gpus=col_g, disaggregated_gpus=dis_g,
         verdict=_verdict(col_g, dis_g, str(results["colocated"][0].reason[0]), str(results["disaggregated"][0].reason[0])),
     )
+    disagg_pools = s.serving.mode == "disaggregated" and pools_set(s)
+    pools = pools_section(r, *results["disaggregated"], stats, d)
+    price = r.usd_per_gpu_hour
+    if disagg_pools and pools.prefill.gpus + pools.decode.gpus > 0:  # the fleet's mean over its pools' own prices
+        price = ((pools.prefill.gpus * pools.prefill.usd_per_gpu_hour + pools.decode.gpus * pools.decode.usd_per_gpu_hour)
+                 / (pools.prefill.gpus + pools.decode.gpus))
     cost = CostResult(
-        usd_per_gpu_hour=r.usd_per_gpu_hour, usd_per_hour=float(fl.usd_per_hour[i]),
+        usd_per_gpu_hour=price, usd_per_hour=float(fl.usd_per_hour[i]),
         usd_per_mtok_output=float(fl.usd_per_mtok_output[i]), usd_per_mtok_input=float(fl.usd_per_mtok_input[i]),
         usd_per_mtok_blended=float(fl.usd_per_mtok_blended[i]), usd_per_1k_requests=float(fl.usd_per_1k_requests[i]),
         usd_per_mtok_output_full_load=float(fl.usd_per_mtok_output_full_load[i]),
@@ -215,7 +228,14 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
     u = s.fleet.target_utilization
     per_dec = opp.goodput_req_s_per_replica
     dec_sub = f"max({s.fleet.min_replicas}, ⌈{fmt_num(w.peak_rate)} / ({u} × {fmt_num(per_dec)})⌉)"
-    if disagg:
+    if disagg_pools:
+        gp = pools.prefill.gpus_per_replica
+        gpus_sub = f"{fmt_num(flr.prefill_replicas)} × {gp} + {dec_sub} × {g}"
+        formula = (f"prefill pool ({pools.prefill.gpu} {pools.prefill.layout}): the smallest M/G/c pool from "
+                   "⌈peak / (u × prefill req/s per replica)⌉ up whose p90 TTFT meets the target, × its GPUs per "
+                   f"replica + decode pool ({pools.decode.gpu} {pools.decode.layout}): max(min_replicas, ⌈peak "
+                   "req/s / (u × req/s per replica)⌉) × its GPUs per replica")
+    elif disagg:
         gpus_sub = f"({fmt_num(flr.prefill_replicas)} + {dec_sub}) × {g}"
         formula = ("(prefill pool: the smallest M/G/c pool from ⌈peak / (u × prefill req/s per replica)⌉ up whose "
                    "p90 TTFT meets the target + decode: max(min_replicas, ⌈peak req/s / (u × req/s per replica)⌉))"
@@ -231,11 +251,18 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
         name="cost.usd_per_mtok_output", formula="$/hour / (mean req/s × output tokens × 3600 / 1e6)",
         substituted=f"{fmt_num(cost.usd_per_hour)} / ({fmt_num(w.requests_per_s)} × {fmt_num(stats.mean_output)} × 3600 / 1e6)",
         value=cost.usd_per_mtok_output, unit="USD/Mtok", origin=r.origins["cost.usd_per_gpu_hour"])
-    d["cost.usd_per_hour"] = Derivation(
-        name="cost.usd_per_hour", formula="GPUs × $/GPU-hour (provisioned for the peak, charged around the clock)",
-        substituted=f"{fmt_num(flr.gpus_total)} × {fmt_num(r.usd_per_gpu_hour)}", value=cost.usd_per_hour,
-        unit="USD/h", origin=r.origins["cost.usd_per_gpu_hour"])
-    return FleetSections(operating_point=opp, fleet=flr, cost=cost, stats=stats, arrays=op)
+    if disagg_pools:
+        pu = d["pools.usd_per_hour"]
+        d["cost.usd_per_hour"] = Derivation(
+            name="cost.usd_per_hour", formula="Σ pools: GPUs × the pool's $/GPU-hour (provisioned for the peak, "
+            "charged around the clock): " + pu.formula, substituted=pu.substituted, value=cost.usd_per_hour,
+            unit="USD/h", origin=r.origins["cost.usd_per_gpu_hour"])
+    else:
+        d["cost.usd_per_hour"] = Derivation(
+            name="cost.usd_per_hour", formula="GPUs × $/GPU-hour (provisioned for the peak, charged around the clock)",
+            substituted=f"{fmt_num(flr.gpus_total)} × {fmt_num(r.usd_per_gpu_hour)}", value=cost.usd_per_hour,
+            unit="USD/h", origin=r.origins["cost.usd_per_gpu_hour"])
+    return FleetSections(operating_point=opp, fleet=flr, cost=cost, stats=stats, arrays=op, pools=pools)
 
 
 def routing_section(r: Resolved, mean: MeanPrefill | None = None) -> RoutingResult:

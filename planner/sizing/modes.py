@@ -12,7 +12,9 @@
 * disaggregated: decode ITL = cycle/τ; a prefill replica serves prompts' chunks
   back to back, pipelined over its PP stages; TTFT adds the exposed part of the
   layer-by-layer KV transfer; the prefill pool grows past the utilization sizing
-  until the p90 TTFT meets the target.
+  until the p90 TTFT meets the target.  The prefill pool may run its own GPU and
+  layout (``prefill_pool``, planner.sizing.pools): its prefill times and PP stages are
+  its own, and the KV is re-sharded onto the decode layout (planner.physics.handoff).
 
 Replicas = max(min_replicas, ⌈peak / (u × rate per replica)⌉); the ``fleet_*``
 numbers are the decode batch and ITL at the fleet's load (Little's law on the
@@ -27,6 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from planner.physics.handoff import kv_handoff_factor
 from planner.physics.link import DEFAULT_KV_LINK_EFFICIENCY, kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.memory import kv_bytes_per_token_per_gpu
 from planner.physics.queueing import (
@@ -170,9 +173,14 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
         ttft_wait=pool.wait, ttft_own_s=own_lat, budget_binds=budget_binds)
 
 
-def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid: Arr, tp: Arr, pp: Arr) -> ModeLoad:
+def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid: Arr, tp: Arr, pp: Arr,
+                       prefill_pool: Resolved | None = None) -> ModeLoad:
     """A decode pool (no chunks in its iterations) and a prefill pool running
-    ``sv.prefill_work_s`` alone, pipelined over its PP stages, plus the exposed KV transfer."""
+    ``sv.prefill_work_s`` alone, pipelined over its PP stages, plus the exposed KV transfer.
+
+    ``r``, ``tp``, ``pp``: the decode pool's; ``prefill_pool``: the prefill pool's own GPU and
+    layout (planner.sizing.pools; None: the decode candidates' own), the KV re-sharded between
+    the two (planner.physics.handoff)."""
     s, gpu = r.scenario, r.gpu
     peak, u, floor = s.workload.peak_rate, s.fleet.target_utilization, s.fleet.min_replicas
     b = grid.reshape(1, -1)
@@ -184,11 +192,18 @@ def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid
     fleet_b = batch_at_rate(lam, batches=grid, rates_per_s=goodput)
     fleet_itl = _interp_rows(fleet_b, grid, cycle) / tpp
     # Prefill pool: chunked prefill pipelined over PP stages, plus the exposed KV transfer.
-    srv, lat = pipelined_prefill(prefill_s=work, stages=pp, microbatches=sv.prefill_iterations)
+    pre_pp = pp if prefill_pool is None else float(prefill_pool.scenario.parallel.pp)
+    srv, lat = pipelined_prefill(prefill_s=work, stages=pre_pp, microbatches=sv.prefill_iterations)
     link = kv_link_bytes_per_s(gpu, link=s.fleet.link, link_bytes_per_s=s.fleet.link_bytes_per_s)
-    kv_gpu = np.asarray(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, tp=tp, pp=pp))
+    kv_gpu = np.asarray(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, tp=tp, pp=pp,
+                                                   context_tokens=st.class_prompt))
     t_full = np.asarray(kv_transfer_s(kv_bytes=st.class_prompt * kv_gpu, link_bytes_per_s=link,
                                       efficiency=DEFAULT_KV_LINK_EFFICIENCY))
+    if prefill_pool is not None:  # the senders' side of the hand-off (1.0 when they keep up with the receivers)
+        pq = prefill_pool.scenario.parallel
+        send = kv_link_bytes_per_s(prefill_pool.gpu, link=s.fleet.link, link_bytes_per_s=s.fleet.link_bytes_per_s)
+        t_full = t_full * np.asarray(kv_handoff_factor(send_gpus=pq.attention_tp * pq.pp, recv_gpus=tp * pp,
+                                                       send_link_bytes_per_s=send, recv_link_bytes_per_s=link))
     t_exp = np.asarray(kv_transfer_exposed_s(transfer_s=t_full, prefill_s=lat, layers=r.model.layers,
                                              setup_s=s.fleet.kv_transfer_setup_s))
     own = lat + t_exp

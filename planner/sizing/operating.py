@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from planner.physics.draft import draft_memory
+from planner.physics.layout import attention_dp, attention_tp
 from planner.physics.memory import (
     activation_peak_bytes,
     activation_profile_tokens,
@@ -50,6 +51,7 @@ from planner.physics.memory import (
     weight_bytes_per_gpu,
 )
 from planner.physics.queueing import TTFT_PERCENTILE, QueueWait, ServiceTimes, sojourn_quantile
+from planner.physics.speculative import drafter_for
 from planner.physics.step import (
     DecodeCycle,
     DecodeStep,
@@ -147,6 +149,8 @@ class OperatingArrays:
     class_prompt: Arr  # the prompt classes the prefill chunks were computed for (WorkloadStats), shape (S,)
     class_cached: Arr
     prefill: PrefillChunks  # every class's chunk times per candidate (C, S, K): the Plan's prefill section reads them
+    # A prefill pool with its own layout (planner.sizing.pools): its GPUs per replica; None: gpus_per_replica.
+    prefill_gpus_per_replica: Arr | None = None
 
 
 def chunk_times_at(op: OperatingArrays, candidate: int, *, prompt_tokens: float, cached_tokens: float
@@ -206,21 +210,24 @@ def cycle_at(cyc: DecodeCycle, candidate: int, column: int) -> DecodeCycle:
     values: dict[str, Any] = {k.name: at(getattr(st, k.name)) for k in fields(DecodeStep) if k.name != "memory_bound"}
     step = DecodeStep(**values,
                       memory_bound=bool(np.broadcast_to(st.memory_bound, np.shape(cyc.cycle_s))[candidate, column]))
-    return DecodeCycle(step=step, cycle_s=at(cyc.cycle_s), tokens_per_pass=cyc.tokens_per_pass, itl_s=at(cyc.itl_s))
+    return DecodeCycle(step=step, cycle_s=at(cyc.cycle_s), tokens_per_pass=cyc.tokens_per_pass, itl_s=at(cyc.itl_s),
+                       verify_s=at(cyc.verify_s), draft_s=at(cyc.draft_s))
 
 
-def _kv_capacity(budget: Arr, kg: Arr, ep: Arr, st: WorkloadStats, b: Arr) -> tuple[NDArray[np.bool_], Arr]:
+def _kv_capacity(budget: Arr, kg: Arr, ranks: Arr, st: WorkloadStats, b: Arr) -> tuple[NDArray[np.bool_], Arr]:
     """(KV fits at each batch, max sequences per replica) with the shared prefix
-    held once where sharing pays (p99 of the live KV across the batch)."""
+    held once where sharing pays (p99 of the live KV across the batch).  ``ranks``:
+    attention ranks per stage (data-parallel attention: TP, each with 1/TP of the batch
+    and its own KV; else 1)."""
     mu, sd = st.capacity_context_mean, st.capacity_context_std
     pre, h = st.prefix_tokens, st.prefix_hit_rate
 
     def fits(own_mean: float, held: Arr) -> tuple[NDArray[np.bool_], Arr]:
-        x = b / ep
+        x = b / ranks
         ok = (x * own_mean * kg + KV_TAIL_Z * np.sqrt(x) * sd * kg + held <= budget) & (budget > 0)
         cap = np.maximum(budget - held, 0.0) / kg
         sq = (-KV_TAIL_Z * sd + np.sqrt((KV_TAIL_Z * sd) ** 2 + 4.0 * own_mean * cap)) / (2.0 * own_mean)
-        return ok, (sq * sq * ep)[:, 0]
+        return ok, (sq * sq * ranks)[:, 0]
 
     ok, seqs = fits(mu, np.zeros_like(budget))
     if pre > 0 and h > 0:
@@ -258,22 +265,31 @@ def scenario_draft(r: Resolved, *, tp: ArrayLike) -> tuple[Arr, Arr]:
     draft = get_model(sp.draft_model) if sp.draft_model is not None else None
     rows = {int(t): draft_memory(target=r.model, draft=draft, draft_tokens=sp.draft_tokens,
                                  draft_layers=sp.draft_layers, weights_dtype=sp.draft_weights_dtype or s.weights_dtype,
-                                 kv_dtype=s.kv_dtype, tp=int(t)) for t in np.unique(tp_a)}
+                                 kv_dtype=s.kv_dtype, tp=int(t), method=sp.method) for t in np.unique(tp_a)}
     w = np.vectorize(lambda t: rows[int(t)].weight_bytes_per_gpu, otypes=[float])(tp_a)
     k = np.vectorize(lambda t: rows[int(t)].kv_bytes_per_token_per_gpu, otypes=[float])(tp_a)
     return w, k
 
 
-def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike) -> ReplicaMemory:
-    """Weights, activation peak, KV budget and KV bytes/token on one GPU of each layout."""
+def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike,
+                   dp_attention: ArrayLike | None = None, context_tokens: ArrayLike | None = None) -> ReplicaMemory:
+    """Weights, activation peak, KV budget and KV bytes/token on one GPU of each layout
+    (``dp_attention`` None: the scenario's).  KV bytes/token per GPU follow the attention
+    shards: TP heads over TP GPUs (MLA's latent on every GPU), whole KV with
+    data-parallel attention (each rank its own sequences).  ``context_tokens``: the
+    capacity context, at which a model with windowed layers has its KV/token (the
+    ledger's KV per sequence / context; planner.physics.kvledger)."""
     s, model = r.scenario, r.model
-    wg = np.asarray(weight_bytes_per_gpu(model=model, weights_dtype=s.weights_dtype, tp=tp, pp=pp, ep=ep))
+    dp = s.parallel.dp_attention if dp_attention is None else dp_attention
+    wg = np.asarray(weight_bytes_per_gpu(model=model, weights_dtype=s.weights_dtype, tp=tp, pp=pp, ep=ep,
+                                         dp_attention=dp, redundant_experts=s.parallel.redundant_experts))
     util = s.serving.memory_utilization
     act = np.asarray(activation_peak_bytes(model=model, tp=tp, batched_tokens=activation_profile_tokens(
         s.serving.chunk_tokens)) if util else 0.0)
     budget = np.asarray(kv_budget_bytes(gpu=r.gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
                                         memory_utilization=util, activation_bytes=act, engine=s.serving.engine))
-    kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=tp, pp=pp))
+    kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=attention_tp(tp, dp), pp=pp,
+                                               context_tokens=context_tokens))
     dw, dk = scenario_draft(r, tp=tp)
     if s.speculative.draft_tokens > 0:
         budget = np.maximum(budget - dw, 0.0)
@@ -282,11 +298,11 @@ def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike) 
                          draft_kv_bytes_per_token_per_gpu=dk)
 
 
-def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr, b: Arr, riding: bool
-                   ) -> tuple[DecodeCycle, ServiceTimes, PrefillChunks]:
+def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr, dp: Arr, b: Arr, riding: bool,
+                   prefill_pool: Resolved | None = None) -> tuple[DecodeCycle, ServiceTimes, PrefillChunks]:
     """(decode cycle, the service times of the load model, every class's prefill chunks) per candidate × batch.
 
-    Decode cycle at B (speculative: verify pass + k·draft_cost·step), τ tokens per
+    Decode cycle at B (speculative: verify pass + k·draft step, the method's drafter), τ tokens per
     pass; prefill: every class's chunks (hits start after the cached prefix).
     Colocated chunks ride in decode iterations (``riding``: their marginal cost);
     a prefill replica runs them alone."""
@@ -294,12 +310,14 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
     n_c = tp.shape[0]
     sp = s.speculative
     cyc = decode_cycle(batch_size=b, context_tokens=st.live_context, draft_tokens=sp.draft_tokens,
-                       acceptance=sp.acceptance, draft_cost=sp.draft_cost, **r.step_kwargs(tp=tp, pp=pp, ep=ep))
+                       drafter=drafter_for(sp, r.model), **r.step_kwargs(tp=tp, pp=pp, ep=ep, dp_attention=dp))
     cycle = np.broadcast_to(np.asarray(cyc.cycle_s), (n_c, b.shape[-1]))
     chunk = s.serving.chunk_tokens
     new = np.maximum(st.class_prompt - st.class_cached, 1.0)
     pc = prefill_chunks(new_tokens=new, cached_tokens=st.class_cached, chunk_tokens=chunk,
-                        **r.step_kwargs(tp=tp[..., None], pp=pp[..., None], ep=ep[..., None]))
+                        **(r.step_kwargs(tp=tp[..., None], pp=pp[..., None], ep=ep[..., None],
+                                         dp_attention=dp[..., None])
+                           if prefill_pool is None else prefill_pool.step_kwargs()))
     # Riding chunks: their marginal time less the launches, which an iteration pays once (ServiceTimes.launch_s).
     work = np.broadcast_to(pc.marginal_total_s - pc.counts * pc.launch_s if riding else pc.total_s,
                            (n_c, new.size))  # (C, S)
@@ -342,6 +360,21 @@ def _reasons(r: Resolved, *, budget: Arr, kv_ok: NDArray[np.bool_], prefill_ok: 
     return reason
 
 
+def prefill_pool_misfit(prefill_pool: Resolved | None, st: WorkloadStats) -> str:
+    """Why a prefill pool's own layout cannot hold the longest prompt's KV ("" when it can)."""
+    if prefill_pool is None:
+        return ""
+    q = prefill_pool.scenario.parallel
+    mem = replica_memory(prefill_pool, tp=q.tp, pp=q.pp, ep=q.ep)
+    need = float(np.max(st.class_prompt)) * float(mem.kv_bytes_per_token_per_gpu)
+    budget = float(mem.kv_budget_bytes)
+    if budget >= need and budget > 0:
+        return ""
+    return (f"prefill pool does not fit: {float(mem.weight_bytes_per_gpu) / 1e9:,.1f} GB of weights per GPU leave "
+            f"{max(budget, 0.0) / 1e9:,.2f} GB of KV budget on {prefill_pool.gpu.id}, the longest prompt needs "
+            f"{need / 1e9:,.2f} GB; raise prefill.parallel.tp or choose a larger prefill.gpu")
+
+
 def _tpot_load(ld_itl: Arr, rate: Arr, sv: ServiceTimes, st: WorkloadStats, *, riding: bool) -> TpotLoad:
     """What a request's TPOT depends on (chunks ride in the iterations only colocated)."""
     w = sv.weights
@@ -382,23 +415,34 @@ def _ttft_share(target_s: float, ld: ModeLoad, weights: Arr, shape: tuple[int, .
 
 def operating_arrays(
     r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike, mode: str, stats: WorkloadStats | None = None,
-    max_batch: int = DEFAULT_MAX_BATCH,
+    max_batch: int = DEFAULT_MAX_BATCH, dp_attention: ArrayLike | None = None,
+    prefill_pool: Resolved | None = None,
 ) -> OperatingArrays:
-    """Operating points for candidate layouts (tp, pp, ep arrays of equal shape)."""
+    """Operating points for candidate layouts (tp, pp, ep and dp_attention arrays of equal
+    shape; ``dp_attention`` None: the scenario's for every candidate).
+
+    ``prefill_pool`` (disaggregated only; planner.sizing.pools): the prefill pool's own GPU
+    and layout, ``r`` and the candidates then being the decode pool's; None: one layout."""
     s = r.scenario
     st = stats or workload_stats(r)
     tp_c = np.asarray(tp, float).reshape(-1, 1)
     pp_c = np.asarray(pp, float).reshape(-1, 1)
     ep_c = np.asarray(ep, float).reshape(-1, 1)
+    dp_c = np.broadcast_to(np.asarray(s.parallel.dp_attention if dp_attention is None else dp_attention, bool),
+                           np.shape(np.asarray(tp))).reshape(-1, 1)
     fixed = s.serving.batch_size
     grid = np.array([float(fixed)]) if fixed is not None else np.arange(1.0, max_batch + 1.0)
     b = grid.reshape(1, -1)
     n_c = tp_c.shape[0]
 
-    mem = replica_memory(r, tp=tp_c, pp=pp_c, ep=ep_c)
+    mem = replica_memory(r, tp=tp_c, pp=pp_c, ep=ep_c, dp_attention=dp_c, context_tokens=st.capacity_context_mean)
     wg, budget = mem.weight_bytes_per_gpu, mem.kv_budget_bytes
-    kv_ok, max_seq = _kv_capacity(budget, mem.cache_bytes_per_token_per_gpu, ep_c, st, b)
-    cyc, sv, pc = _service_times(r, st, tp=tp_c, pp=pp_c, ep=ep_c, b=b, riding=mode == "colocated")
+    kv_ok, max_seq = _kv_capacity(budget, mem.cache_bytes_per_token_per_gpu, np.asarray(attention_dp(tp_c, dp_c)),
+                                  st, b)
+    if mode == "colocated":
+        prefill_pool = None
+    cyc, sv, pc = _service_times(r, st, tp=tp_c, pp=pp_c, ep=ep_c, dp=dp_c, b=b, riding=mode == "colocated",
+                                 prefill_pool=prefill_pool)
     # The load model's gap quantile is asked at the stall percentile (p99 of all token
     # gaps); slo.itl_percentile is the percentile of per-request TPOT (below).
     slo = s.slo
@@ -406,7 +450,9 @@ def operating_arrays(
     if mode == "colocated":
         ld = colocated_load(r_gap, sv, grid=grid)
     else:
-        ld = disaggregated_load(r_gap, sv, st, grid=grid, tp=tp_c, pp=pp_c)
+        # Its tp sets the KV shard one GPU ships: a data-parallel attention rank ships its prompt's whole KV.
+        ld = disaggregated_load(r_gap, sv, st, grid=grid, tp=np.asarray(attention_tp(tp_c, dp_c)), pp=pp_c,
+                                prefill_pool=prefill_pool)
     shape = np.broadcast_shapes(np.shape(ld.itl_s), np.shape(ld.goodput_req_s), (n_c, grid.size))
     riding = mode == "colocated"
     tl = _tpot_load(np.broadcast_to(ld.itl_s, shape), np.broadcast_to(ld.goodput_req_s, shape), sv, st, riding=riding)
@@ -418,6 +464,9 @@ def operating_arrays(
 
     # The operating point: the largest batch where every check holds (the fixed batch if given).
     ok = kv_ok & ld.prefill_ok & gap_ok & (att >= slo.attainment * (1.0 - 1e-12))
+    pre_miss = prefill_pool_misfit(prefill_pool, st)
+    if pre_miss:
+        ok = np.zeros_like(ok)
     if fixed is not None:
         idx = np.zeros(n_c, dtype=np.int64)
     else:
@@ -425,6 +474,11 @@ def operating_arrays(
         idx = np.where(ok.any(axis=1), last, 0)
     rows = np.arange(n_c)
     feasible = ok[rows, idx]
+    reason = _reasons(r, budget=budget, kv_ok=kv_ok, prefill_ok=np.broadcast_to(ld.prefill_ok, shape),
+                      gap_ok=gap_ok, att=att, ttft_share=ttft_share, tpot_share=tpot_share, feasible=feasible,
+                      idx=idx, budget_binds=None if ld.budget_binds is None else np.broadcast_to(ld.budget_binds, shape))
+    if pre_miss:
+        reason[:] = pre_miss
 
     def pick(a: ArrayLike) -> Arr:
         return np.broadcast_to(np.asarray(a, float), ok.shape)[rows, idx]
@@ -440,10 +494,7 @@ def operating_arrays(
         mode=mode,
         batch_size=grid[idx].astype(np.int64),
         feasible=feasible,
-        reason=_reasons(r, budget=budget, kv_ok=kv_ok, prefill_ok=np.broadcast_to(ld.prefill_ok, shape),
-                        gap_ok=gap_ok, att=att, ttft_share=ttft_share, tpot_share=tpot_share, feasible=feasible,
-                        idx=idx, budget_binds=None if ld.budget_binds is None
-                        else np.broadcast_to(ld.budget_binds, shape)),
+        reason=reason,
         max_sequences=max_seq,
         step_s=pick(cyc.step.step_s),
         itl_s=pick(ld.itl_s),
@@ -474,10 +525,12 @@ def operating_arrays(
         fleet_slo_attainment=fleet_att,
         weight_bytes_per_gpu=wg[:, 0],
         kv_budget_bytes=budget[:, 0],
-        gpus_per_replica=(tp_c * pp_c * ep_c)[:, 0],
+        gpus_per_replica=(tp_c * pp_c)[:, 0],
         batch_grid=grid,
         decode=cyc,
         class_prompt=st.class_prompt,
         class_cached=st.class_cached,
         prefill=pc,
+        prefill_gpus_per_replica=None if prefill_pool is None
+        else np.full(n_c, float(prefill_pool.gpus_per_replica)),
     )

@@ -17,6 +17,7 @@ from planner.sizing.fleet_plan import (
     routing_section,
 )
 from planner.sizing.operating import cycle_at, mean_prefill
+from planner.sizing.pools import PoolsResult, pool_pair, pools_set, pools_warnings
 from planner.sizing.replica import (
     DecodeResult,
     MemoryResult,
@@ -62,6 +63,9 @@ class Plan(BaseModel):
     origins: dict[str, Origin]
     derivations: dict[str, Derivation]
     uncertainty: Uncertainty | None = None  # error bands of the headline numbers (sizing/uncertainty.py)
+    # The disaggregated evaluation's pools: GPU, layout, replicas, GPUs, $/hour each, the xPyD ratio
+    # and the KV hand-off (sizing/pools.py); present in either mode (the verdict compares them).
+    pools: PoolsResult | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -109,13 +113,32 @@ def _warnings(r: Resolved, mem: MemoryResult, batch: int) -> list[str]:
     return out
 
 
+def _warnings_prefill(rp: Resolved) -> list[str]:
+    """The prefill pool's own layout and GPU warnings, named by its fields."""
+    q, gpu = rp.scenario.parallel, rp.gpu
+    out = []
+    if q.tp > gpu.scaleup_domain_gpus:
+        out.append(f"TP over PCIe: prefill.parallel.tp={q.tp} exceeds {gpu.id}'s NVLink domain of "
+                   f"{gpu.scaleup_domain_gpus} GPU(s)")
+    eff = rp.scenario.efficiency
+    if (eff.bandwidth is None or eff.compute is None) and FITTED_GPU_ROWS.get(gpu.id, 0) < MIN_ROWS_COVERED:
+        out.append(f"prefill.gpu: default efficiencies were fitted on published data with "
+                   f"{FITTED_GPU_ROWS.get(gpu.id, 0)} rows for {gpu.id}: an extrapolation")
+    return out
+
+
 def plan_resolved(r: Resolved) -> Plan:
     """The Plan for an already-resolved scenario."""
     s = r.scenario
     d: dict[str, Derivation] = {}
+    r0 = rp = r
+    if s.serving.mode == "disaggregated" and pools_set(s):
+        # The replica sections describe the pool that runs each phase: memory, roofline and
+        # decode the decode pool, prefill the prefill pool (sizing/pools.py).
+        rp, r = pool_pair(r)
     cap_ctx, _ = derive_context(r)
     mem = memory_section(r, d, context_tokens=cap_ctx)
-    fs = plan_fleet(r, d)
+    fs = plan_fleet(r0, d)
     op, fleet, cost, stats = fs.operating_point, fs.fleet, fs.cost, fs.stats
     live_ctx = stats.live_context
     if op.feasible or s.serving.batch_size is not None:
@@ -128,15 +151,15 @@ def plan_resolved(r: Resolved) -> Plan:
     column = int(np.searchsorted(grid, batch))
     cycle = cycle_at(fs.arrays.decode, 0, column) if column < grid.size and grid[column] == batch else None
     dec = decode_section(r, d, batch_size=batch, live_context=live_ctx, cycle=cycle)
-    mp = mean_prefill(r)  # the mean prompt alone, for the prefill and routing sections (computed once)
-    pre = prefill_section(r, d, decode_step_s=dec.step_s, mean=mp, arrays=fs.arrays)
+    mp = mean_prefill(rp)  # the mean prompt alone, for the prefill and routing sections (computed once)
+    pre = prefill_section(rp, d, decode_step_s=dec.step_s, mean=mp, arrays=fs.arrays)
     ttft = op.ttft_s if op.feasible else pre.time_s
     d["ttft_s"] = Derivation(
         name="ttft_s", formula="operating-point TTFT (queueing + prefill)" if op.feasible else "prefill time (no queueing)",
         substituted=fmt_num(ttft), value=ttft, unit="s")
     return Plan(
         scenario_name=s.name,
-        gpu=r.gpu.id,
+        gpu=r0.gpu.id,
         model=r.model.id,
         weights_dtype=s.weights_dtype,
         kv_dtype=s.kv_dtype,
@@ -148,11 +171,14 @@ def plan_resolved(r: Resolved) -> Plan:
         operating_point=op,
         fleet=fleet,
         cost=cost,
-        routing=routing_section(r, mp),
-        warnings=tuple(_warnings(r, mem, batch) + ([] if op.feasible else [f"no operating point meets the SLO: {op.reason}"])),
-        origins=dict(r.origins),
+        routing=routing_section(rp, mp),
+        warnings=tuple(_warnings(r, mem, batch) + (_warnings_prefill(rp) if rp is not r else [])
+                       + pools_warnings(s)
+                       + ([] if op.feasible else [f"no operating point meets the SLO: {op.reason}"])),
+        origins=dict(r0.origins),
         derivations=d,
-        uncertainty=plan_uncertainty(gpu=r.gpu.id, tp=s.parallel.tp, ttft_s=ttft, itl_s=op.itl_s if op.feasible
+        pools=fs.pools,
+        uncertainty=plan_uncertainty(gpu=r.gpu.id, tp=r.scenario.parallel.tp, ttft_s=ttft, itl_s=op.itl_s if op.feasible
                                      else dec.itl_s, usd_per_mtok_output=cost.usd_per_mtok_output,
                                      stated_efficiency=s.efficiency.bandwidth is not None,
                                      ttft_statistic="mean, queueing included" if op.feasible

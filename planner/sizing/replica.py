@@ -11,6 +11,8 @@ import math
 from numpy.typing import ArrayLike
 
 from planner.physics.draft import DraftMemory, draft_memory
+from planner.physics.kvledger import kv_ledger_text
+from planner.physics.layout import nodes_per_replica
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
     contiguous_reservation_bytes,
@@ -30,12 +32,14 @@ from planner.physics.roofline import (
     prefill_intensity,
     ridge_flop_per_byte,
 )
+from planner.physics.speculative import drafter_for
 from planner.physics.step import DecodeCycle, PrefillStep, decode_cycle, prefill_chunks
 from planner.physics.techniques import (
     chunked_prefill,
     mbu,
     mfu,
 )
+from planner.sizing.layout_section import layout_comm_derivations, layout_memory_derivations
 from planner.sizing.operating import MeanPrefill, OperatingArrays, chunk_times_at, mean_prefill, replica_memory
 from planner.sizing.results import DecodeResult, MemoryResult, PrefillResult, RooflineResult
 from planner.spec.catalog import get_model
@@ -86,7 +90,7 @@ def roofline_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: fl
     peak = peak_flops_per_s(gpu, s.weights_dtype)
     ridge = ridge_flop_per_byte(gpu, s.weights_dtype)
     w = weight_bytes(r.model, s.weights_dtype)
-    k = kv_bytes_per_token(r.model, s.kv_dtype)
+    k = kv_bytes_per_token(r.model, s.kv_dtype, live_context)  # at the live context (windowed layers)
     di = float(decode_intensity(params_active=r.params.active, weight_bytes=w, batch_size=batch_size,
                                 context_tokens=live_context, kv_bytes_per_token=k))
     n = s.workload.prompt_tokens
@@ -116,26 +120,34 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     s, gpu, m = r.scenario, r.gpu, r.model
     p = s.parallel
     w = weight_bytes(m, s.weights_dtype)
-    k = kv_bytes_per_token(m, s.kv_dtype)
+    # KV/token at the capacity context: constant, or the ledger's KV per sequence / context
+    # where sliding-window or chunked layers hold at most their window (planner.physics.kvledger).
+    k = kv_bytes_per_token(m, s.kv_dtype, context_tokens)
     util = s.serving.memory_utilization
     # The same numbers operating_arrays sizes the batch with (one computation, two readers).
-    rm = replica_memory(r, tp=p.tp, pp=p.pp, ep=p.ep)
+    rm = replica_memory(r, tp=p.tp, pp=p.pp, ep=p.ep, context_tokens=context_tokens)
     wg, kg = float(rm.weight_bytes_per_gpu), float(rm.cache_bytes_per_token_per_gpu)
     act, budget = float(rm.activation_bytes), float(rm.kv_budget_bytes)
     dm = draft_section(r, d, target_kv_bytes_per_token_per_gpu=float(rm.kv_bytes_per_token_per_gpu))
-    # Sequences are spread over EP attention groups: each GPU holds 1/EP of them.
+    # Data-parallel attention: each of the TP ranks holds its own sequences' whole KV.
+    ranks = p.attention_dp
     pre = float(s.workload.prefix_tokens)
     h = s.workload.prefix_hit_rate if pre > 0 else 0.0
     seqs = float(max_sequences(kv_budget_bytes=budget, kv_bytes_per_token_per_gpu=kg, context_tokens=context_tokens,
-                               prefix_tokens=pre, prefix_hit_rate=h)) * p.ep
+                               prefix_tokens=pre, prefix_hit_rate=h)) * ranks
     fits = budget > 0 and seqs >= 1.0
     bpw = bytes_per_weight(s.weights_dtype)
     _d(d, "memory.weight_bytes", "parameters × bytes per weight",
        f"{fmt_num(r.params.total)} × {fmt_num(bpw)}", w, "bytes")
-    _d(d, "memory.weight_bytes_per_gpu", "W_dense / (TP × PP) + W_experts / (TP × PP × EP)",
-       f"{fmt_num(w - r.params.expert_total * bpw)} / ({p.tp} × {p.pp}) + "
-       f"{fmt_num(r.params.expert_total * bpw)} / ({p.tp} × {p.pp} × {p.ep})", wg, "bytes")
-    if m.attention == "mla":
+    layout_memory_derivations(r, d, weight_bytes_per_gpu=wg,
+                              kv_bytes_per_token_per_gpu=float(rm.kv_bytes_per_token_per_gpu))
+    if m.has_windowed_layers:
+        ledger_f, ledger_s = kv_ledger_text(m, s.kv_dtype, context_tokens)
+        _d(d, "memory.kv_bytes_per_sequence", ledger_f + " (each windowed layer holds at most its window)",
+           ledger_s, k * context_tokens, "bytes")
+        _d(d, "memory.kv_bytes_per_token", "KV bytes per sequence / context tokens (at the capacity context)",
+           f"{fmt_num(k * context_tokens)} / {context_tokens}", k, "bytes")
+    elif m.attention == "mla":
         _d(d, "memory.kv_bytes_per_token", "n_layers × (kv_lora_rank + qk_rope_head_dim) × dtype_bytes",
            f"{m.layers} × ({m.kv_lora_rank} + {m.qk_rope_head_dim}) × {fmt_num(k / m.layers / ((m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)))}",
            k, "bytes")
@@ -143,8 +155,9 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
         _d(d, "memory.kv_bytes_per_token", "2 × n_layers × n_kv_heads × head_dim × dtype_bytes",
            f"2 × {m.layers} × {m.kv_heads} × {m.head_dim} × {fmt_num(k / (2 * m.layers * m.kv_heads * m.head_dim))}",
            k, "bytes")
-    _d(d, "memory.kv_bytes_per_sequence", "context tokens × KV bytes/token",
-       f"{context_tokens} × {fmt_num(k)}", k * context_tokens, "bytes")
+    if not m.has_windowed_layers:
+        _d(d, "memory.kv_bytes_per_sequence", "context tokens × KV bytes/token",
+           f"{context_tokens} × {fmt_num(k)}", k * context_tokens, "bytes")
     dw = f" − {fmt_num(dm.weight_bytes_per_gpu)}" if dm.kind != "none" else ""
     dwf = " − draft weights per GPU" if dm.kind != "none" else ""
     if util is None:
@@ -172,18 +185,21 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
     alone = f"{fmt_num(budget)} / ({context_tokens} × {fmt_num(kg)})"
     if pre > 0 and h > 0:
         _d(d, "memory.max_sequences",
-           "max(budget / (context × K), (budget − prefix × K) / ((context − hit rate × prefix) × K)) × EP, "
+           "max(budget / (context × K), (budget − prefix × K) / ((context − hit rate × prefix) × K)) × "
+           "attention ranks, "
            "K = KV bytes/token per GPU (a shared prefix is held once per replica)",
            f"max({alone}, max(0, {fmt_num(budget)} − {fmt_num(pre)} × {fmt_num(kg)}) / (({context_tokens} − {h} × "
-           f"{fmt_num(pre)}) × {fmt_num(kg)})) × {p.ep}", seqs, "sequences")
+           f"{fmt_num(pre)}) × {fmt_num(kg)})) × {ranks}", seqs, "sequences")
     else:
-        _d(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × EP"
+        _d(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × attention ranks "
+           "(TP with data-parallel attention, else 1)"
            + (" (KV bytes/token: target + draft)" if dm.kind != "none" else ""),
-           f"{alone} × {p.ep}", seqs, "sequences")
+           f"{alone} × {ranks}", seqs, "sequences")
     unshared, shared = prefix_sharing_bytes(kv_bytes_per_token=k, prefix_tokens=s.workload.prefix_tokens,
                                             sequences=max(int(seqs), 1))
     return MemoryResult(
         gpus_per_replica=r.gpus_per_replica,
+        nodes_per_replica=int(nodes_per_replica(gpu, tp=p.tp, pp=p.pp)),
         hbm_bytes=gpu.hbm_bytes,
         weight_bytes=w,
         weight_bytes_per_gpu=wg,
@@ -196,8 +212,9 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
         kv_budget_bytes=budget,
         max_sequences=seqs,
         fits=fits,
-        contiguous_reservation_bytes=contiguous_reservation_bytes(
-            kv_bytes_per_token=k, max_len_tokens=m.max_context_tokens or context_tokens),
+        contiguous_reservation_bytes=contiguous_reservation_bytes(  # KV/token at max_len (windowed layers)
+            kv_bytes_per_token=kv_bytes_per_token(m, s.kv_dtype, m.max_context_tokens or context_tokens),
+            max_len_tokens=m.max_context_tokens or context_tokens),
         paged_reservation_bytes=paged_reservation_bytes(
             kv_bytes_per_token=k, used_tokens=context_tokens, block_tokens=s.serving.block_tokens),
         prefix_sharing_saved_bytes=unshared - shared,
@@ -215,12 +232,22 @@ def draft_section(r: Resolved, d: Deriv, *, target_kv_bytes_per_token_per_gpu: f
     sp = s.speculative
     draft = get_model(sp.draft_model) if sp.draft_model is not None else None
     dm = draft_memory(target=r.model, draft=draft, draft_tokens=sp.draft_tokens, draft_layers=sp.draft_layers,
-                      weights_dtype=sp.draft_weights_dtype or s.weights_dtype, kv_dtype=s.kv_dtype, tp=p.tp)
+                      weights_dtype=sp.draft_weights_dtype or s.weights_dtype, kv_dtype=s.kv_dtype, tp=p.tp,
+                      method=sp.method)
     if dm.kind == "none":
         return dm
     m = draft or r.model
     h = float(m.hidden or m.heads * m.head_dim)
-    if dm.kind == "head":
+    if dm.kind == "mtp":
+        hm = float(m.hidden or m.heads * m.head_dim)
+        block = dm.params / m.mtp_layers - 2.0 * hm * hm - 2.0 * hm
+        _d(d, "memory.draft_params", "mtp_layers × (one MoE transformer block + projection 2h² + 2 norms 2h) "
+           "(the MTP module; embedding and output head shared with the target)",
+           f"{m.mtp_layers} × ({fmt_num(block)} + 2 × {fmt_num(hm)} × {fmt_num(hm)} + 2 × {fmt_num(hm)})",
+           dm.params, "parameters")
+        kv_sub = f"{m.mtp_layers} × {fmt_num(kv_bytes_per_token(m, s.kv_dtype))} / {m.layers}"
+        kv_formula = "mtp_layers × target KV bytes/token / n_layers"
+    elif dm.kind == "head":
         pc = r.params
         emb = float(m.vocab or 0) * h * (1.0 if m.tie_embeddings else 2.0)
         _d(d, "memory.draft_params", "L_d × (P − embedding − LM head) / n_layers + 2h² (EAGLE-style head)",
@@ -252,7 +279,7 @@ def decode_at(r: Resolved, *, batch_size: ArrayLike, live_context: ArrayLike) ->
     """The scenario's decode cycle at a batch (speculation included): step, cycle, ITL."""
     sp = r.scenario.speculative
     return decode_cycle(batch_size=batch_size, context_tokens=live_context, draft_tokens=sp.draft_tokens,
-                        acceptance=sp.acceptance, draft_cost=sp.draft_cost, **r.step_kwargs())
+                        drafter=drafter_for(sp, r.model), **r.step_kwargs())
 
 
 def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: float,
@@ -283,12 +310,15 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
        step, "s", ob if st.memory_bound else oc)
     _d(d, "decode.tok_s_per_sequence", "1 / ITL" + (" (speculative: tokens per pass / cycle)" if k else ""),
        f"1 / {fmt_num(itl)}", tok_seq, "tok/s")
+    if k:
+        _speculative_rows(r, d, cyc, batch_size=batch_size)
     _d(d, "decode.tok_s_per_replica", "B × tok/s per sequence", f"{batch_size} × {fmt_num(tok_seq)}",
        tok_rep, "tok/s")
     _d(d, "decode.mbu", "bytes per step per GPU / step / peak bandwidth",
        f"{fmt_num(float(st.bytes_per_gpu))} / {fmt_num(step)} / {fmt_num(gpu.hbm_bytes_per_s)}", u_b, "fraction")
     _d(d, "decode.mfu", "tok/s per GPU × 2 × P_active / peak FLOP/s",
        f"{fmt_num(tok_rep / g)} × 2 × {fmt_num(r.params.active)} / {fmt_num(peak)}", u_f, "fraction")
+    layout_comm_derivations(r, d, step=st, batch_size=batch_size)
     return DecodeResult(
         batch_size=batch_size,
         context_tokens=live_context,
@@ -306,7 +336,35 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
         bound="memory" if st.memory_bound else "compute",
         speculative_tokens_per_pass=tpp,
         speculative_speedup=float(st.step_s) / itl,
+        all_to_all_s=float(st.all_to_all_s),
     )
+
+
+def _speculative_rows(r: Resolved, d: Deriv, cyc: DecodeCycle, *, batch_size: int) -> None:
+    """decode.speculative_tokens_per_pass and decode.speculative_speedup with the method,
+    the acceptance per position and its origin (paper, assumed, or the scenario's)."""
+    sp = r.scenario.speculative
+    dr = drafter_for(sp, r.model)
+    if dr is None:
+        return
+    k = sp.draft_tokens
+    acc = dr.acceptance
+    terms = ["1"] + [" × ".join(fmt_num(a) for a in acc[:i]) for i in range(1, k + 1)]
+    origin = {"paper": "from the paper", "assumed": "assumed", "scenario": "the scenario's"}.get(
+        dr.acceptance_origin, dr.acceptance_origin)
+    _d(d, "decode.speculative_tokens_per_pass",
+       f"1 + Σ_k Π_(i≤k) a_i over k = 1 … {k} draft tokens ({dr.method}: {dr.name}; acceptance per position "
+       f"{', '.join(fmt_num(a) for a in acc)}, {origin}: {dr.acceptance_source})",
+       " + ".join(terms), cyc.tokens_per_pass, "tokens", "input" if dr.acceptance_origin == "scenario" else "default")
+    step, cycle = float(cyc.step.step_s), float(cyc.cycle_s)
+    how = (f"drafts = {k} × {fmt_num(dr.draft_cost)} × step (speculative.draft_cost)" if dr.draft_cost is not None
+           else f"drafts = {dr.name}'s own forwards at batch {batch_size} by the step model, the first over the "
+                f"{k + 1} settled positions, {k - 1} more over one")
+    _d(d, "decode.speculative_speedup",
+       f"tokens per verify × step / (verify step over {k + 1} positions per sequence + drafts); {how}",
+       f"{fmt_num(cyc.tokens_per_pass)} × {fmt_num(step)} / ({fmt_num(float(cyc.verify_s))} + "
+       f"{fmt_num(float(cyc.draft_s))})",
+       cyc.tokens_per_pass * step / cycle, "×")
 
 
 def _prefill_working(r: Resolved, pf: PrefillStep, t: float) -> str:

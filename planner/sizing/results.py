@@ -27,7 +27,8 @@ class RooflineResult(BaseModel):
 
 class MemoryResult(BaseModel):
     model_config = _F
-    gpus_per_replica: int
+    gpus_per_replica: int  # TP × PP
+    nodes_per_replica: int = 1  # ⌈TP × PP / GPUs per node⌉
     hbm_bytes: float
     weight_bytes: float
     weight_bytes_per_gpu: float
@@ -70,6 +71,8 @@ class DecodeResult(BaseModel):
     bound: Literal["memory", "compute"]
     speculative_tokens_per_pass: float
     speculative_speedup: float
+    # Of comm_s: the MoE dispatch + combine over the EP group (0 at EP = 1 or with TP attention).
+    all_to_all_s: float = 0.0
 
 
 class PrefillResult(BaseModel):

@@ -8,10 +8,13 @@ from planner.spec.catalog import (
     Catalog,
     PriceQuote,
     catalog_dir,
+    catalog_key,
     default_price_from_quotes,
     get_gpu,
     get_model,
     load_catalog,
+    lookup_gpu_id,
+    lookup_model_id,
     on_demand_quotes,
 )
 from planner.spec.context import (
@@ -48,6 +51,11 @@ from planner.spec.hf_import import (
     SUPPORTED_MODEL_TYPES,
     load_hf_config,
     spec_kwargs_from_hf_config,
+)
+from planner.spec.parallel import (
+    MAX_REDUNDANT_EXPERTS,
+    OLD_EP_MEANING,
+    old_ep_message,
 )
 from planner.spec.params import (
     ParamCounts,
@@ -92,11 +100,13 @@ from planner.spec.scenario import (
     MAX_WARM_POOL_REPLICAS,
     MIN_SCALE_INTERVAL_S,
     MODEL_PATH_MESSAGE,
+    POOL_ROLES,
     SCHEMA_VERSION,
     Cost,
     Efficiency,
     Fleet,
     Parallel,
+    Pool,
     Scenario,
     Serving,
     Slo,
@@ -116,14 +126,22 @@ from planner.spec.share import (
     share_token,
 )
 from planner.spec.specs import (
+    ATTENTION_LAYER_KINDS,
+    MAX_ATTENTION_PATTERN,
     MAX_SPEC_FLOAT,
     MAX_SPEC_INT,
+    AttentionLayerKind,
     DenseFlops,
     GpuSpec,
     ModelSpec,
 )
 
 __all__ = [
+    "ATTENTION_LAYER_KINDS",
+    "AttentionLayerKind",
+    "MAX_ATTENTION_PATTERN",
+    "POOL_ROLES",
+    "Pool",
     "Catalog",
     "ComputeDtype",
     "Cost",
@@ -153,6 +171,9 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_LENGTH_SIGMA",
     "MAX_PP",
+    "MAX_REDUNDANT_EXPERTS",
+    "OLD_EP_MEANING",
+    "old_ep_message",
     "MAX_PROFILE_CSV_BYTES",
     "MAX_PROFILE_POINTS",
     "MAX_PROFILE_RATE",
@@ -189,6 +210,9 @@ __all__ = [
     "bytes_per_weight",
     "PRICE_ROUNDING_USD",
     "catalog_dir",
+    "catalog_key",
+    "lookup_gpu_id",
+    "lookup_model_id",
     "default_price_from_quotes",
     "on_demand_quotes",
     "check_profile",

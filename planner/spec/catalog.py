@@ -26,9 +26,12 @@ __all__ = [
     "catalog_dir",
     "default_price_from_quotes",
     "on_demand_quotes",
+    "catalog_key",
     "get_gpu",
     "get_model",
     "load_catalog",
+    "lookup_gpu_id",
+    "lookup_model_id",
 ]
 
 T = TypeVar("T", bound=BaseModel)
@@ -89,11 +92,43 @@ _PRICE = TypeAdapter(PriceQuote)
 
 def _by_id(items: list[Any], kind: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    names: dict[str, str] = {}
     for item in items:
         if item.id in out:
             raise CatalogError(f"{kind}: duplicate id '{item.id}'")
         out[item.id] = item
+    for item in items:
+        for alias in (item.id, *item.aliases):
+            key = catalog_key(alias)
+            if names.get(key, item.id) != item.id:
+                raise CatalogError(f"{kind}: entry {item.id}: name '{alias}' is already {names[key]}'s")
+            names[key] = item.id
     return out
+
+
+def catalog_key(name: str) -> str:
+    """How a name is compared with catalog ids and aliases: case and surrounding space dropped."""
+    return name.strip().lower()
+
+
+def _lookup(entries: dict[str, Any], name: str) -> str | None:
+    if name in entries:
+        return name
+    key = catalog_key(name)
+    for eid, spec in entries.items():
+        if key == eid or key in spec.aliases:
+            return eid
+    return None
+
+
+def lookup_model_id(name: str) -> str | None:
+    """The catalog model id ``name`` names (its id or an alias, any case), else None."""
+    return _lookup(load_catalog().models, name)
+
+
+def lookup_gpu_id(name: str) -> str | None:
+    """The catalog GPU id ``name`` names (its id or an alias, any case), else None."""
+    return _lookup(load_catalog().gpus, name)
 
 
 # The rule for a GPU's default price (gpus.yaml usd_per_gpu_hour) where prices.yaml
@@ -149,22 +184,25 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
 
 
 def get_gpu(gpu_id: str) -> GpuSpec:
-    """A catalog GPU by id; an unknown id lists the known ones."""
+    """A catalog GPU by id or alias, case-insensitively; an unknown name lists the known ids."""
     cat = load_catalog()
-    try:
-        return cat.gpus[gpu_id]
-    except KeyError:
+    found = _lookup(cat.gpus, gpu_id)
+    if found is None:
         raise CatalogError(
             f"unknown gpu '{gpu_id}' (known: {', '.join(sorted(cat.gpus))})"
-        ) from None
+        )
+    gpu: GpuSpec = cat.gpus[found]
+    return gpu
 
 
 def get_model(model_id: str) -> ModelSpec:
-    """A catalog model by id; an unknown id lists the known ones."""
+    """A catalog model by id or alias, case-insensitively (``DeepSeek-R1-0528`` →
+    deepseek-r1); an unknown name lists the known ids."""
     cat = load_catalog()
-    try:
-        return cat.models[model_id]
-    except KeyError:
+    found = _lookup(cat.models, model_id)
+    if found is None:
         raise CatalogError(
             f"unknown model '{model_id}' (known: {', '.join(sorted(cat.models))})"
-        ) from None
+        )
+    model: ModelSpec = cat.models[found]
+    return model

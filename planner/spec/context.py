@@ -39,6 +39,8 @@ class StepKwargs(TypedDict):
     tp: ArrayLike
     pp: ArrayLike
     ep: ArrayLike
+    dp_attention: ArrayLike
+    redundant_experts: int
     bandwidth_efficiency: float
     compute_efficiency: float
     step_overhead_s: float
@@ -64,13 +66,14 @@ class Resolved:
 
     @property
     def gpus_per_replica(self) -> int:
-        p = self.scenario.parallel
-        return p.tp * p.pp * p.ep
+        """TP × PP: EP lays the experts over those GPUs, never adds any."""
+        return self.scenario.parallel.gpus
 
     def step_kwargs(
-        self, *, tp: ArrayLike | None = None, pp: ArrayLike | None = None, ep: ArrayLike | None = None
+        self, *, tp: ArrayLike | None = None, pp: ArrayLike | None = None, ep: ArrayLike | None = None,
+        dp_attention: ArrayLike | None = None,
     ) -> StepKwargs:
-        """The keyword arguments every step-time call shares; ``tp``/``pp``/``ep``
+        """The keyword arguments every step-time call shares; ``tp``/``pp``/``ep``/``dp_attention``
         replace the scenario's layout (arrays of candidate layouts in the sweep)."""
         s = self.scenario
         return StepKwargs(
@@ -81,6 +84,8 @@ class Resolved:
             tp=s.parallel.tp if tp is None else tp,
             pp=s.parallel.pp if pp is None else pp,
             ep=s.parallel.ep if ep is None else ep,
+            dp_attention=s.parallel.dp_attention if dp_attention is None else dp_attention,
+            redundant_experts=s.parallel.redundant_experts,
             bandwidth_efficiency=self.bandwidth_efficiency,
             compute_efficiency=self.compute_efficiency,
             step_overhead_s=self.step_overhead_s,

@@ -3,9 +3,13 @@
 Per layer (GQA):  q = h·H·d, k = v = h·Hkv·d, o = H·d·h  (+ q/k/v biases)
 Per layer (MLA):  q_a = h·r_q, q_b = r_q·H·(d_nope + d_rope), kv_a = h·(r_kv + d_rope),
                   kv_b = r_kv·H·(d_nope + d_v), o = H·d_v·h
-Dense MLP (gated): 3·h·I.   MoE layer: E experts of 3·h·I_moe, shared experts of
-the same width, router h·E.  Norms: 2·h per layer + h.  Embedding V·h, LM head
-V·h unless tied.  Active parameters count top-k routed + shared experts.
+                  (+ o bias h, + H attention-sink logits where present: gpt-oss)
+Dense MLP (gated): 3·h·I.   MoE layer: E experts of 3·h·I_moe (+ 2·I_moe + h biases
+where present: gpt-oss), shared experts of the same width, router h·E.  The MoE
+layers are those from ``dense_layers`` on whose index + 1 is a multiple of
+``moe_layer_step`` (Llama 4 Maverick: every 2nd); every other layer has the dense
+MLP of width I.  Norms: 2·h per layer + h.  Embedding V·h, LM head V·h unless
+tied.  Active parameters count top-k routed + shared experts.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ class ParamCounts(BaseModel):
     per_expert_per_layer: float
     moe_layers: int
     declared: bool  # True when the spec declared params (nominal shape)
+    # Attention projections and their norms, all layers (what data-parallel attention
+    # replicates per rank; 0 when a declared count has no shapes to split it by).
+    attention_total: float = 0.0
+    shared_expert_total: float = 0.0  # MoE shared experts, all MoE layers
 
     @property
     def non_expert(self) -> float:
@@ -51,12 +59,14 @@ def _attention_params(m: ModelSpec) -> float:
     kv = 2 * h * m.kv_heads * m.head_dim
     o = m.heads * m.head_dim * h
     bias = (m.heads + 2 * m.kv_heads) * m.head_dim if m.qkv_bias else 0
-    return q + kv + o + bias
+    o_bias = h if m.o_bias else 0.0
+    sinks = m.heads if m.attention_sinks else 0
+    return q + kv + o + bias + o_bias + sinks
 
 
 def param_counts(model: ModelSpec) -> ParamCounts:
     """Count parameters; declared ``params``/``active_params`` take precedence."""
-    moe_layers = model.layers - model.dense_layers if model.is_moe else 0
+    moe_layers = model.moe_layer_count
     if model.params is not None:
         total = float(model.params)
         active = float(model.active_params or model.params)
@@ -74,6 +84,7 @@ def param_counts(model: ModelSpec) -> ParamCounts:
             per_expert_per_layer=per_expert,
             moe_layers=moe_layers,
             declared=True,
+            attention_total=model.layers * (_attention_params(model) + 2.0 * model.hidden) if model.hidden else 0.0,
         )
     assert model.hidden and model.intermediate and model.vocab
     h = float(model.hidden)
@@ -82,15 +93,18 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     embed = model.vocab * h * (1 if model.tie_embeddings else 2) + h
     if model.is_moe:
         assert model.moe_intermediate
-        per_expert = 3 * h * model.moe_intermediate
-        router = h * model.experts
+        per_expert = 3 * h * model.moe_intermediate + ((2 * model.moe_intermediate + h) if model.expert_bias else 0)
+        router = h * model.experts + (model.experts if model.expert_bias else 0)
         shared = model.shared_experts * per_expert
         moe_total = model.experts * per_expert + shared + router
         moe_active = model.experts_per_token * per_expert + shared + router
-        total = embed + model.layers * attn + model.dense_layers * dense_mlp + moe_layers * moe_total
-        active = embed + model.layers * attn + model.dense_layers * dense_mlp + moe_layers * moe_active
+        dense_layers = model.layers - moe_layers
+        total = embed + model.layers * attn + dense_layers * dense_mlp + moe_layers * moe_total
+        active = embed + model.layers * attn + dense_layers * dense_mlp + moe_layers * moe_active
         expert_total = moe_layers * model.experts * per_expert
+        shared_total = moe_layers * shared
     else:
+        shared_total = 0.0
         per_expert = 0.0
         total = active = embed + model.layers * (attn + dense_mlp)
         expert_total = 0.0
@@ -101,4 +115,6 @@ def param_counts(model: ModelSpec) -> ParamCounts:
         per_expert_per_layer=per_expert,
         moe_layers=moe_layers,
         declared=False,
+        attention_total=model.layers * attn,
+        shared_expert_total=shared_total,
     )

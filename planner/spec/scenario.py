@@ -7,14 +7,25 @@ in ``--set KEY=VALUE`` overrides and in error messages.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from planner.errors import PlannerError, ScenarioError, validation_message
 from planner.io.jsonfile import MAX_JSON_DEPTH, SURROGATE_MESSAGE, lone_surrogate_path, parse_json, read_json
 from planner.spec.catalog import get_gpu, get_model
+from planner.spec.parallel import MAX_EP, MAX_PP, MAX_TP, OLD_EP_MEANING, Parallel
 from planner.spec.precision import KvDtype, WeightsDtype
 from planner.spec.profile import DAY_S, MAX_PROFILE_POINTS, ProfilePoint, check_profile
 from planner.spec.specs import GpuSpec, ModelSpec
@@ -34,7 +45,9 @@ __all__ = [
     "Cost",
     "Efficiency",
     "Fleet",
+    "POOL_ROLES",
     "Parallel",
+    "Pool",
     "Scenario",
     "Serving",
     "Slo",
@@ -63,12 +76,6 @@ MAX_LENGTH_SIGMA = 3.0
 # Trace rows a scenario may carry: the planner reduces a trace to its moments,
 # so a day of traffic at ~1 req/s is plenty (and ~1.5 MB of JSON).
 MAX_TRACE_ROWS = 100_000
-# Layout bounds (Parallel; the schema's bounds since the start): no catalog node
-# has more than 8 GPUs, so TP past that is refused by the cross-check anyway; PP
-# and EP as deep as any published deployment (DeepSeek-V3 experts: EP 256).
-MAX_TP = 64
-MAX_PP = 64
-MAX_EP = 256
 # Autoscaling: a control interval of 10 s is below any engine's start time (a
 # day is then 8,640 intervals); a warm pool as large as the largest fleet bound.
 MIN_SCALE_INTERVAL_S = 10.0
@@ -97,13 +104,31 @@ CatalogId = Annotated[str, Field(max_length=MAX_ID_CHARS)]
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
-class Parallel(BaseModel):
-    """Layout of one replica: TP × PP × EP GPUs."""
+class Pool(BaseModel):
+    """One disaggregated pool's own GPU and layout (``prefill``, ``decode``); None: the
+    scenario's ``gpu`` / ``parallel``.  Used only with ``serving.mode = "disaggregated"``
+    (planner.sizing.pools); checked like the scenario's own layout (``Scenario._pools``)."""
 
     model_config = _FROZEN
-    tp: Annotated[int, Field(ge=1, le=MAX_TP)] = 1
-    pp: Annotated[int, Field(ge=1, le=MAX_PP)] = 1
-    ep: Annotated[int, Field(ge=1, le=MAX_EP)] = 1
+    gpu: CatalogId | GpuSpec | None = None
+    parallel: Parallel | None = None
+
+    @field_validator("gpu", mode="after")
+    @classmethod
+    def _known_gpu(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                get_gpu(value)
+            except PlannerError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @property
+    def is_set(self) -> bool:
+        return self.gpu is not None or self.parallel is not None
+
+
+POOL_ROLES = ("prefill", "decode")
 
 
 class Workload(BaseModel):
@@ -199,19 +224,39 @@ class Serving(BaseModel):
 
 
 class Speculative(BaseModel):
-    """Speculative decoding (draft_tokens = 0: off)."""
+    """Speculative decoding (draft_tokens = 0: off).
+
+    ``method`` (planner.physics.speculative): ``draft_model`` (a separate catalog model),
+    ``eagle`` (an EAGLE-3 head of ``draft_layers`` target-shaped layers) or ``mtp`` (the
+    model's own multi-token-prediction module).  Left out: ``draft_model`` when a draft
+    model is named, else ``eagle`` (what these fields meant before ``method`` existed)."""
 
     model_config = _FROZEN
     draft_tokens: Annotated[int, Field(ge=0, le=16)] = 0
-    acceptance: Fraction = 0.7
-    draft_cost: NonNegFloat = 0.05
-    # What drafts, charged in the memory ledger (planner.physics.draft): None: an
+    method: Literal["draft_model", "eagle", "mtp"] = "eagle"
+    # P(draft token accepted | all before it were): one number for every position, or
+    # a_1 … a_K (a shorter tuple repeats its last entry).  None: the method's sourced
+    # default (MTP: DeepSeek-V3 report; EAGLE-3: its paper; draft model: 0.7, assumed).
+    acceptance: Fraction | None = None
+    acceptance_per_position: Annotated[tuple[Fraction, ...], Field(min_length=1, max_length=16)] | None = None
+    # One draft step as a fixed fraction of a target step; None: the drafter's own
+    # decode step from the step model (the draft model's, the head's or the MTP block's).
+    draft_cost: NonNegFloat | None = None
+    # What drafts, charged in the memory ledger (planner.physics.draft): a catalog
+    # model id (method draft_model: its own weights and KV cache); for eagle an
     # EAGLE-style head of ``draft_layers`` decoder layers of the target's shape (it
-    # shares the target's embedding and LM head); a catalog model id: a separate
-    # draft model with its own weights and KV cache.
+    # shares the target's embedding and LM head).
     draft_model: CatalogId | None = None
     draft_layers: Annotated[int, Field(ge=1, le=8)] = 1
     draft_weights_dtype: WeightsDtype | None = None  # None: the target's weights_dtype
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_method(cls, data: Any) -> Any:
+        """No method given: draft_model when a draft model is named, else eagle."""
+        if isinstance(data, dict) and data.get("method") is None:
+            data = {**data, "method": "draft_model" if data.get("draft_model") is not None else "eagle"}
+        return data
 
     @field_validator("draft_model", mode="after")
     @classmethod
@@ -222,6 +267,15 @@ class Speculative(BaseModel):
             except PlannerError as exc:
                 raise ValueError(str(exc)) from None
         return value
+
+    @model_validator(mode="after")
+    def _method_fits(self) -> Speculative:
+        if self.method == "draft_model" and self.draft_model is None:
+            raise ValueError("speculative.method 'draft_model' needs speculative.draft_model (a catalog model id)")
+        if self.method != "draft_model" and self.draft_model is not None:
+            raise ValueError(f"speculative.method '{self.method}' drafts without a separate model: clear "
+                             f"speculative.draft_model ({self.draft_model}) or set speculative.method to 'draft_model'")
+        return self
 
 
 class Efficiency(BaseModel):
@@ -288,6 +342,9 @@ class Scenario(BaseModel):
     efficiency: Efficiency = Efficiency()
     fleet: Fleet = Fleet()
     cost: Cost = Cost()
+    # Disaggregated pools with their own GPU and layout (planner.sizing.pools); None: the scenario's.
+    prefill: Pool | None = None
+    decode: Pool | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -319,28 +376,71 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _cross(self) -> Scenario:
-        gpu = resolve_gpu(self)
         model = resolve_model(self)
-        tp, ep = self.parallel.tp, self.parallel.ep
-        if tp > gpu.gpus_per_node:
-            raise ValueError(
-                f"parallel.tp ({tp}) exceeds the {gpu.gpus_per_node} GPUs in a {gpu.id} node; "
-                "use parallel.pp across nodes"
-            )
-        if model.heads % tp:
-            raise ValueError(f"parallel.tp ({tp}) must divide the model's {model.heads} attention heads")
+        par = self.parallel
+        tp, ep = par.tp, par.ep
+        if model.heads % par.attention_tp:
+            raise ValueError(f"parallel.tp ({tp}) must divide the model's {model.heads} attention heads "
+                             "(or set parallel.dp_attention=true: attention then runs unsharded on each rank)")
         if ep > 1 and not model.is_moe:
-            raise ValueError(f"parallel.ep ({ep}) needs a mixture-of-experts model; {model.id} is dense")
-        if model.is_moe and model.experts % ep:
-            raise ValueError(f"parallel.ep ({ep}) must divide the model's {model.experts} experts")
+            raise ValueError(f"parallel.ep ({ep}) needs a mixture-of-experts model; {model.id} is dense "
+                             f"({OLD_EP_MEANING})")
+        if model.is_moe and model.experts % ep and not par.redundant_experts:
+            raise ValueError(f"parallel.ep ({ep}) must divide the model's {model.experts} experts "
+                             "(or add parallel.redundant_experts copies so that they spread evenly)")
+        if par.redundant_experts and not model.is_moe:
+            raise ValueError(f"parallel.redundant_experts needs a mixture-of-experts model; {model.id} is dense")
+        if model.is_moe and (model.experts + par.redundant_experts) % ep:
+            raise ValueError(f"parallel.redundant_experts ({par.redundant_experts}): the {model.experts} experts "
+                             f"plus their copies must spread evenly over parallel.ep ({ep}) GPUs")
         if self.parallel.pp > model.layers:
             raise ValueError(f"parallel.pp ({self.parallel.pp}) exceeds the model's {model.layers} layers")
         sp = self.speculative
+        if sp.draft_tokens > 0 and sp.method == "mtp" and model.mtp_layers <= 0:
+            raise ValueError(f"speculative.method 'mtp': {model.id} has no multi-token-prediction module "
+                             "(its mtp_layers is 0; DeepSeek-V3-class checkpoints ship one); use 'eagle' or "
+                             "'draft_model'")
         if sp.draft_tokens > 0 and sp.draft_model is not None and get_model(sp.draft_model).heads % tp:
             # the drafter runs at the target's TP (vLLM V1, SGLang): its heads split the same way
             raise ValueError(f"speculative.draft_model: parallel.tp ({tp}) must divide the draft's "
                              f"{get_model(sp.draft_model).heads} attention heads")
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_pools(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A scenario without pools serializes as before they existed: the same JSON, share token and store payload.
+        out = handler(self)
+        if isinstance(out, dict):
+            for role in POOL_ROLES:
+                if role in out and out[role] is None:
+                    del out[role]
+        return out
+
+    @model_validator(mode="after")
+    def _pools(self) -> Scenario:
+        # Each pool's layout gets the scenario's own cross-checks (every after-validator but this one),
+        # run on a copy with the pool's gpu and parallel, the message renamed to the pool's fields.
+        for role in POOL_ROLES:
+            pool: Pool | None = getattr(self, role)
+            if pool is None or not pool.is_set:
+                continue
+            copy = self.model_copy(update={"gpu": pool.gpu if pool.gpu is not None else self.gpu,
+                                           "parallel": pool.parallel if pool.parallel is not None else self.parallel,
+                                           "prefill": None, "decode": None})
+            for dec in type(self).__pydantic_decorators__.model_validators.values():
+                if dec.info.mode != "after" or dec.func.__name__ == "_pools":
+                    continue
+                try:
+                    dec.func(copy)
+                except ValueError as exc:
+                    raise ValueError(_pool_message(role, str(exc))) from None
+        return self
+
+
+def _pool_message(role: str, message: str) -> str:
+    """A layout check's message for a pool: ``parallel.tp`` → ``prefill.parallel.tp``."""
+    out = re.sub(r"(?<![\w.])parallel\.", f"{role}.parallel.", message)
+    return out if out != message else f"{role}: {message}"
 
 
 def is_model_path(value: Any) -> bool:
@@ -411,6 +511,14 @@ _FIELDS: dict[str, type[BaseModel]] = {
 }
 
 
+def _check_pool_key(key: str, parts: list[str]) -> None:
+    """``prefill.gpu``, ``prefill.parallel`` or ``prefill.parallel.<Parallel field>`` (decode likewise)."""
+    ok = (len(parts) == 2 and parts[1] in Pool.model_fields) or (
+        len(parts) == 3 and parts[1] == "parallel" and parts[2] in Parallel.model_fields)
+    if not ok:
+        raise ScenarioError(f"{key}: unknown key")
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``KEY=VALUE`` strings to a scenario dict (values parsed as JSON when
     they parse, else kept as strings; ``null`` clears a field)."""
@@ -423,12 +531,14 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         parts = key.split(".")
         if parts[0] not in Scenario.model_fields:
             raise ScenarioError(f"{key}: unknown key")
-        if len(parts) > 1:
+        if parts[0] in POOL_ROLES:
+            _check_pool_key(key, parts)
+        elif len(parts) > 1:
             sub = _FIELDS.get(parts[0])
             if sub is None or len(parts) != 2 or parts[1] not in sub.model_fields:
                 raise ScenarioError(f"{key}: unknown key")
         value = _parse_value(raw, key)
-        if parts[0] in {"name", "gpu", "model"} and not isinstance(value, dict):
+        if (parts[0] in {"name", "gpu", "model"} or parts[1:] == ["gpu"]) and not isinstance(value, dict):
             value = raw  # ids and names stay strings ("1" is a name, not a number)
         node = out
         for p in parts[:-1]:

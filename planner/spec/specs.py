@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from planner.errors import CatalogError, validation_message
 
-__all__ = ["MAX_SPEC_FLOAT", "MAX_SPEC_INT", "DenseFlops", "GpuSpec", "ModelSpec"]
+__all__ = ["ATTENTION_LAYER_KINDS", "MAX_ATTENTION_PATTERN", "MAX_SPEC_FLOAT", "MAX_SPEC_INT", "AttentionLayerKind",
+           "DenseFlops", "GpuSpec", "ModelSpec"]
 
 # Bounds on every spec number (an inline spec can come from a share link):
 # shapes fit in int32 as in every framework (the largest real ones, vocab
@@ -26,6 +27,17 @@ MAX_SPEC_FLOAT = 1e20
 PosFloat = Annotated[float, Field(gt=0, le=MAX_SPEC_FLOAT, allow_inf_nan=False)]
 PosInt = Annotated[int, Field(ge=1, le=MAX_SPEC_INT)]
 NonNegInt = Annotated[int, Field(ge=0, le=MAX_SPEC_INT)]
+SpecId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9][a-z0-9._-]*$")]
+# Other names a catalog entry answers to (case-insensitively), e.g. deepseek-r1-0528.
+Aliases = Annotated[tuple[SpecId, ...], Field(max_length=16)]
+
+# What one attention layer keeps in its KV cache: "full" the whole context,
+# "sliding" the last ``sliding_window`` tokens (gpt-oss, Mistral), "chunked" the
+# tokens of its own ``attention_chunk_size``-token chunk (Llama 4's local layers).
+AttentionLayerKind = Literal["full", "sliding", "chunked"]
+ATTENTION_LAYER_KINDS: tuple[str, ...] = ("full", "sliding", "chunked")
+# The repeating unit of per-layer attention kinds stays short (gpt-oss: 2, Llama 4: 4).
+MAX_ATTENTION_PATTERN = 64
 
 
 class DenseFlops(BaseModel):
@@ -52,6 +64,7 @@ class GpuSpec(BaseModel):
 
     id: Annotated[str, Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9._-]*$")]
     name: str
+    aliases: Aliases = ()
     vendor: str = ""
     hbm_bytes: PosFloat
     # Device memory as the CUDA runtime reports it (cudaMemGetInfo total, what
@@ -61,9 +74,15 @@ class GpuSpec(BaseModel):
     hbm_bytes_per_s: PosFloat
     flops_per_s: DenseFlops
     scaleup_bytes_per_s: PosFloat | None = None
+    # GPUs one NVLink (or equivalent) domain joins: the 8 of an HGX board, or the
+    # 72 of a GB200/GB300 NVL72 rack across its 18 compute trays of 4.
     scaleup_domain_gpus: PosInt = 1
     gpus_per_node: PosInt = 8
     pcie_bytes_per_s: PosFloat
+    # Scale-out (RDMA NIC) bandwidth per GPU, one direction: what collectives between
+    # nodes run over (e.g. one 400 Gb/s ConnectX-7 per GPU = 50e9 B/s).  None: one
+    # 400 Gb/s NIC per GPU (planner.physics.link.RDMA_BYTES_PER_S).
+    scaleout_bytes_per_s: PosFloat | None = None
     tdp_w: PosFloat
     usd_per_gpu_hour: PosFloat
     source_url: str = ""
@@ -76,9 +95,17 @@ class GpuSpec(BaseModel):
                 "scaleup_domain_gpus > 1 needs scaleup_bytes_per_s (the NVLink or "
                 "equivalent bandwidth)"
             )
-        if self.scaleup_domain_gpus > self.gpus_per_node:
-            raise ValueError("scaleup_domain_gpus cannot exceed gpus_per_node")
+        if self.scaleup_domain_gpus > self.gpus_per_node and self.scaleup_domain_gpus % self.gpus_per_node:
+            raise ValueError(
+                "scaleup_domain_gpus beyond one node must be a whole number of nodes "
+                f"({self.scaleup_domain_gpus} GPUs, {self.gpus_per_node} per node)"
+            )
         return self
+
+    @property
+    def scaleup_nodes(self) -> int:
+        """Nodes one scale-up domain spans (18 trays of an NVL72 rack; 1 for an HGX board)."""
+        return max(1, self.scaleup_domain_gpus // self.gpus_per_node)
 
 
 class ModelSpec(BaseModel):
@@ -93,6 +120,7 @@ class ModelSpec(BaseModel):
 
     id: Annotated[str, Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9._-]*$")]
     name: str = ""
+    aliases: Aliases = ()
     layers: PosInt
     heads: PosInt
     kv_heads: PosInt
@@ -102,7 +130,17 @@ class ModelSpec(BaseModel):
     vocab: PosInt | None = None
     tie_embeddings: bool = False
     qkv_bias: bool = False
+    o_bias: bool = False  # output-projection bias (gpt-oss attention_bias covers q, k, v and o)
+    # Learned per-head sink logit (gpt-oss): ``heads`` parameters per layer, no cached token.
+    attention_sinks: bool = False
     attention: Literal["gqa", "mla"] = "gqa"
+    # Per-layer attention kinds, repeated over the layers: layer i is
+    # attention_pattern[i % len(attention_pattern)].  gpt-oss: (sliding, full);
+    # Llama 4: (chunked, chunked, chunked, full) (every 4th layer global, NoPE).
+    attention_pattern: Annotated[tuple[AttentionLayerKind, ...],
+                                 Field(min_length=1, max_length=MAX_ATTENTION_PATTERN)] = ("full",)
+    sliding_window: PosInt | None = None  # tokens a "sliding" layer attends to (and keeps)
+    attention_chunk_size: PosInt | None = None  # tokens per chunk of a "chunked" layer
     # MLA (DeepSeek-V2/V3): latent KV of kv_lora_rank + qk_rope_head_dim per layer.
     kv_lora_rank: PosInt | None = None
     q_lora_rank: PosInt | None = None
@@ -115,6 +153,13 @@ class ModelSpec(BaseModel):
     shared_experts: NonNegInt = 0
     moe_intermediate: PosInt | None = None
     dense_layers: NonNegInt = 0  # leading layers with a dense MLP (first_k_dense_replace)
+    # Every moe_layer_step-th layer after the dense ones is MoE, the others dense
+    # (Llama 4 Maverick interleave_moe_layer_step = 2: layers 1, 3, 5, ...).
+    moe_layer_step: PosInt = 1
+    expert_bias: bool = False  # expert MLPs carry biases (gpt-oss)
+    # Multi-token-prediction modules in the checkpoint (config.json num_nextn_predict_layers;
+    # DeepSeek-V3/R1: 1): what speculative.method 'mtp' drafts with, 0: none.
+    mtp_layers: NonNegInt = 0
     # Declared counts (nominal shapes) and the published figure.
     params: PosFloat | None = None
     active_params: PosFloat | None = None
@@ -137,6 +182,31 @@ class ModelSpec(BaseModel):
     def is_moe(self) -> bool:
         return self.experts > 0
 
+    @property
+    def moe_layer_count(self) -> int:
+        """MoE layers: those at or after ``dense_layers`` whose index + 1 is a multiple of ``moe_layer_step``."""
+        if not self.is_moe:
+            return 0
+        return sum(1 for i in range(self.dense_layers, self.layers) if (i + 1) % self.moe_layer_step == 0)
+
+    def layer_attention(self, layer: int) -> AttentionLayerKind:
+        """The attention kind of layer ``layer`` (0-based)."""
+        return self.attention_pattern[layer % len(self.attention_pattern)]
+
+    @property
+    def attention_layer_counts(self) -> dict[str, int]:
+        """Layers of each attention kind (full, sliding, chunked), the kinds present only."""
+        out: dict[str, int] = {}
+        for i in range(self.layers):
+            kind = self.layer_attention(i)
+            out[kind] = out.get(kind, 0) + 1
+        return out
+
+    @property
+    def has_windowed_layers(self) -> bool:
+        """True when some layer keeps less than the whole context (sliding or chunked)."""
+        return any(k != "full" for k in self.attention_pattern[: self.layers])
+
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
         if self.heads % self.kv_heads:
@@ -155,8 +225,17 @@ class ModelSpec(BaseModel):
                 )
             if self.dense_layers > self.layers:
                 raise ValueError("dense_layers cannot exceed layers")
+            if self.moe_layer_count == 0:
+                raise ValueError(
+                    f"no MoE layer: dense_layers ({self.dense_layers}) and moe_layer_step "
+                    f"({self.moe_layer_step}) leave none of the {self.layers} layers to the experts"
+                )
         elif self.experts_per_token or self.shared_experts:
             raise ValueError("experts_per_token/shared_experts need experts > 0")
+        if "sliding" in self.attention_pattern and self.sliding_window is None:
+            raise ValueError("sliding_window is required when attention_pattern has a 'sliding' layer")
+        if "chunked" in self.attention_pattern and self.attention_chunk_size is None:
+            raise ValueError("attention_chunk_size is required when attention_pattern has a 'chunked' layer")
         if self.params is None:
             missing = [k for k in ("hidden", "intermediate", "vocab") if getattr(self, k) is None]
             if self.is_moe and self.moe_intermediate is None:

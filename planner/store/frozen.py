@@ -78,5 +78,8 @@ def frozen_scenario(*, payload: dict[str, Any], frozen: FrozenCatalog) -> Scenar
     data = dict(payload)
     data["gpu"] = frozen.gpu.model_dump(mode="json")
     data["model"] = frozen.model.model_dump(mode="json")
-    data["cost"] = {**dict(data.get("cost") or {}), "usd_per_gpu_hour": frozen.usd_per_gpu_hour}
+    pool_gpus = any(isinstance(data.get(role), dict) and data[role].get("gpu") is not None
+                    for role in ("prefill", "decode"))
+    if not pool_gpus:  # pools on their own GPUs keep each GPU's own price (planner.sizing.pools)
+        data["cost"] = {**dict(data.get("cost") or {}), "usd_per_gpu_hour": frozen.usd_per_gpu_hour}
     return scenario_from_dict(data)

@@ -19,7 +19,15 @@ from planner.validate.fit import (
     fold_split,
     predictable_setups,
 )
-from planner.validate.layout import PoolSetup, pool_setup, row_layout, unmodelled
+from planner.validate.layout import (
+    ENGINE_MTP_DRAFT_TOKENS,
+    PoolSetup,
+    multi_node_problem,
+    pool_setup,
+    row_layout,
+    row_speculative,
+    unmodelled,
+)
 from planner.validate.names import (
     COMMON_GPU_VARIANTS,
     ENGINE_FAMILIES,
@@ -142,4 +150,7 @@ __all__ = [
     "pool_setup",
     "row_layout",
     "unmodelled",
+    "ENGINE_MTP_DRAFT_TOKENS",
+    "multi_node_problem",
+    "row_speculative",
 ]

@@ -27,6 +27,7 @@ import numpy as np
 from planner.physics.link import DEFAULT_KV_LINK_EFFICIENCY, kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.memory import kv_bytes_per_token_per_gpu
 from planner.physics.queueing import ROUNDING_MARGIN, pipelined_prefill, ttft_pool
+from planner.physics.speculative import drafter_for
 from planner.physics.step import decode_cycle, prefill_chunks, prefill_step
 from planner.physics.techniques import kv_transfer_s
 from planner.sizing.load import LoadPoint
@@ -68,11 +69,14 @@ def disaggregated_point(prefill: Resolved, decode: Resolved, *, prompt_tokens: f
     t_exp = float(np.asarray(kv_transfer_exposed_s(transfer_s=t_full, prefill_s=own, layers=prefill.model.layers,
                                                    setup_s=ps.fleet.kv_transfer_setup_s)))
     # decode batches per worker: below one too (a few users spend much of their cycle in prefill)
-    grid = np.concatenate([np.arange(1.0, 16.0) / 16.0, np.arange(1.0, max(1, max_batch) + 1.0)])
+    # (every batch up to 64, then geometric steps of ~3%: the curves are smooth there)
+    top = float(max(1, max_batch))
+    grid = np.unique(np.concatenate([np.arange(1.0, 16.0) / 16.0, np.arange(1.0, min(top, 64.0) + 1.0),
+                                     np.round(np.geomspace(min(top, 64.0), top, 160))]))
     ds = decode.scenario
     sp = ds.speculative
     cyc = decode_cycle(batch_size=grid, context_tokens=n + o / 2.0, draft_tokens=sp.draft_tokens,
-                       acceptance=sp.acceptance, draft_cost=sp.draft_cost, **decode.step_kwargs())
+                       drafter=drafter_for(sp, decode.model), **decode.step_kwargs())
     cycle = np.asarray(cyc.cycle_s, float)
     itl = cycle / cyc.tokens_per_pass
     rate = decode_workers * grid / ((o - 1.0) * itl)  # requests/s the decode pool completes at batch b

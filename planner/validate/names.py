@@ -68,13 +68,14 @@ def _norm(text: str) -> str:
 
 
 def resolve_model_name(name: str) -> tuple[str | None, str | None]:
-    """(catalog model id, None) or (None, reason).  Matches the catalog id or
-    name after dropping case, an org prefix and fine-tune suffixes (-Instruct,
-    -Chat, -hf, ...): ``Llama-3.3-70B-Instruct`` → ``llama-3.3-70b``."""
+    """(catalog model id, None) or (None, reason).  Matches the catalog id, an
+    alias or the name after dropping case, an org prefix and fine-tune suffixes
+    (-Instruct, -Chat, -hf, ...): ``Llama-3.3-70B-Instruct`` → ``llama-3.3-70b``,
+    ``DeepSeek-R1-0528`` → ``deepseek-r1``."""
     cat = load_catalog()
     key = _norm(name)
     for mid, spec in cat.models.items():
-        if key in {_norm(mid), _norm(spec.name or mid)}:
+        if key in {_norm(mid), _norm(spec.name or mid), *(_norm(a) for a in spec.aliases)}:
             return mid, None
     return None, f"unknown model '{name}' (no catalog entry matches '{key}')"
 
@@ -89,8 +90,8 @@ def resolve_gpu_name(name: str) -> tuple[str | None, str | None]:
     the tokens may come in any order (``a100_80gb_sxm`` → ``a100-sxm-80gb``)."""
     cat = load_catalog()
     key = _gpu_key(name)
-    for gid in cat.gpus:
-        if _gpu_key(gid) == key:
+    for gid, spec in cat.gpus.items():
+        if key in {_gpu_key(gid), *(_gpu_key(a) for a in spec.aliases)}:
             return gid, None
     if "unspecified" in key or "unknown" in key:
         return None, f"GPU variant not stated ('{name}'): memory and bandwidth differ between variants"

@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -36,10 +36,18 @@ from planner.errors import validation_message
 from planner.physics.terms import TERM_NAMES, physics_terms
 from planner.sizing.load import LoadPoint, replica_load
 from planner.sizing.replica import memory_section
+from planner.spec.catalog import get_model
 from planner.spec.context import resolve
-from planner.spec.scenario import Efficiency, Scenario, Serving, Workload
+from planner.spec.scenario import Efficiency, Parallel, Scenario, Serving, Workload
 from planner.validate.disagg import disaggregated_point
-from planner.validate.layout import PoolSetup, pool_setup, row_layout, unmodelled
+from planner.validate.layout import (
+    PoolSetup,
+    multi_node_problem,
+    pool_setup,
+    row_layout,
+    row_speculative,
+    unmodelled,
+)
 from planner.validate.names import (
     assumed_gpu_variant,
     engine_family,
@@ -176,9 +184,14 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
         return f"n_gpus ({row.n_gpus}) is not a multiple of tp × pp ({tp} × {pp})"
     else:
         replicas = row.n_gpus // (tp * pp)
-    layout = row_layout(tp=tp, pp=pp, ep=row.ep, dp_attention=row.dp_attention, where="parallel")
+    layout = (Parallel() if row.disaggregated is not None  # each pool's own layout, set below
+              else row_layout(row, tp=tp, pp=pp, ep=row.ep, dp_attention=row.dp_attention, where="parallel",
+                              family=family, notes=notes, experts=get_model(model_id).experts))
     if isinstance(layout, str):
         return layout
+    spec = row_speculative(row, family, notes)
+    if isinstance(spec, str):
+        return spec
     per = None
     if row.concurrency is not None:
         per = row.concurrency / replicas
@@ -189,7 +202,7 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     try:
         scenario = Scenario(
             name=row.id, gpu=gpu_id, model=model_id, weights_dtype=dtypes[0], kv_dtype=dtypes[1],
-            parallel=layout,
+            parallel=layout, speculative=spec,
             workload=Workload(prompt_tokens=row.isl, output_tokens=row.osl,
                               requests_per_s=per if load == "request_rate" and per else 1.0),
             serving=Serving(memory_utilization=util, engine=memory_engine,
@@ -201,11 +214,28 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
         return f"scenario rejected: {validation_message(exc)}"
     pools = None
     if row.disaggregated is not None:
-        split = pool_setup(row, scenario, gpus_per_domain=resolve(scenario).gpu.scaleup_domain_gpus)
+        g = resolve(scenario).gpu
+        split = pool_setup(row, scenario, gpus_per_domain=g.scaleup_domain_gpus, gpus_per_node=g.gpus_per_node,
+                           family=family, notes=notes)
         if isinstance(split, str):
             return split
         scenario, pools = split
+    else:
+        mn = multi_node_problem(row, gpus_per_replica=layout.gpus, gpus_per_node=resolve(scenario).gpu.gpus_per_node,
+                                notes=notes)
+        if mn is not None:
+            return mn
     mem = memory_section(resolve(scenario), {}, context_tokens=row.isl + row.osl)
+    if mem.max_sequences < 1 and util is not None and util < _MAX_MEMORY_UTILIZATION:
+        # The run happened, so it fit: the engine ran with a larger memory fraction than its default.
+        roomier = _with_utilization(scenario, _MAX_MEMORY_UTILIZATION)
+        pools = pools if pools is None else replace(pools, prefill=_with_utilization(pools.prefill,
+                                                                                     _MAX_MEMORY_UTILIZATION))
+        mem2 = memory_section(resolve(roomier), {}, context_tokens=row.isl + row.osl)
+        if mem2.max_sequences >= 1:
+            notes.append(f"does not fit at the engine's default memory fraction {util}: predicted at "
+                         f"{_MAX_MEMORY_UTILIZATION} (the run fit, so the engine was given more)")
+            scenario, mem = roomier, mem2
     if mem.max_sequences < 1:
         return (f"does not fit: KV budget {mem.kv_budget_bytes / 1e9:.1f} GB per GPU holds "
                 f"{mem.max_sequences:.2f} sequences of {row.isl + row.osl} tokens")
@@ -213,6 +243,14 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     max_batch = max(1, min(int(math.floor(mem.max_sequences)), cap))
     return RowSetup(row=row, family=family, scenario=scenario, replicas=replicas, load=load,
                     load_per_replica=per, max_batch=max_batch, notes=tuple(notes), pools=pools)
+
+
+# The largest memory fraction an engine is run at (TensorRT-LLM's 0.95 in trtllm-bench).
+_MAX_MEMORY_UTILIZATION = 0.95
+
+
+def _with_utilization(s: Scenario, util: float) -> Scenario:
+    return s.model_copy(update={"serving": s.serving.model_copy(update={"memory_utilization": util})})
 
 
 def setup_rows(rows: Sequence[MeasurementRow], eff: EfficiencySet | Sequence[EfficiencySet],

@@ -17,6 +17,7 @@ from planner.views.compare import (
     best_layout,
     compare_columns,
     gpu_variants,
+    layout_caption,
     layout_label,
     layout_variants,
     partner_gpu,
@@ -66,6 +67,12 @@ from planner.views.plausibility import (
     PRICE_RANGE_FACTOR,
     plausibility_warnings,
 )
+from planner.views.pools import (
+    pool_data,
+    pool_derivations,
+    pool_rows,
+    xpyd_text,
+)
 from planner.views.referee import (
     REFEREE_MAX_SIMULATED,
     RefereePick,
@@ -95,6 +102,7 @@ from planner.views.report import (
     alternatives,
     band_row,
     count,
+    deployment_rows,
     is_number,
     latency_rows,
     missing,
@@ -133,11 +141,13 @@ from planner.views.sweep import (
     DEFAULT_PP,
     DEFAULT_TP,
     MAX_SWEEP_CANDIDATES,
+    MOE_MULTI_NODE_TP,
     SweepResult,
     SweepRow,
     pareto_front,
     sweep,
     sweep_result,
+    tp_ep_pairs,
 )
 from planner.views.vocabulary import (
     FIELD_LABELS,
@@ -156,6 +166,10 @@ from planner.views.vocabulary import (
 )
 
 __all__ = [
+    "pool_data",
+    "pool_derivations",
+    "pool_rows",
+    "xpyd_text",
     "Row",
     "latency_rows",
     "band_row",
@@ -230,6 +244,7 @@ __all__ = [
     "hbm_accounting",
     "compare_columns",
     "count",
+    "deployment_rows",
     "field_text",
     "fleet_derivations",
     "gpu_variants",
@@ -282,4 +297,7 @@ __all__ = [
     "display_column",
     "display_rows",
     "residual_rows",
+    "MOE_MULTI_NODE_TP",
+    "tp_ep_pairs",
+    "layout_caption",
 ]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from planner.errors import ScenarioError
+from planner.io.formatting import human
 from planner.sizing.plan import Plan, plan
 from planner.spec.scenario import Scenario, resolve_gpu, scenario_from_dict
 from planner.views.referee import REFEREE_MAX_SIMULATED, Simulate, referee_pick, slo_status
@@ -29,6 +30,7 @@ __all__ = [
     "best_layout",
     "compare_columns",
     "gpu_variants",
+    "layout_caption",
     "layout_label",
     "layout_variants",
     "partner_gpu",
@@ -46,11 +48,22 @@ def partner_gpu(gpu: str) -> str:
 
 
 def layout_label(scenario: Scenario) -> str:
-    """``h200-sxm fp8 TP2 disaggregated``."""
-    p = scenario.parallel
-    pp = f"·PP{p.pp}" if p.pp > 1 else ""
-    ep = f"·EP{p.ep}" if p.ep > 1 else ""
-    return f"{resolve_gpu(scenario).id} {scenario.weights_dtype} TP{p.tp}{pp}{ep} {scenario.serving.mode}"
+    """``h200-sxm fp8 TP2 disaggregated``, ``h200-sxm fp8 TP8·EP8·DPattn colocated``."""
+    return f"{resolve_gpu(scenario).id} {scenario.weights_dtype} {scenario.parallel.label()} {scenario.serving.mode}"
+
+
+def layout_caption(scenario: Scenario, p: Plan) -> str:
+    """The layout in one line: ``TP8·EP8·DPattn: 8 GPUs on 1 node per replica; attention
+    data-parallel over 8 ranks …; all-to-all 0.71 ms of a 45 ms decode step``."""
+    par = scenario.parallel
+    m, d = p.memory, p.decode
+    text = (f"{par.label()}: {m.gpus_per_replica} GPU(s) on {m.nodes_per_replica} node(s) per replica; "
+            f"{par.describe()}")
+    if par.ep > 1 and par.dp_attention:
+        text += f"; all-to-all {human(d.all_to_all_s, 's')} of a {human(d.step_s, 's')} decode step"
+    elif par.ep > 1:
+        text += "; no all-to-all (TP attention: every GPU has every token, the experts' outputs join the all-reduce)"
+    return text
 
 
 def _on_gpu(scenario: Scenario, gpu: str) -> Scenario:

@@ -18,7 +18,6 @@ from planner.errors import PlannerError
 from planner.physics.memory import (
     DEFAULT_NON_TORCH_BYTES,
     engine_hbm_bytes,
-    kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
     max_sequences,
     weight_bytes,
@@ -31,8 +30,9 @@ from planner.physics.roofline import (
     prefill_intensity,
     ridge_flop_per_byte,
 )
-from planner.physics.step import decode_step, prefill_chunks, prefill_step
-from planner.physics.techniques import chunked_prefill, speculative_speedup, speculative_tokens_per_pass
+from planner.physics.speculative import drafter_for
+from planner.physics.step import decode_cycle, prefill_chunks, prefill_step
+from planner.physics.techniques import chunked_prefill, speculative_tokens_per_pass
 from planner.sizing.plan import plan_resolved
 from planner.sizing.replica import decode_at, derive_context, memory_section
 from planner.spec.context import Resolved, resolve
@@ -104,11 +104,12 @@ def roofline_points(
     r = resolve(scenario)
     s, gpu = r.scenario, r.gpu
     w = weight_bytes(r.model, s.weights_dtype)
-    k = kv_bytes_per_token(r.model, s.kv_dtype)
+    b, c = np.meshgrid(_arr(batches), _arr(contexts))
+    # KV/token at each context (the ledger's for windowed layers; constant otherwise).
+    k = np.asarray(kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=s.kv_dtype, context_tokens=c.ravel()))
     peak = peak_flops_per_s(gpu, s.weights_dtype)
     ridge = ridge_flop_per_byte(gpu, s.weights_dtype)
     series = f"{gpu.id} {compute_dtype(gpu, s.weights_dtype)}"
-    b, c = np.meshgrid(_arr(batches), _arr(contexts))
     di = np.asarray(decode_intensity(params_active=r.params.active, weight_bytes=w, batch_size=b.ravel(),
                                      context_tokens=c.ravel(), kv_bytes_per_token=k))
     pi = np.asarray(prefill_intensity(params_active=r.params.active, weight_bytes=w, tokens=_arr(prompt_lengths)))
@@ -189,14 +190,14 @@ def max_sequences_curve(scenario: Scenario, *, contexts: Sequence[int], kv_dtype
     ctx = _arr(contexts)
     rows: list[Row] = []
     for kd in kv_dtypes:
-        kg = kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=kd, tp=p.tp, pp=p.pp)
+        kg = kv_bytes_per_token_per_gpu(model=r.model, kv_dtype=kd, tp=p.attention_tp, pp=p.pp, context_tokens=ctx)
         # + the speculative drafter's KV (0 off), in the same KV dtype
         kg = kg + mem.draft_kv_bytes_per_token_per_gpu * bytes_per_kv_element(kd) / bytes_per_kv_element(
             scenario.kv_dtype)
         w = scenario.workload
         seqs = np.asarray(max_sequences(kv_budget_bytes=mem.kv_budget_bytes, kv_bytes_per_token_per_gpu=kg,
                                         context_tokens=ctx, prefix_tokens=float(w.prefix_tokens),
-                                        prefix_hit_rate=w.prefix_hit_rate)) * p.ep
+                                        prefix_hit_rate=w.prefix_hit_rate)) * p.attention_dp
         rows += [{"kv_dtype": kd, "kv_bytes_per_element": bytes_per_kv_element(kd), "context_tokens": int(c),
                   "max_sequences": float(n)} for c, n in zip(ctx, seqs, strict=True)]
     return rows
@@ -263,55 +264,76 @@ def speculative_curve(
     scenario: Scenario, *, acceptances: Sequence[float], draft_tokens: Sequence[int]
 ) -> list[Row]:
     """Speculative speedup at the plan's batch and context over acceptance α:
-    tokens per pass (1 + α + … + α^k) × step / (verify step + k × draft_cost × step)."""
+    tokens per pass (1 + α + … + α^k) × step / (verify step + k × draft step), the draft
+    step the scenario's method's own (``physics.step.decode_cycle``, as the plan times it)."""
     r = resolve(scenario)
     p = plan_resolved(r)
     kw = r.step_kwargs()
     b, live = p.decode.batch_size, p.decode.context_tokens
-    step = float(decode_step(batch_size=b, context_tokens=live, **kw).step_s)
     a = _arr(acceptances)
     rows: list[Row] = []
     for k in draft_tokens:
-        verify = float(decode_step(batch_size=b, context_tokens=live, tokens_per_sequence=k + 1, **kw).step_s)
+        drafter = drafter_for(scenario.speculative.model_copy(update={"draft_tokens": int(k)}), r.model)
+        cyc = decode_cycle(batch_size=b, context_tokens=live, draft_tokens=int(k), drafter=drafter, **kw)
+        step, cycle = float(cyc.step.step_s), float(cyc.cycle_s)
         tpp = np.asarray(speculative_tokens_per_pass(draft_tokens=k, acceptance=a))
-        speed = np.asarray(speculative_speedup(draft_tokens=k, acceptance=a, draft_cost=scenario.speculative.draft_cost,
-                                               verify_step_s=verify, step_s=step))
         rows += [{"draft_tokens": int(k), "acceptance": float(x), "tokens_per_pass": float(t),
-                  "speedup": float(v)} for x, t, v in zip(a, tpp, speed, strict=True)]
+                  "speedup": float(t) * step / cycle} for x, t in zip(a, tpp, strict=True)]
     return rows
 
 
 def parallel_options(
-    scenario: Scenario, *, tps: Sequence[int] = (1, 2, 4, 8), pps: Sequence[int] = (1, 2, 4),
-    eps: Sequence[int] = (1, 2, 4, 8),
+    scenario: Scenario, *, tps: Sequence[int] = (1, 2, 4, 8, 16), pps: Sequence[int] = (1, 2, 4),
+    eps: Sequence[int] = (1, 2, 4, 8, 16), dp_attentions: Sequence[bool] = (False, True),
 ) -> list[Row]:
-    """Every TP × PP × EP layout the scenario's checks accept, planned with the
-    same physics as ``plan``: per-GPU bytes, KV budget, max sequences,
-    collective time and per-token latency at each layout's own batch."""
+    """Every TP × PP layout, with EP dividing TP and data-parallel attention off and on
+    (mixture-of-experts models, at EP = 1 or EP = TP; dense: off only), that the scenario's checks accept,
+    planned with the same physics as ``plan``: GPUs and nodes per replica, per-GPU bytes,
+    KV budget, max sequences, collective time (all-to-all apart) and per-token latency at
+    each layout's own batch."""
     base = scenario.model_dump(mode="json")
+    moe = resolve(scenario).model.is_moe
+    cur = scenario.parallel
     rows: list[Row] = []
     for tp in tps:
         for pp in pps:
             for ep in eps:
-                data = {**base, "parallel": {"tp": tp, "pp": pp, "ep": ep}}
-                try:
-                    r = resolve(scenario_from_dict(data))
-                except PlannerError:
-                    continue
-                pl = plan_resolved(r)
-                m, d = pl.memory, pl.decode
-                rows.append({
-                    "tp": tp, "pp": pp, "ep": ep, "gpus": tp * pp * ep, "fits": m.fits,
-                    "weight_bytes_per_gpu": m.weight_bytes_per_gpu, "kv_budget_bytes": m.kv_budget_bytes,
-                    "max_sequences": m.max_sequences, "batch_size": d.batch_size, "comm_s": d.comm_s,
-                    # The ITL mean the Plan shows (the operating point's, chunk stalls included when
-                    # colocated); the decode step alone where no operating point meets the SLO.
-                    "itl_s": pl.operating_point.itl_s if pl.operating_point.feasible else d.itl_s,
-                    "step_s": d.step_s, "tok_s_per_replica": d.tok_s_per_replica, "tok_s_per_gpu": d.tok_s_per_gpu,
-                    "tp_over_pcie": tp > r.gpu.scaleup_domain_gpus,
-                    "current": (tp, pp, ep) == (scenario.parallel.tp, scenario.parallel.pp, scenario.parallel.ep),
-                })
+                for dp in (dp_attentions if moe else (False,)):
+                    if tp % ep or (dp and (tp == 1 or ep not in (1, tp))):
+                        continue  # EP lays the experts over the TP GPUs; DP attention as engines run it: EP = TP
+                    # redundant experts kept only on the scenario's own layout
+                    red = cur.redundant_experts if (tp, ep) == (cur.tp, cur.ep) else 0
+                    data = {**base, "parallel": {"tp": tp, "pp": pp, "ep": ep, "dp_attention": dp,
+                                                 "redundant_experts": red}}
+                    try:
+                        r = resolve(scenario_from_dict(data))
+                    except PlannerError:
+                        continue
+                    rows.append(_layout_row(scenario, r))
     return rows
+
+
+def _layout_row(scenario: Scenario, r: Resolved) -> Row:
+    """One layout of ``parallel_options``."""
+    p = r.scenario.parallel
+    tp, pp, ep = p.tp, p.pp, p.ep
+    pl = plan_resolved(r)
+    m, d = pl.memory, pl.decode
+    cur = scenario.parallel
+    return {
+        "tp": tp, "pp": pp, "ep": ep, "dp_attention": p.dp_attention, "layout": p.label(), "gpus": p.gpus,
+        "nodes": m.nodes_per_replica, "fits": m.fits, "all_to_all_s": d.all_to_all_s,
+        "weight_bytes_per_gpu": m.weight_bytes_per_gpu, "kv_budget_bytes": m.kv_budget_bytes,
+        "max_sequences": m.max_sequences, "batch_size": d.batch_size, "comm_s": d.comm_s,
+        # The ITL mean the Plan shows (the operating point's, chunk stalls included when
+        # colocated); the decode step alone where no operating point meets the SLO.
+        "itl_s": pl.operating_point.itl_s if pl.operating_point.feasible else d.itl_s,
+        "step_s": d.step_s, "tok_s_per_replica": d.tok_s_per_replica, "tok_s_per_gpu": d.tok_s_per_gpu,
+        # within a node but past the NVLink domain (a group spanning nodes talks over the NICs)
+        "tp_over_pcie": r.gpu.scaleup_domain_gpus < tp <= r.gpu.gpus_per_node,
+        "multi_node": m.nodes_per_replica > 1,
+        "current": (tp, pp, ep, p.dp_attention) == (cur.tp, cur.pp, cur.ep, cur.dp_attention),
+    }
 
 
 def log_grid(*, low: float, high: float, points: int) -> list[float]:

@@ -12,6 +12,7 @@ import io
 
 from planner.errors import ScenarioError
 from planner.physics.lengths import parse_trace_csv
+from planner.physics.speculative import DRAFT_MODEL_ACCEPTANCE, EAGLE3_TAU, EAGLE_ACCEPTANCE, MTP_ACCEPTANCE
 from planner.spec.scenario import Scenario
 
 __all__ = ["INPUT_HELP", "TRACE_MAX_BYTES", "TRACE_MAX_ROWS", "trace_from_upload"]
@@ -44,10 +45,19 @@ INPUT_HELP: dict[str, str] = {
     "workload.output_sigma": "σ of ln(output tokens) for a lognormal distribution (0: fixed). Unitless.",
     "speculative.draft_tokens": "Tokens the draft model proposes per verify pass (0: speculative decoding off). "
                                 f"Default {_D.speculative.draft_tokens}.",
-    "speculative.acceptance": "Probability α that the target accepts each drafted token. Default "
-                              f"{_D.speculative.acceptance:g}: EAGLE-3 reports 70–80% (seeds 000, 001).",
-    "speculative.draft_cost": "One draft step's time as a fraction of one target decode step. Default "
-                              f"{_D.speculative.draft_cost:g} (assumed: a draft ~1/20 of the target's size).",
+    "speculative.method": "What drafts: eagle (an EAGLE-3 head of the target's own layers), mtp (the model's "
+                          "multi-token-prediction module; DeepSeek-V3-class models) or draft_model (a separate "
+                          f"catalog model). Default {_D.speculative.method} (draft_model when a draft model is named).",
+    "speculative.acceptance": "Probability α that the target accepts each drafted token (given the ones before). "
+                              f"Empty: the method's sourced default: mtp {MTP_ACCEPTANCE.per_position[0]:g} "
+                              "(DeepSeek-V3 report §5.4.3), eagle "
+                              f"{EAGLE_ACCEPTANCE.per_position[0]:g} (EAGLE-3 paper, τ ≈ {EAGLE3_TAU:g} on MT-bench), "
+                              f"draft_model {DRAFT_MODEL_ACCEPTANCE.per_position[0]:g} (assumed).",
+    "speculative.acceptance_per_position": "Acceptance a_1 … a_K, one per draft position (a shorter list repeats "
+                                           "its last); overrides speculative.acceptance.",
+    "speculative.draft_cost": "One draft step's time as a fixed fraction of one target decode step. Empty: the "
+                              "drafter's own decode step from the step model (the draft model's, the EAGLE head's "
+                              "or the MTP block's, at the same batch).",
     "speculative.draft_model": "The separate draft model (a catalog id) whose weights and KV cache are charged "
                                "beside the target's; empty: an EAGLE-style head of the target's own layers.",
     "speculative.draft_layers": "Decoder layers of an EAGLE-style head (the target's shape). Default "

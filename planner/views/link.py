@@ -67,6 +67,7 @@ LINK_FIELDS: tuple[LinkField, ...] = (
     LinkField("tp", "parallel.tp", "choice"),
     LinkField("pp", "parallel.pp", "choice"),
     LinkField("ep", "parallel.ep", "choice"),
+    LinkField("dpa", "parallel.dp_attention", "choice"),
     LinkField("mode", "serving.mode", "choice"),
     LinkField("prompt", "workload.prompt_tokens", "int", minimum=1),
     LinkField("output", "workload.output_tokens", "int", minimum=1),
@@ -88,8 +89,9 @@ LINK_FIELDS: tuple[LinkField, ...] = (
     LinkField("minrep", "fleet.min_replicas", "int", minimum=1),
     LinkField("link", "fleet.link", "choice"),
     LinkField("draft", "speculative.draft_tokens", "int", minimum=0),
-    LinkField("accept", "speculative.acceptance", "float"),
-    LinkField("dcost", "speculative.draft_cost", "float", minimum=0),
+    LinkField("smethod", "speculative.method", "choice"),
+    LinkField("accept", "speculative.acceptance", "float", optional=True),
+    LinkField("dcost", "speculative.draft_cost", "float", optional=True, minimum=0),
 )
 _BY_KEY = {f.key: f for f in LINK_FIELDS}
 

@@ -19,6 +19,7 @@ from planner.sizing.plan import Plan
 from planner.spec.context import resolve
 from planner.spec.derivation import Derivation, fmt_num
 from planner.spec.scenario import Scenario, scenario_from_dict
+from planner.views.pools import pool_derivations
 from planner.views.referee import RefereePick, Simulate, referee_pick
 from planner.views.sweep import SweepRow
 
@@ -126,20 +127,24 @@ def fleet_derivations(*, scenario: Scenario, plan: Plan) -> dict[str, Derivation
                         f"{fmt_num(f.prefill_req_s_per_replica)} req/s, decode {fmt_num(f.decode_req_s_per_replica)} "
                         "req/s per replica)",
             value=ratio, unit="")
+    d.update(pool_derivations(scenario=scenario, plan=plan))  # pools with their own GPU or layout
     return d
 
 
 def sweep_row_scenario(base: Scenario, row: SweepRow | Mapping[str, Any]) -> Scenario:
     """The scenario a sweep row describes: ``base`` with the row's GPU, weights
-    dtype, TP, PP, EP, chunk size and serving mode; ``plan`` of it gives the row's
+    dtype, TP, PP, EP, DP attention, chunk size and serving mode; ``plan`` of it gives the row's
     feasibility, GPUs and $/Mtok (``base`` being the scenario the sweep ran on)."""
     data = base.model_dump(mode="json")
     values = row.to_dict() if isinstance(row, SweepRow) else row
     try:
         data["gpu"] = str(values["gpu"])
         data["weights_dtype"] = str(values["weights_dtype"])
+        dp = values.get("dp_attention", False)
+        # The sweep's candidates run without the scenario's redundant experts (planner.views.sweep).
         data["parallel"] = {**data["parallel"], "tp": int(values["tp"]), "pp": int(values["pp"]),
-                            "ep": int(values["ep"])}
+                            "ep": int(values["ep"]), "redundant_experts": 0,
+                            "dp_attention": dp if isinstance(dp, bool) else str(dp).strip().lower() in ("true", "1")}
         data["serving"] = {**data["serving"], "mode": str(values["mode"]),
                            "chunk_tokens": int(values["chunk_tokens"])}
     except KeyError as exc:

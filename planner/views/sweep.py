@@ -32,13 +32,19 @@ from planner.spec.scenario import MAX_EP, MAX_PP, MAX_SEQUENCE_TOKENS, MAX_TP, S
 from planner.views.referee import REFEREE_MAX_SIMULATED, RefereePick, Simulate, referee_pick, slo_status
 
 __all__ = ["DEFAULT_CHUNKS", "DEFAULT_DTYPES", "DEFAULT_EP", "DEFAULT_PP", "DEFAULT_TP", "MAX_SWEEP_CANDIDATES",
+           "MOE_MULTI_NODE_TP", "tp_ep_pairs",
            "SweepResult", "SweepRow", "pareto_front", "sweep", "sweep_result"]
 
 DEFAULT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "int8", "int4", "nvfp4")
 DEFAULT_TP: tuple[int, ...] = (1, 2, 4, 8)
 DEFAULT_PP: tuple[int, ...] = (1, 2)
-# Expert-parallel degrees tried for MoE models (those dividing the expert count).
+# Expert-parallel degrees tried for MoE models (those dividing TP and the expert count:
+# EP lays the experts over the TP GPUs a stage has), each with data-parallel attention
+# off and on.
 DEFAULT_EP: tuple[int, ...] = (1, 2, 4, 8)
+# Multi-node groups tried for MoE models (TP16/EP16 over two 8-GPU nodes, EP32 over
+# four: how DeepSeek-class models are served over RDMA), EP = TP only.
+MOE_MULTI_NODE_TP: tuple[int, ...] = (16, 32)
 # Chunk sizes tried (vLLM's max_num_batched_tokens: 512 is the Sarathi-Serve
 # example, 2048 the planner's default, 8192 vLLM V1's default on large GPUs).
 DEFAULT_CHUNKS: tuple[int, ...] = (512, 2048, 8192)
@@ -58,7 +64,7 @@ def _unique(values: Sequence[T]) -> list[T]:
 
 
 def _check_axes(gpu_ids: list[str], dts: list[str], tps: list[int], pps: list[int], modes: list[str], *,
-                eps: list[int], chunks: list[int]) -> None:
+                eps: list[int], chunks: list[int], dps: list[bool], pairs: int) -> None:
     for flag, axis, top in (("--tp", tps, MAX_TP), ("--pp", pps, MAX_PP), ("--ep", eps, MAX_EP),
                             ("--chunks", chunks, MAX_SEQUENCE_TOKENS)):
         if not axis:
@@ -69,12 +75,27 @@ def _check_axes(gpu_ids: list[str], dts: list[str], tps: list[int], pps: list[in
     for flag, names in (("--gpus", gpu_ids), ("--dtypes", dts), ("--modes", modes)):
         if not names:
             raise ScenarioError(f"{flag}: give at least one value")
-    n = len(gpu_ids) * len(dts) * len(tps) * len(pps) * len(eps) * len(chunks) * len(modes)
+    if not pairs:
+        raise ScenarioError("--ep: no value divides any --tp value (parallel.ep lays the experts over the TP GPUs)")
+    n = len(gpu_ids) * len(dts) * pairs * len(pps) * len(dps) * len(chunks) * len(modes)
     if n > MAX_SWEEP_CANDIDATES:
         raise ScenarioError(
-            f"sweep: {len(gpu_ids)} GPUs × {len(dts)} dtypes × {len(tps)} TP × {len(pps)} PP × {len(eps)} EP × "
-            f"{len(chunks)} chunks × {len(modes)} modes = {n:,} candidates, over the limit of "
-            f"{MAX_SWEEP_CANDIDATES:,}; narrow --gpus, --dtypes, --tp, --pp, --ep, --chunks or --modes")
+            f"sweep: {len(gpu_ids)} GPUs × {len(dts)} dtypes × {pairs} TP·EP pairs × {len(pps)} PP × "
+            f"{len(dps)} DP attention × {len(chunks)} chunks × {len(modes)} modes = {n:,} candidates, over the "
+            f"limit of {MAX_SWEEP_CANDIDATES:,}; narrow --gpus, --dtypes, --tp, --pp, --ep, --chunks or --modes")
+
+
+def tp_ep_pairs(tps: Sequence[int], eps: Sequence[int] | None, *, moe: bool, base_ep: int = 1
+                ) -> list[tuple[int, int]]:
+    """The (TP, EP) pairs a sweep tries: ``eps`` dividing each TP; by default, for a
+    mixture-of-experts model, the DEFAULT_EP degrees dividing TP within a node's worth
+    (TP ≤ 8) and EP = TP for the multi-node groups; a dense model keeps ``base_ep``."""
+    if eps:
+        return [(t, e) for t in tps for e in _unique(list(eps)) if t % e == 0]
+    if not moe:
+        return [(t, base_ep) for t in tps if t % base_ep == 0]
+    top = max(DEFAULT_EP)
+    return [(t, e) for t in tps for e in (DEFAULT_EP if t <= top else (t,)) if t % e == 0]
 
 
 def pareto_front(x: Sequence[float] | NDArray[np.float64], y: Sequence[float] | NDArray[np.float64]) -> NDArray[np.bool_]:
@@ -99,22 +120,27 @@ def pareto_front(x: Sequence[float] | NDArray[np.float64], y: Sequence[float] | 
     return front
 
 
-def _layouts(model_heads: int, experts: int, tps: Sequence[int], pps: Sequence[int], eps: Sequence[int],
-             per_node: int, layers: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int, str]]]:
-    ok, bad = [], []
-    for tp in tps:
+Layout = tuple[int, int, int, bool]  # (tp, pp, ep, dp_attention)
+
+
+def _layouts(model_heads: int, experts: int, pairs: Sequence[tuple[int, int]], pps: Sequence[int],
+             dps: Sequence[bool], layers: int) -> tuple[list[Layout], list[tuple[int, int, int, bool, str]]]:
+    """The candidate layouts of (TP, EP) pairs (EP dividing TP): EP > 1 only for MoE
+    models, dividing the experts (else not a candidate); TP dividing the heads unless
+    attention is data-parallel."""
+    ok: list[Layout] = []
+    bad: list[tuple[int, int, int, bool, str]] = []
+    for tp, ep in pairs:
         for pp in pps:
-            for ep in eps:
-                if tp > per_node:
-                    bad.append((tp, pp, ep, f"parallel.tp ({tp}) exceeds the {per_node} GPUs in a node"))
-                elif model_heads % tp:
-                    bad.append((tp, pp, ep, f"parallel.tp ({tp}) does not divide {model_heads} heads"))
+            for dp in dps:
+                if ep > 1 and (not experts or experts % ep):
+                    continue
+                if model_heads % (1 if dp else tp):
+                    bad.append((tp, pp, ep, dp, f"parallel.tp ({tp}) does not divide {model_heads} heads"))
                 elif pp > layers:
-                    bad.append((tp, pp, ep, "parallel.pp exceeds the layers"))
-                elif ep > 1 and (not experts or experts % ep):
-                    continue  # EP only for MoE models, dividing the experts: not a candidate
+                    bad.append((tp, pp, ep, dp, "parallel.pp exceeds the layers"))
                 else:
-                    ok.append((tp, pp, ep))
+                    ok.append((tp, pp, ep, dp))
     return ok, bad
 
 
@@ -132,6 +158,7 @@ class SweepRow:
     tp: int
     pp: int
     ep: int
+    dp_attention: bool
     chunk_tokens: int
     mode: str
     feasible: bool
@@ -190,21 +217,21 @@ class SweepResult:
 
 def sweep(
     base: Scenario, *, gpus: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
-    tps: Sequence[int] = DEFAULT_TP, pps: Sequence[int] = DEFAULT_PP, eps: Sequence[int] | None = None,
+    tps: Sequence[int] | None = None, pps: Sequence[int] = DEFAULT_PP, eps: Sequence[int] | None = None,
     chunks: Sequence[int] | None = None, modes: Sequence[str] = MODES, referee: Simulate | None = None,
-    referee_cap: int = REFEREE_MAX_SIMULATED,
+    referee_cap: int = REFEREE_MAX_SIMULATED, dp_attentions: Sequence[bool] | None = None,
 ) -> dict[str, Any]:
     """Evaluate every candidate; returns {"rows": [...], "cheapest": row | None, ...}
     (:meth:`SweepResult.to_dict` of :func:`sweep_result`)."""
     return sweep_result(base, gpus=gpus, dtypes=dtypes, tps=tps, pps=pps, eps=eps, chunks=chunks,
-                        modes=modes, referee=referee, referee_cap=referee_cap).to_dict()
+                        modes=modes, referee=referee, referee_cap=referee_cap, dp_attentions=dp_attentions).to_dict()
 
 
 def sweep_result(
     base: Scenario, *, gpus: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
-    tps: Sequence[int] = DEFAULT_TP, pps: Sequence[int] = DEFAULT_PP, eps: Sequence[int] | None = None,
+    tps: Sequence[int] | None = None, pps: Sequence[int] = DEFAULT_PP, eps: Sequence[int] | None = None,
     chunks: Sequence[int] | None = None, modes: Sequence[str] = MODES, referee: Simulate | None = None,
-    referee_cap: int = REFEREE_MAX_SIMULATED,
+    referee_cap: int = REFEREE_MAX_SIMULATED, dp_attentions: Sequence[bool] | None = None,
 ) -> SweepResult:
     """Evaluate every candidate: typed rows, Pareto fronts and the cheapest marked.
 
@@ -213,14 +240,17 @@ def sweep_result(
     whose short simulation meets ``slo.attainment``, the simulated rows carrying
     ``simulated_attainment``; without it the analytic cheapest, labelled so.
 
-    ``eps`` default: DEFAULT_EP for a mixture-of-experts model, else the
-    scenario's own; ``chunks`` default: DEFAULT_CHUNKS and the scenario's own.
+    ``tps`` default: DEFAULT_TP, and for a mixture-of-experts model the multi-node
+    MOE_MULTI_NODE_TP (with EP = TP); ``eps`` default: DEFAULT_EP (and the multi-node
+    TPs) for a mixture-of-experts model, else the scenario's own; ``dp_attentions``
+    default: off and on for a mixture-of-experts model, else the scenario's own;
+    ``chunks`` default: DEFAULT_CHUNKS and the scenario's own.
     :func:`planner.views.review.sweep_row_scenario` turns a row back into the
     scenario ``plan`` gives the same feasibility, GPUs and $/Mtok for."""
     cat = load_catalog()
     gpu_ids = _unique(list(gpus)) if gpus else sorted(cat.gpus)
     dts = _unique(list(dtypes)) if dtypes else list(DEFAULT_DTYPES)
-    tps, pps, modes = _unique(list(tps)), _unique(list(pps)), _unique(list(modes))
+    pps, modes = _unique(list(pps)), _unique(list(modes))
     for g in gpu_ids:
         if g not in cat.gpus:
             raise ScenarioError(f"--gpus: unknown gpu '{g}'")
@@ -228,9 +258,14 @@ def sweep_result(
         if m not in MODES:
             raise ScenarioError(f"--modes: unknown mode '{m}' (colocated, disaggregated)")
     model = resolve(base).model
-    ep_list = _unique(list(eps)) if eps else (list(DEFAULT_EP) if model.is_moe else [base.parallel.ep])
+    moe = model.is_moe
+    tps = _unique(list(tps)) if tps else list(DEFAULT_TP) + (list(MOE_MULTI_NODE_TP) if moe else [])
+    pairs = tp_ep_pairs(tps, eps, moe=moe, base_ep=base.parallel.ep)
+    ep_list = _unique(list(eps)) if eps else _unique([e for _, e in pairs]) or [base.parallel.ep]
+    dp_list = (_unique([bool(x) for x in dp_attentions]) if dp_attentions
+               else ([False, True] if moe else [base.parallel.dp_attention]))
     chunk_list = sorted(set(chunks) if chunks else {*DEFAULT_CHUNKS, base.serving.chunk_tokens})
-    _check_axes(gpu_ids, dts, tps, pps, modes, eps=ep_list, chunks=chunk_list)
+    _check_axes(gpu_ids, dts, tps, pps, modes, eps=ep_list, chunks=chunk_list, dps=dp_list, pairs=len(pairs))
     rows: list[SweepRow] = []
     for gid in gpu_ids:
         for dt in dts:
@@ -238,7 +273,9 @@ def sweep_result(
                 try:
                     sc = base.model_copy(update={
                         "gpu": gid, "weights_dtype": dt,
-                        "parallel": base.parallel.model_copy(update={"tp": 1, "pp": 1, "ep": 1}),
+                        "parallel": base.parallel.model_copy(update={"tp": 1, "pp": 1, "ep": 1,
+                                                                     "dp_attention": False,
+                                                                     "redundant_experts": 0}),
                         "serving": base.serving.model_copy(update={"chunk_tokens": chunk})})
                     sc = Scenario.model_validate(sc.model_dump())
                 except ValidationError as exc:
@@ -246,16 +283,17 @@ def sweep_result(
                 r = resolve(sc)
                 cdt = compute_dtype(r.gpu, dt)  # the tensor-core rate used (FP4 weights on Hopper: fp8)
                 stats = workload_stats(r)
-                ok, bad = _layouts(r.model.heads, r.model.experts, tps, pps, ep_list, r.gpu.gpus_per_node,
-                                   r.model.layers)
+                # The scenario's redundant experts apply to its own layouts; candidates run without.
+                ok, bad = _layouts(r.model.heads, r.model.experts, pairs, pps, dp_list, r.model.layers)
                 for mode in modes:
                     key = _Key(gpu=gid, weights_dtype=dt, kv_dtype=sc.kv_dtype, chunk_tokens=chunk, mode=mode,
                                compute_dtype=cdt)
-                    rows.extend(_unplanned_row(key, tp=tp, pp=pp, ep=ep, reason=why) for tp, pp, ep, why in bad)
+                    rows.extend(_unplanned_row(key, tp=tp, pp=pp, ep=ep, dp=dp, reason=why)
+                                for tp, pp, ep, dp, why in bad)
                     if not ok:
                         continue
-                    op = operating_arrays(r, tp=[t for t, _, _ in ok], pp=[p for _, p, _ in ok],
-                                          ep=[e for _, _, e in ok], mode=mode, stats=stats)
+                    op = operating_arrays(r, tp=[x[0] for x in ok], pp=[x[1] for x in ok], ep=[x[2] for x in ok],
+                                          dp_attention=[x[3] for x in ok], mode=mode, stats=stats)
                     fl = fleet_arrays(r, op, stats)
                     rows.extend(_planned_row(key, op, fl, i, layout) for i, layout in enumerate(ok))
     return _referee(base, _mark_fronts(rows), referee=referee, cap=referee_cap)
@@ -314,24 +352,24 @@ def _finite(a: NDArray[np.float64], i: int) -> float | None:
     return x if math.isfinite(x) else None  # NaN/inf: not a number a reader can use
 
 
-def _unplanned_row(key: _Key, *, tp: int, pp: int, ep: int, reason: str) -> SweepRow:
-    """A layout the scenario rules out before any physics (TP over a node, not dividing the heads)."""
+def _unplanned_row(key: _Key, *, tp: int, pp: int, ep: int, dp: bool, reason: str) -> SweepRow:
+    """A layout the scenario rules out before any physics (TP not dividing the heads, PP past the layers)."""
     return SweepRow(gpu=key.gpu, weights_dtype=key.weights_dtype, kv_dtype=key.kv_dtype, tp=tp, pp=pp, ep=ep,
-                    chunk_tokens=key.chunk_tokens, mode=key.mode, feasible=False, reason=reason,
-                    compute_dtype=key.compute_dtype, gpus_per_replica=tp * pp * ep)
+                    dp_attention=dp, chunk_tokens=key.chunk_tokens, mode=key.mode, feasible=False, reason=reason,
+                    compute_dtype=key.compute_dtype, gpus_per_replica=tp * pp)
 
 
-def _planned_row(key: _Key, op: OperatingArrays, fl: FleetArrays, i: int, layout: tuple[int, int, int]) -> SweepRow:
+def _planned_row(key: _Key, op: OperatingArrays, fl: FleetArrays, i: int, layout: Layout) -> SweepRow:
     """Candidate ``i`` of one ``operating_arrays``/``fleet_arrays`` evaluation."""
-    tp, pp, ep = layout
+    tp, pp, ep, dp = layout
     return SweepRow(
-        gpu=key.gpu, weights_dtype=key.weights_dtype, kv_dtype=key.kv_dtype, tp=tp, pp=pp, ep=ep,
+        gpu=key.gpu, weights_dtype=key.weights_dtype, kv_dtype=key.kv_dtype, tp=tp, pp=pp, ep=ep, dp_attention=dp,
         chunk_tokens=key.chunk_tokens, mode=key.mode, feasible=bool(op.feasible[i]), reason=str(op.reason[i]),
         compute_dtype=key.compute_dtype, batch_size=int(op.batch_size[i]),
         itl_s=_finite(op.itl_s, i), itl_percentile_s=_finite(op.itl_percentile_s, i), ttft_s=_finite(op.ttft_s, i),
         itl_gap_p99_s=_finite(op.itl_gap_p99_s, i), slo_attainment=_finite(op.slo_attainment, i),
         ttft_p90_s=_finite(op.ttft_p90_s, i), goodput_req_s_per_replica=_finite(op.goodput_req_s_per_replica, i),
-        goodput_req_s_per_gpu=_finite(fl.goodput_req_s_per_gpu, i), gpus_per_replica=tp * pp * ep,
+        goodput_req_s_per_gpu=_finite(fl.goodput_req_s_per_gpu, i), gpus_per_replica=tp * pp,
         replicas=_finite(fl.replicas, i), gpus_total=_finite(fl.gpus_total, i),
         usd_per_hour=_finite(fl.usd_per_hour, i), usd_per_mtok_output=_finite(fl.usd_per_mtok_output, i),
         usd_per_mtok_blended=_finite(fl.usd_per_mtok_blended, i),

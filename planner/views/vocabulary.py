@@ -88,7 +88,8 @@ FIELD_LABELS: dict[str, str] = {
     # Scenario inputs (revision diffs, comparisons).
     "gpu": "GPU", "model": "Model", "weights_dtype": "Weights precision", "kv_dtype": "KV cache precision",
     "name": "Name", "parallel.tp": "Tensor parallel (TP)", "parallel.pp": "Pipeline parallel (PP)",
-    "parallel.ep": "Expert parallel (EP)", "workload.prompt_tokens": "Prompt tokens (mean)",
+    "parallel.ep": "Expert parallel (EP)", "parallel.dp_attention": "Data-parallel attention (DP attention)",
+    "parallel.redundant_experts": "Redundant experts (EPLB)", "workload.prompt_tokens": "Prompt tokens (mean)",
     "workload.output_tokens": "Output tokens (mean)", "workload.requests_per_s": "Requests/s (mean)",
     "workload.peak_requests_per_s": "Peak requests/s", "workload.prefix_tokens": "Shared prefix tokens",
     "workload.prefix_hit_rate": "Prefix hit rate", "workload.distribution": "Length distribution",

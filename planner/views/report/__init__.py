@@ -27,6 +27,7 @@ from planner.views.report.content import (
     Source,
     review_report,
 )
+from planner.views.report.deployment import deployment_rows
 from planner.views.report.document import (
     REPORT_FILE_STEM_MAX_CHARS,
     report_file_name,
@@ -77,6 +78,7 @@ __all__ = [
     "Source",
     "alternatives",
     "count",
+    "deployment_rows",
     "is_number",
     "missing",
     "percent",

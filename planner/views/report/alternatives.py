@@ -9,6 +9,7 @@ from typing import Any
 
 from planner.sizing.plan import Plan, plan
 from planner.spec.catalog import load_catalog
+from planner.spec.parallel import Parallel
 from planner.spec.scenario import Scenario, scenario_from_dict
 from planner.views.report.numbers import count, is_number, quantity, usd
 from planner.views.review import mode_scenarios
@@ -43,8 +44,8 @@ class Alternative:
     usd_value: float | None
 
 
-def _key(gpu: str, tp: int, pp: int, ep: int, mode: str) -> tuple[str, int, int, int, str]:
-    return gpu, tp, pp, ep, mode
+def _key(gpu: str, tp: int, pp: int, ep: int, mode: str, dp: bool = False) -> tuple[str, int, int, int, str, bool]:
+    return gpu, tp, pp, ep, mode, dp
 
 
 def _from_plan(option: str, s: Scenario, p: Plan, *, is_plan: bool = False) -> Alternative:
@@ -52,7 +53,7 @@ def _from_plan(option: str, s: Scenario, p: Plan, *, is_plan: bool = False) -> A
     why = f"{MISSES}: {op.reason}" if not op.feasible else ""
     par = s.parallel
     return Alternative(
-        option=option, gpu=p.gpu, layout=f"TP {par.tp} × PP {par.pp}" + (f" × EP {par.ep}" if par.ep > 1 else ""),
+        option=option, gpu=p.gpu, layout=par.label(),
         mode=f.mode, gpus_total=count(f.gpus_total, MISSES), usd_per_mtok_output=usd(c.usd_per_mtok_output, MISSES),
         ttft_p90=quantity(op.ttft_p90_s, "s", "queue unstable"), itl=quantity(op.itl_s, "s"),
         verdict="meets the SLO" if op.feasible else why, feasible=op.feasible, is_plan=is_plan,
@@ -65,7 +66,8 @@ def _from_row(option: str, row: dict[str, Any]) -> Alternative:
     gpus, cost = row.get("gpus_total"), row.get("usd_per_mtok_output")
     return Alternative(
         option=option, gpu=str(row["gpu"]),
-        layout=f"TP {row['tp']} × PP {row['pp']}" + (f" × EP {row['ep']}" if row["ep"] > 1 else ""),
+        layout=Parallel(tp=int(row["tp"]), pp=int(row["pp"]), ep=int(row["ep"]),
+                        dp_attention=bool(row.get("dp_attention", False))).label(),
         mode=str(row["mode"]), gpus_total=count(gpus, MISSES), usd_per_mtok_output=usd(cost, MISSES),
         ttft_p90=quantity(row.get("ttft_p90_s"), "s", "not evaluated"),
         itl=quantity(row.get("itl_s"), "s", "not evaluated"),
@@ -84,18 +86,18 @@ def alternatives(scenario: Scenario, p: Plan) -> tuple[tuple[Alternative, ...], 
     """(options, a note on what was compared).  The plan comes first, then the
     options by $/Mtok output (those that miss the SLO last)."""
     par = scenario.parallel
-    seen = {_key(p.gpu, par.tp, par.pp, par.ep, p.fleet.mode)}
+    seen = {_key(p.gpu, par.tp, par.pp, par.ep, p.fleet.mode, par.dp_attention)}
     out = [_from_plan("This plan", scenario, p, is_plan=True)]
     others: list[Alternative] = []
     for mode, sc in mode_scenarios(scenario).items():
         if mode != scenario.serving.mode:
-            seen.add(_key(p.gpu, par.tp, par.pp, par.ep, mode))
+            seen.add(_key(p.gpu, par.tp, par.pp, par.ep, mode, par.dp_attention))
             others.append(_from_plan(f"Same layout, {mode}", sc, plan(sc)))
     cat = load_catalog()
     for gid in COMPARED_GPUS:
         if gid in cat.gpus and gid != p.gpu:
             sc = _on_gpu(scenario, gid)
-            seen.add(_key(gid, par.tp, par.pp, par.ep, scenario.serving.mode))
+            seen.add(_key(gid, par.tp, par.pp, par.ep, scenario.serving.mode, par.dp_attention))
             others.append(_from_plan(f"Same layout on {gid}", sc, plan(sc)))
     rows = sweep(scenario, dtypes=[scenario.weights_dtype])["rows"]
     best: dict[str, dict[str, Any]] = {}
@@ -105,7 +107,7 @@ def alternatives(scenario: Scenario, p: Plan) -> tuple[tuple[Alternative, ...], 
             best[row["gpu"]] = row
     ranked = sorted(best.values(), key=lambda r: r["usd_per_mtok_output"])[:CHEAPEST_GPUS_MAX]
     for row in ranked:
-        k = _key(row["gpu"], row["tp"], row["pp"], row["ep"], row["mode"])
+        k = _key(row["gpu"], row["tp"], row["pp"], row["ep"], row["mode"], bool(row.get("dp_attention", False)))
         if k not in seen:
             seen.add(k)
             others.append(_from_row(f"Cheapest on {row['gpu']}", row))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from planner.physics.speculative import drafter_for
 from planner.sizing.plan import Plan, plan
 from planner.spec.catalog import load_catalog, on_demand_quotes
 from planner.spec.context import resolve
@@ -131,6 +132,7 @@ class ReviewReport:
     sources: tuple[Source, ...]
     plan: Plan = field(repr=False)
     scenario_model: Scenario = field(repr=False)
+    deployment: tuple[ReportRow, ...] = ()  # the chosen deploy target's commands (views/report/deployment.py)
 
     @property
     def slo_rows(self) -> tuple[ReportRow, ...]:
@@ -217,7 +219,8 @@ def _scenario_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
             f", {quantity(r.gpu.cuda_visible_hbm_bytes, 'bytes')} CUDA-visible"
             if r.gpu.cuda_visible_hbm_bytes is not None else "")),
         ReportRow("Precision", f"weights {s.weights_dtype}, KV cache {s.kv_dtype}"),
-        ReportRow("Layout per replica", f"TP {par.tp} × PP {par.pp} × EP {par.ep} = {p.fleet.gpus_per_replica} GPU(s)"),
+        ReportRow("Layout per replica", f"{par.label()}: TP {par.tp} × PP {par.pp} = {p.fleet.gpus_per_replica} GPU(s) on "
+                  f"{p.memory.nodes_per_replica} node(s)", par.describe()),
         ReportRow("Serving mode", sv.mode),
         ReportRow("Prompt / output tokens", f"{w.prompt_tokens:,} / {w.output_tokens:,} (means)", lengths),
         ReportRow("Traffic", f"{sig(w.requests_per_s)} req/s mean, {sig(w.peak_rate)} req/s peak", "the fleet is sized for the peak"),
@@ -230,8 +233,12 @@ def _scenario_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
         ReportRow("Prefill chunk", f"{sv.chunk_tokens:,} tokens"),
     ]
     if s.speculative.draft_tokens:
-        rows.append(ReportRow("Speculative decoding", f"{s.speculative.draft_tokens} draft tokens, acceptance "
-                        f"{percent(s.speculative.acceptance)}"))
+        dr = drafter_for(s.speculative, r.model)
+        if dr is not None:
+            acc = ", ".join(percent(x) for x in dr.acceptance)
+            rows.append(ReportRow("Speculative decoding", f"{dr.name} ({dr.method}), {s.speculative.draft_tokens} "
+                                  f"draft tokens, acceptance per position {acc}", f"{dr.acceptance_origin}: "
+                                  f"{dr.acceptance_source}"))
     return tuple(rows)
 
 
@@ -362,7 +369,7 @@ def _sources(s: Scenario, p: Plan, alts: tuple[Alternative, ...]) -> tuple[Sourc
 
 def review_report(scenario: Scenario, *, share_url: str | None = None, app_url: str = DEFAULT_APP_URL,
                   now: datetime | None = None, simulated: SimulatedCheck | None = None,
-                  referee: Simulate | None = None) -> ReviewReport:
+                  referee: Simulate | None = None, deploy_target: str | None = None) -> ReviewReport:
     """The review of ``scenario``: its plan, the alternatives compared and
     everything a reviewer needs to check them.  ``share_url`` is the link that
     reopens the scenario (default: ``app_url`` + ``?s=<share token>``).
@@ -370,7 +377,9 @@ def review_report(scenario: Scenario, *, share_url: str | None = None, app_url: 
     ``simulated``: the short simulation of the plan's fleet (the answer passes only if it
     meets ``slo.attainment`` too); ``referee``: the simulation behind the colocated vs
     disaggregated verdict (``planner.simulate.referee``; the report the CLI and the Plan
-    page write carries both)."""
+    page write carries both); ``deploy_target``: the deploy target whose commands it lists."""
+    from planner.views.report.deployment import deployment_rows  # it imports ReportRow from here
+
     p = plan(scenario)
     f, c = p.fleet, p.cost
     alts, note = alternatives(scenario, p)
@@ -413,5 +422,5 @@ def review_report(scenario: Scenario, *, share_url: str | None = None, app_url: 
         slo=slo, slo_notes=_slo_notes(p), limits=limits, fleet=_fleet_rows(p, simulated, mode_line), cost=_cost_rows(scenario, p), alternatives=alts, alternatives_note=note,
         derivations=_derivations(scenario, p), assumptions=_assumptions(scenario, p),
         warnings=tuple(readable_text(w) for w in p.warnings), sources=_sources(scenario, p, alts), plan=p,
-        scenario_model=scenario)
+        scenario_model=scenario, deployment=deployment_rows(scenario, p, deploy_target))
 

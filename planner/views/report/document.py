@@ -17,10 +17,11 @@ REPORT_FILE_STEM_MAX_CHARS = 60  # a download's file name from the scenario's na
 
 def review_report_html(scenario: Scenario, *, share_url: str | None = None, app_url: str = DEFAULT_APP_URL,
                        now: datetime | None = None, charts: bool = True, simulated: SimulatedCheck | None = None,
-                       referee: Simulate | None = None) -> str:
-    """The review of ``scenario`` as one HTML document (``simulated``/``referee``: see ``review_report``)."""
+                       referee: Simulate | None = None, deploy_target: str | None = None) -> str:
+    """The review of ``scenario`` as one HTML document (``simulated``/``referee``/``deploy_target``: see
+    ``review_report``)."""
     return report_html(review_report(scenario, share_url=share_url, app_url=app_url, now=now, simulated=simulated,
-                                     referee=referee), charts=charts)
+                                     referee=referee, deploy_target=deploy_target), charts=charts)
 
 
 def report_file_name(scenario: Scenario, suffix: str) -> str:

@@ -124,6 +124,10 @@ def report_html(report: ReviewReport, *, charts: bool = True) -> str:
         f'<section id="scenario"><h2>Scenario</h2>{_rows(r.scenario)}</section>',
         f'<section id="fleet"><h2>Recommended fleet</h2>{_rows(r.fleet)}</section>',
         f'<section id="cost"><h2>Cost</h2>{_rows(r.cost)}</section>',
+        (f'<section id="deployment"><h2>Deployment</h2><p class="meta">The commands that run the plan '
+         f'(<code>python -m planner deploy --target</code> writes them with their manifests).</p>'
+         f"{_table(('Pool', 'Command', 'Note'), ([_e(d.label), f'<code>{_e(d.value)}</code>', _e(d.note)] for d in r.deployment))}"
+         "</section>") if r.deployment else "",
         f'<section id="alternatives"><h2>Alternatives compared</h2><p>{_e(r.alternatives_note)}</p>{alts}'
         "<p class=\"meta\">p90 TTFT includes queueing at the planned utilization; ITL is the mean at each "
         "option's operating batch.</p></section>",

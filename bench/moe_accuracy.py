@@ -1,0 +1,98 @@
+"""How accurate is the planner on MoE: cross-validated errors on the MoE measurement files.
+
+    python bench/moe_accuracy.py [--data ../shared/data/inferencex_dsr1.json] [--cv gpu,engine,loso]
+                                 [--max-runs N] [--seed 0]
+
+For each scheme (``gpu``: leave one GPU out, ``engine``: leave one engine out, ``loso``:
+leave one publication out, ``kfold``, ``none``: the shipped defaults) every row is predicted
+by efficiencies fitted without its fold (``planner.validate.fit.cross_validate``), and the
+script prints, per held-out group and overall, the rows predicted and the median absolute
+error of TPOT, TTFT, output tok/s per GPU and per user (markdown tables, the README's
+"How accurate is it on MoE?").  ``--max-runs`` scores a seeded sample of runs (all the
+rows of a run are kept together) to bound the time on a small machine; the sample size
+is printed with the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from planner.validate import (  # noqa: E402
+    CV_SCHEMES,
+    RowResult,
+    cross_validate,
+    fold_assignment,
+    load_measurements,
+    run_key,
+    validate_rows,
+)
+
+__all__ = ["main", "table"]
+
+METRICS = ("tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "output_tok_s_per_user", "output_tok_s_total", "itl_ms")
+
+
+def _median(results: list[RowResult], metric: str) -> str:
+    e = [abs(r.error_pct) for r in results if r.metric == metric and r.error_pct is not None]
+    return f"{np.median(e):.1f}% ({len(e)})" if e else "—"
+
+
+def table(results: list[RowResult], groups: dict[str, str], title: str) -> str:
+    """Markdown: one line per held-out group and one for all rows; median |error| (rows)."""
+    present = [m for m in METRICS if any(r.metric == m for r in results)]
+    lines = [f"**{title}**", "", "| held out | predicted / rows | " + " | ".join(present) + " |",
+             "|---|---|" + "---|" * len(present)]
+    by: dict[str, list[RowResult]] = {}
+    for r in results:
+        by.setdefault(groups.get(r.id, "?"), []).append(r)
+    for g in [*sorted(by), "all"]:
+        rs = results if g == "all" else by[g]
+        done = sum(1 for r in rs if r.error_pct is not None)
+        lines.append(f"| {g} | {done} / {len(rs)} | " + " | ".join(_median(rs, m) for m in present) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/inferencex_dsr1.json"))
+    ap.add_argument("--cv", default="gpu,engine")
+    ap.add_argument("--max-runs", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    rows = list(load_measurements(args.data))
+    if args.max_runs:
+        runs = sorted({run_key(r) for r in rows}, key=repr)
+        keep = set(random.Random(args.seed).sample(runs, min(args.max_runs, len(runs))))
+        rows = [r for r in rows if run_key(r) in keep]
+    print(f"{args.data}: {len(rows)} rows, {len({run_key(r) for r in rows})} runs")
+    for scheme in [s.strip() for s in args.cv.split(",") if s.strip()]:
+        t = time.process_time()
+        if scheme == "none":
+            results, groups = validate_rows(rows), {r.id: "defaults" for r in rows}
+        elif scheme in CV_SCHEMES:
+            results = cross_validate(rows, scheme)  # type: ignore[arg-type]
+            groups = fold_assignment(rows, scheme)  # type: ignore[arg-type]
+        else:
+            print(f"--cv: unknown scheme '{scheme}' (known: none, {', '.join(CV_SCHEMES)})")
+            return 2
+        print()
+        print(table(results, groups, f"{scheme} ({time.process_time() - t:.0f} s CPU)"))
+        skipped: dict[str, int] = {}
+        for r in results:
+            if r.skipped_reason:
+                skipped[r.skipped_reason] = skipped.get(r.skipped_reason, 0) + 1
+        for why, n in sorted(skipped.items(), key=lambda kv: -kv[1])[:8]:
+            print(f"  skipped {n}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
