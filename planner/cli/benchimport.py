@@ -69,8 +69,12 @@ def _load_runs(args: argparse.Namespace, sources: list[str]) -> list[tuple[Any, 
 def _result_row(run: Any, r: Any) -> dict[str, Any]:
     s = r.scenario or {}
     op = r.operating_point
+
+    def name(v: Any) -> Any:  # an inline spec by its id
+        return v.get("id", "inline") if isinstance(v, dict) else v
+
     used = None if r.skipped_reason else (
-        f"{s.get('gpu')} {s.get('model')} {s.get('weights_dtype')} tp{(s.get('parallel') or {}).get('tp', 1)} "
+        f"{name(s.get('gpu'))} {name(s.get('model'))} {s.get('weights_dtype')} tp{(s.get('parallel') or {}).get('tp', 1)} "
         f"x{op.replicas if op else '?'} {op.load if op else ''} B={op.batch_size if op else 0:.0f}")
     level = r.id.rsplit("#", 1)[1].split(":", 1)[0]
     lv = run.levels[int(level)]
