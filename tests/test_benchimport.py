@@ -206,3 +206,39 @@ def test_setup_rejects_bad_set_values() -> None:
         bench_setup([*H100_8B, "parallel.tp=2", "n_gpus=3"])
     with pytest.raises(ScenarioError, match="precision"):
         bench_setup([*H100_8B, "precision=fp3"])
+
+
+def test_calibrate_from_a_stored_run_and_a_file_saves_a_scenario_naming_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner.store import get_scenario
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    monkeypatch.setenv("DATABASE_URL", url)
+    code, out, err = cli(["import-bench", str(VLLM), "--set", "gpu=h100-sxm", "--save"])
+    assert code == 0, err
+    (stored_id,) = json.loads(out)["saved"]
+    code, out, err = cli(["calibrate", "--from", str(stored_id), str(SGLANG), "--set", "gpu=h100-sxm", "--set",
+                          "model=llama-3.1-8b", "--save", "--name", "8b from my runs"])
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["cross_validation"] == "leave-one-run-out"
+    assert payload["calibrated_from"] == (f"store {stored_id} (vllm:vllm_serve_llama8b_c16.json), "
+                                          "sglang:sglang_bench_serving.jsonl")
+    assert {r["run"] for r in payload["rows"]} == set(payload["runs"])
+    assert all(r["held_out_error_pct"] is not None for r in payload["rows"])
+    saved = get_scenario(engine=make_engine(url), ref=payload["saved"])
+    assert saved.scenario.efficiency.calibrated_from == payload["calibrated_from"]
+    assert saved.scenario.efficiency.bandwidth == pytest.approx(payload["efficiency"]["bandwidth"])
+    assert "calibrated" in saved.tags
+
+
+def test_calibrate_table_and_a_missing_run_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    monkeypatch.setenv("DATABASE_URL", url)
+    code, out, _ = cli(["calibrate", "--from", str(SGLANG), "--set", "gpu=h100-sxm", "--set", "model=llama-3.1-8b",
+                        "--format", "table"])
+    assert code == 0 and "leave-one-level-out" in out and "efficiency.bandwidth=" in out
+    code, _, err = cli(["calibrate", "--from", "999", "--set", "gpu=h100-sxm"])
+    assert code == 2 and "no probe run 999" in err

@@ -93,7 +93,8 @@ def bench_run_from_summary(summary: Mapping[str, Any], settings: Mapping[str, An
     exactly as imported, a probe run from its levels."""
     if settings.get("source") == IMPORT_SOURCE and isinstance(settings.get("bench_run"), Mapping):
         run = BenchRun.model_validate(settings["bench_run"])
-        return run.model_copy(update={"run_id": run.run_id or (f"store {store_id}" if store_id else None)})
+        named = f"store {store_id} ({run.tool}:{run.source_file})" if store_id else None
+        return run.model_copy(update={"run_id": run.run_id or named})
     levels = []
     for lv in summary.get("levels") or ():
         ok = int(lv.get("requests", 0)) - int(lv.get("failures", 0))
