@@ -20,6 +20,7 @@ from planner.benchimport import (
     detect_tool,
     read_bench_file,
     run_rows,
+    save_bench_run,
     to_probe_run,
 )
 from planner.cli import main
@@ -27,6 +28,7 @@ from planner.errors import ScenarioError
 from planner.store import list_probe_runs
 from planner.store.db import make_engine
 from planner.store.migrate import upgrade
+from tests.store_support import db_url, engine  # noqa: F401  (fixtures)
 
 DATA = Path(__file__).parent / "data" / "bench"
 VLLM = DATA / "vllm_serve_llama8b_c16.json"
@@ -171,13 +173,13 @@ def test_saved_import_is_a_probe_run_record_and_reads_back(tmp_path: Path, monke
                         "model=llama-3.1-8b", "--set", "served_model=tiny-llama", "--save"])
     # the vLLM file names Llama 3.1 8B, not tiny-llama: refused before anything is saved
     assert code == 2 and "served_model" in err
-    engine = make_engine(url)
-    assert list_probe_runs(engine=engine) == []
+    store = make_engine(url)
+    assert list_probe_runs(engine=store) == []
     code, out, err = cli(["import-bench", str(AIPERF), "--set", "gpu=h100-sxm", "--set", "model=llama-3.1-8b",
                           "--set", "served_model=tiny-llama", "--save"])
     assert code == 0, err
     (stored_id,) = json.loads(out)["saved"]
-    (stored,) = list_probe_runs(engine=engine)
+    (stored,) = list_probe_runs(engine=store)
     assert stored.id == stored_id and stored.endpoint_url == "import:aiperf:profile_export_aiperf.json"
     assert stored.settings["source"] == "import" and stored.settings["tool_version"] == "0.13.0"
     assert "/" not in stored.settings["source_file"]
@@ -242,3 +244,22 @@ def test_calibrate_table_and_a_missing_run_id(tmp_path: Path, monkeypatch: pytes
     assert code == 0 and "leave-one-level-out" in out and "efficiency.bandwidth=" in out
     code, _, err = cli(["calibrate", "--from", "999", "--set", "gpu=h100-sxm"])
     assert code == 2 and "no probe run 999" in err
+
+
+def test_an_imported_run_and_a_probe_run_side_by_side_on_both_stores(engine) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """SQLite and the local PostgreSQL: the imported run is a probe-run record beside a probe's."""
+    import datetime as dt
+
+    from planner.store import save_probe_run
+
+    run = read_bench_file(GUIDELLM)
+    setup = bench_setup([*H100_8B, "served_model=tiny-llama", "engine=llama.cpp"])
+    imported = save_bench_run(engine=engine, run=run, setup=setup)
+    probe = save_probe_run(engine=engine, endpoint_url="http://127.0.0.1:8000", settings={"model": "m"},
+                           summary={"run_id": "probe-1", "levels": []}, started_at=dt.datetime.now(dt.UTC))
+    listed = {r.id: r for r in list_probe_runs(engine=engine)}
+    assert set(listed) == {imported, probe}
+    got = listed[imported]
+    assert got.endpoint_url == "import:guidellm:guidellm_0.8.1_concurrent4.json"
+    assert got.settings["setup"]["engine"] == "llama.cpp" and got.settings["tool"] == "guidellm"
+    assert bench_run_from_summary(got.summary, got.settings, store_id=got.id).levels == run.levels
