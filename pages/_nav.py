@@ -36,6 +36,7 @@ def app_pages() -> dict[str, list[StreamlitPage]]:
         ],
         "Measure": [
             st.Page("pages/probe.py", title="Live probe", url_path="probe"),
+            st.Page("pages/calibrate.py", title="Calibrate", url_path="calibrate"),
         ],
         "Reference": [
             st.Page("pages/catalog.py", title="Catalog", url_path="catalog"),

@@ -21,12 +21,11 @@ from pages._format import plain
 from pages._sidebar import page_scenario, request_load
 from pages._store import store_engine
 from planner import PlannerError
+from planner.benchimport import bench_run_from_probe, calibrate_runs, calibrated_from_scenario, scenario_setup
 from planner.probe import (
     MAX_WORKERS,
     ProbeJob,
     ProbeRun,
-    calibrate,
-    calibrated_scenario,
     failure_summary,
     level_label,
     measured_vs_predicted,
@@ -36,7 +35,7 @@ from planner.probe import (
 )
 from planner.probe.client import ERROR_DETAIL_CHARS
 from planner.probe.summary import first_failure
-from planner.views.columns import display_rows, residual_rows
+from planner.views.columns import display_rows
 
 POLL_S = 0.5  # how often the page looks at a running probe
 # the "API" choice → ProbeSettings.endpoint (None: the one the URL's path names)
@@ -171,18 +170,21 @@ if run is not None and run.levels:
         st.success(f"Saved as probe run {save_run(engine=engine, run=run)}")
     if c[1].button("Calibrate this scenario", key="pr_cal", disabled=run.outcome == "failed"):
         try:
-            cal = calibrate(run, scenario)
-            st.session_state["probe_cal"] = (cal, calibrated_scenario(scenario, cal))
+            # the Calibrate page's fit (planner.benchimport), on this run's levels
+            cal = calibrate_runs([(bench_run_from_probe(run), scenario_setup(scenario))])
+            st.session_state["probe_cal"] = (cal, calibrated_from_scenario(scenario, cal))
         except PlannerError as exc:
             st.error(str(exc))
     if "probe_cal" in st.session_state:
         cal, calibrated = st.session_state["probe_cal"]
-        st.write(f"bandwidth {cal.bandwidth_efficiency:.3f} · compute {cal.compute_efficiency:.3f} · "
-                 f"step overhead {cal.step_overhead_s * 1e3:.2f} ms · rms log error {cal.rms_log_error:.3f}")
+        e = cal.efficiency
+        ho = cal.held_out_median_abs_error_pct
+        st.write(f"bandwidth {e['bandwidth']:.3f} · compute {e['compute']:.3f} · step overhead "
+                 f"{e['step_overhead_s'] * 1e3:.2f} ms · median |error| {cal.in_sample_median_abs_error_pct:.1f}% · "
+                 f"{cal.cross_validation} " + ("—" if ho is None else f"{ho:.1f}%"))
         for text in cal.warnings:  # a value at its bound, an error over the limit: the fit says nothing
             st.warning(f"Calibration: {text}", icon=None)
-        st.dataframe(pd.DataFrame(residual_rows(r.model_dump() for r in cal.residuals)), hide_index=True,
-                     key="pr_resid")
+        st.dataframe(pd.DataFrame([r.model_dump() for r in cal.rows]), hide_index=True, key="pr_resid")
         if st.button("Use the calibrated scenario", key="pr_use"):
-            request_load(calibrated, label=f"calibrated from probe run {cal.run_id}")
+            request_load(calibrated, label=f"calibrated from probe run {cal.calibrated_from}")
             st.rerun()

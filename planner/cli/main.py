@@ -36,6 +36,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "planner.cli.scenarios",
     "planner.cli.probe",
     "planner.cli.report",
+    "planner.cli.benchimport",
     "planner.cli.deploy",
 )
 
