@@ -93,7 +93,7 @@ EXISTING: dict[str, dict[str, Any]] = {
     },
     "deepseek-v3 fp8 8xh200 ep8": {
         "model": "deepseek-v3", "gpu": "h200-sxm", "weights_dtype": "fp8", "kv_dtype": "fp8",
-        "parallel": {"ep": 8}, "workload": {"requests_per_s": 20, "prompt_tokens": 2000, "output_tokens": 250},
+        "parallel": {"tp": 8, "ep": 8}, "workload": {"requests_per_s": 20, "prompt_tokens": 2000, "output_tokens": 250},
     },
 }
 SCENARIOS: dict[str, dict[str, Any]] = {**SHORT_PROMPTS, **EXISTING}

@@ -26,7 +26,8 @@ def _step(model: str, batch: float, ep: int = 1) -> float:
 @settings(max_examples=25, deadline=None)
 @given(batch=st.integers(1, 512), alpha=st.floats(0, 1e-4), beta=st.floats(0, 1e-6))
 def test_decode_pays_every_moe_layer_and_routed_slot(batch: int, alpha: float, beta: float) -> None:
-    base = _step("deepseek-v3", batch, ep=8)
+    with physics_terms(moe_layer_overhead_s=0.0, moe_token_overhead_s=0.0):
+        base = _step("deepseek-v3", batch, ep=8)
     with physics_terms(moe_layer_overhead_s=alpha, moe_token_overhead_s=beta):
         more = _step("deepseek-v3", batch, ep=8)
     layers = param_counts(DSV3).moe_layers  # 58: 61 layers less the first 3 dense
@@ -46,7 +47,8 @@ def test_a_dense_model_never_pays_them(alpha: float, beta: float) -> None:
 def test_a_prefill_pays_the_layer_term_only() -> None:
     def t() -> float:
         return float(prefill_step(model=DSV3, gpu=H200, weights_dtype="fp8", kv_dtype="fp8", tokens=8192, tp=8).time_s)
-    base = t()
+    with physics_terms(moe_layer_overhead_s=0.0, moe_token_overhead_s=0.0):
+        base = t()
     with physics_terms(moe_layer_overhead_s=50e-6, moe_token_overhead_s=1e-6):
         assert t() - base == pytest.approx(58 * 50e-6, rel=1e-6)
 

@@ -134,4 +134,4 @@ def test_unstated_gpu_variant_assumes_the_common_one() -> None:
     s = setup_row(_row(1, gpu="a100_unspecified"), TRUTH)
     assert not isinstance(s, str) and s.scenario.gpu == "a100-sxm-80gb"
     assert any("a100_unspecified" in n and "a100-sxm-80gb" in n for n in s.notes)
-    assert "unknown gpu 'gb200'" in str(setup_row(_row(2, gpu="gb200"), TRUTH))
+    assert "unknown gpu 'tpu_v5e'" in str(setup_row(_row(2, gpu="tpu_v5e"), TRUTH))

@@ -229,7 +229,7 @@ def header_lines(inputs: DeployInputs, target: str) -> list[str]:
         f"Ridgeline deployment for target {target}",
         f"scenario: {s.name} · revision: {inputs.revision}",
         f"plan: {p.model} on {p.gpu} · weights {p.weights_dtype} · KV {p.kv_dtype} · {p.fleet.mode}",
-        f"GPUs: {p.fleet.gpus_total:g} · replicas: {pools}",
+        f"GPUs: {p.fleet.gpus_total:,.0f} · replicas: {pools}",
         f"$/Mtok output: {p.cost.usd_per_mtok_output:.3f}",
         f"TTFT ({_stat(p, 'ttft_s')}): {op.ttft_s * 1e3:.0f} ms · p90 TTFT: {op.ttft_p90_s * 1e3:.0f} ms",
         f"TPOT ({_stat(p, 'itl_s')}): {op.itl_s * 1e3:.1f} ms · "

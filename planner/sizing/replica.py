@@ -39,6 +39,7 @@ from planner.physics.techniques import (
     mbu,
     mfu,
 )
+from planner.physics.terms import term
 from planner.sizing.layout_section import layout_comm_derivations, layout_memory_derivations
 from planner.sizing.operating import MeanPrefill, OperatingArrays, chunk_times_at, mean_prefill, replica_memory
 from planner.sizing.results import DecodeResult, MemoryResult, PrefillResult, RooflineResult
@@ -46,6 +47,7 @@ from planner.spec.catalog import get_model
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
 from planner.spec.derivation import Derivation, Origin, fmt_num
+from planner.spec.params import param_counts
 from planner.spec.precision import bytes_per_weight
 
 __all__ = [
@@ -304,7 +306,8 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
        "PP × (t_gemm + t_experts + t_attention) + collectives + overhead, each kernel group on its own roofline "
        "per GPU per pipeline stage: t_gemm = max(F_dense / (η_c × C_w), (W + activations) / (η_b × BW)), "
        "t_attention = max(F_attention / (η_c × C_attn), KV bytes / (η_b × BW)); overhead = step "
-       "(decode replays a CUDA graph: no per-layer launches)",
+       "(decode replays a CUDA graph: no per-layer launches) [+ MoE: L_moe × (per layer + per routed slot × B·k/EP), "
+       "physics.kernels.moe_overhead_s]",
        f"{pp} × ({fmt_num(float(st.gemm_s))} + {fmt_num(float(st.expert_s))} + {fmt_num(float(st.attention_s))}) + "
        f"{fmt_num(float(st.comm_s))} + {fmt_num(float(st.overhead_s))}",
        step, "s", ob if st.memory_bound else oc)
@@ -372,9 +375,12 @@ def _prefill_working(r: Resolved, pf: PrefillStep, t: float) -> str:
     collectives + overhead (step + per layer × L)."""
     if t <= 0:
         return "0"  # every prompt token hits the prefix cache
-    return (f"{fmt_num(float(pf.gemm_s))} + {fmt_num(float(pf.expert_s))} + {fmt_num(float(pf.attention_s))} + "
-            f"{fmt_num(float(pf.comm_s))} + {fmt_num(r.step_overhead_s)} + {fmt_num(r.layer_overhead_s)} × "
-            f"{r.model.layers}")
+    out = (f"{fmt_num(float(pf.gemm_s))} + {fmt_num(float(pf.expert_s))} + {fmt_num(float(pf.attention_s))} + "
+           f"{fmt_num(float(pf.comm_s))} + {fmt_num(r.step_overhead_s)} + {fmt_num(r.layer_overhead_s)} × "
+           f"{r.model.layers}")
+    if r.model.is_moe:  # the MoE layers' routing and permute (physics.kernels.moe_overhead_s, fitted)
+        out += f" + {param_counts(r.model).moe_layers} × {fmt_num(term('moe_layer_overhead_s'))}"
+    return out
 
 
 def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float, mean: MeanPrefill | None = None,
@@ -418,7 +424,7 @@ def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float, mean: MeanPr
     pf = hit if h == 1 else miss
     _d(d, "prefill.time_s",
        "t_gemm + t_experts + t_attention (each max(FLOPs / (TP·EP × η_c × C), bytes / (η_b × BW)), attention "
-       "at the 16-bit rate) + collectives + overhead (step + per layer × L), F = 2 × P × n + "
+       "at the 16-bit rate) + collectives + overhead (step + per layer × L [+ per MoE layer × L_moe]), F = 2 × P × n + "
        "2·(d_qk+d_v)·L·H·(n·c + n²/2)"
        + ("; averaged over prefix hits and misses: h × t_hit + (1 − h) × t_miss" if 0 < h < 1 else ""),
        sub, t, "s", r.origins["efficiency.compute"] if pf.compute_bound else r.origins["efficiency.bandwidth"])
