@@ -71,7 +71,7 @@ def test_model_change_survives_reload_and_every_page_renders(server: str, browse
     choose(page, "Model", "llama-3.1-70b")
     choose(page, "Weights", "fp8")
     choose(page, "TP", "2")
-    expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h100-sxm")
+    expect(page.locator("[data-testid='stMain'] [data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h100-sxm")
     after = {k: metric(page, k) for k in HEADLINES}
     assert after["tok/s per replica"] != before
     assert "model=llama-3.1-70b" in page.url and "wd=fp8" in page.url and "tp=2" in page.url
@@ -103,7 +103,7 @@ def test_save_share_links_and_plan_csv(server: str, browser: Browser, tmp_path: 
     choose(page, "GPU", "h200-sxm")
     choose(page, "Model", "llama-3.1-70b")
     choose(page, "Weights", "fp8")
-    expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h200-sxm")
+    expect(page.locator("[data-testid='stMain'] [data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h200-sxm")
     shown = {k: metric(page, k) for k in HEADLINES}
     _goto(page, "scenarios")
     page.get_by_label("Name", exact=True).fill("Browser review")
@@ -133,7 +133,7 @@ def test_save_share_links_and_plan_csv(server: str, browser: Browser, tmp_path: 
         page = fresh.new_page()
         page.goto(link)
         settled(page)
-        expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h200-sxm")
+        expect(page.locator("[data-testid='stMain'] [data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h200-sxm")
         assert {k: metric(page, k) for k in HEADLINES} == shown, link
         assert page.locator("[data-testid='stException']").count() == 0
         fresh.close()
@@ -152,7 +152,7 @@ def test_direct_page_url_on_a_fresh_server(browser: Browser, tmp_path: Path) -> 
         expect(page).to_have_url(re.compile(r"model=llama-3\.1-70b"))
         page.locator("[data-testid='stSidebarNav'] a", has_text=re.compile("^Plan$")).first.click()
         settled(page)
-        expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h100-sxm")
+        expect(page.locator("[data-testid='stMain'] [data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h100-sxm")
         page.context.close()
 
 

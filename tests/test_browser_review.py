@@ -90,7 +90,7 @@ def test_the_whole_review(tmp_path: Path) -> None:
         for label, value in (("Requests/s", 50), ("Prompt tokens", 2000), ("Output tokens", 300),
                              ("TTFT target", 1000), ("ITL target", 50)):
             set_number(page, label, value)
-        expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h200-sxm")
+        expect(page.locator("[data-testid='stMain'] [data-testid='stCaptionContainer']").first).to_contain_text("llama-3.1-70b on h200-sxm")
         _no_exception(page)
         _shot(page, "1-plan")
         set_up = ACTIONS.copy()
@@ -174,7 +174,7 @@ def test_the_whole_review(tmp_path: Path) -> None:
             page = fresh.new_page()
             page.goto(f"{url}/{link.removeprefix('./')}")
             settled(page)
-            expect(page.locator("[data-testid='stCaptionContainer']").first).to_contain_text(
+            expect(page.locator("[data-testid='stMain'] [data-testid='stCaptionContainer']").first).to_contain_text(
                 "llama-3.1-70b on h200-sxm")
             expect_number(page, "Requests/s", 50)
             expect_number(page, "Price", PRICE)
