@@ -45,6 +45,7 @@ __all__ = [
     "SEED",
     "CvScheme",
     "FIT_TERMS",
+    "MOE_TERM_NAMES",
     "TERM_SEARCH",
     "cross_validate",
     "fit_efficiency",
@@ -93,6 +94,8 @@ TERM_SEARCH: dict[str, tuple[float, float, float, float, float]] = {
 # on the shared machine; the hop latency, per-sequence overhead and GEMM shard terms
 # were rejected in issue 14 (no signal, 5-fold worse, LOSO worse) and not re-run.
 FIT_TERMS: tuple[str, ...] = ("collective_call_s",)
+# The MoE layer terms (planner.physics.kernels.moe_overhead_s), fitted apart (planner.validate.moefit).
+MOE_TERM_NAMES: tuple[str, ...] = ("moe_layer_overhead_s", "moe_token_overhead_s")
 _TOL = 1e-5  # relative change in cost / parameters at which a fit stops (0.001% of the error)
 # Robust loss on the log errors: rows within ~LOSS_SCALE (20%) count as squares, beyond it
 # linearly, so a handful of rows the model cannot describe (a TTFT 50× off because the row's
@@ -107,8 +110,11 @@ def _space(terms: Sequence[str]) -> dict[str, tuple[float, float, float, float, 
 
 def _eff(x: np.ndarray, terms: Sequence[str]) -> EfficiencySet:
     values = {name: float(v) * spec[0] for (name, spec), v in zip(_space(terms).items(), x, strict=True)}
-    # Terms not fitted are off (0), not the shipped defaults: a fit is reproducible.
-    return EfficiencySet(**{"step_overhead_s": 0.0, **{k: 0.0 for k in TERM_NAMES}, **values})
+    # Terms not fitted are off (0), not the shipped defaults: a fit is reproducible.  The MoE
+    # layer terms stay at theirs (fitted on MoE rows with these efficiencies held,
+    # planner.validate.moefit): they touch only MoE models, which a calibration may include.
+    off = {k: 0.0 for k in TERM_NAMES if k not in MOE_TERM_NAMES}
+    return EfficiencySet(**{"step_overhead_s": 0.0, **off, **values})
 
 
 def predictable_setups(rows: Sequence[MeasurementRow], context: Sequence[MeasurementRow] | None = None

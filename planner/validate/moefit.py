@@ -20,7 +20,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from planner.spec.fitted import FITTED_EFFICIENCY
-from planner.validate.fit import LOSS, LOSS_SCALE, TERM_SEARCH, CvScheme, fold_assignment
+from planner.validate.fit import LOSS, LOSS_SCALE, MOE_TERM_NAMES, TERM_SEARCH, CvScheme, fold_assignment
 from planner.validate.names import engine_family
 from planner.validate.predict import EfficiencySet, RowSetup, efficiency_for, predict_row, setup_rows, shared_runs
 from planner.validate.report import RowResult, row_result
@@ -28,7 +28,7 @@ from planner.validate.rows import MeasurementRow, run_key
 
 __all__ = ["MOE_TERMS", "cross_validate_terms", "fit_terms", "sample_runs"]
 
-MOE_TERMS: tuple[str, ...] = ("moe_layer_overhead_s", "moe_token_overhead_s")
+MOE_TERMS: tuple[str, ...] = MOE_TERM_NAMES
 _TOL = 1e-4
 
 
