@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 from planner.validate import (  # noqa: E402
     CV_SCHEMES,
     MOE_TERMS,
+    CvScheme,
     RowResult,
     cross_validate,
     cross_validate_terms,
@@ -39,6 +40,7 @@ from planner.validate import (  # noqa: E402
 
 __all__ = ["main", "table"]
 
+KNOWN_SCHEMES: dict[str, CvScheme] = {c: c for c in CV_SCHEMES}
 METRICS = ("tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "output_tok_s_per_user", "output_tok_s_total", "itl_ms")
 
 
@@ -84,17 +86,17 @@ def main(argv: list[str] | None = None) -> int:
         terms = list(MOE_TERMS)
     for scheme in [s.strip() for s in args.cv.split(",") if s.strip()]:
         t = time.process_time()
+        cv = KNOWN_SCHEMES.get(scheme)
         if scheme == "none":
             results, groups = validate_rows(rows), {r.id: "defaults" for r in rows}
-        elif scheme in CV_SCHEMES and terms:
-            results, fitted = cross_validate_terms(rows, scheme, terms, fit_runs=args.fit_runs,  # type: ignore[arg-type]
-                                                   seed=args.seed)
-            groups = fold_assignment(rows, scheme)  # type: ignore[arg-type]
+        elif cv is not None and terms:
+            results, fitted = cross_validate_terms(rows, cv, terms, fit_runs=args.fit_runs, seed=args.seed)
+            groups = fold_assignment(rows, cv)
             for fold, v in fitted.items():
                 print(f"  {scheme} fold {fold}: " + ", ".join(f"{k} = {x:.3g}" for k, x in v.items()))
-        elif scheme in CV_SCHEMES:
-            results = cross_validate(rows, scheme)  # type: ignore[arg-type]
-            groups = fold_assignment(rows, scheme)  # type: ignore[arg-type]
+        elif cv is not None:
+            results = cross_validate(rows, cv)
+            groups = fold_assignment(rows, cv)
         else:
             print(f"--cv: unknown scheme '{scheme}' (known: none, {', '.join(CV_SCHEMES)})")
             return 2

@@ -40,7 +40,7 @@ def postgres_or_skip() -> None:
 
 
 @pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def db_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
     """An empty, unmigrated database URL."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'store.db'}"

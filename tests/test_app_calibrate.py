@@ -16,7 +16,7 @@ DATA = Path(__file__).parent / "data" / "bench"
 
 
 @pytest.fixture
-def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     db = use_migrated_sqlite(tmp_path, monkeypatch)
     at = new_app_test()
     at.run()
@@ -25,7 +25,7 @@ def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-un
     return at, db
 
 
-def chart_data(chart) -> list[dict]:  # type: ignore[no-untyped-def]
+def chart_data(chart) -> list[dict]:
     """The rows a Vega-Lite chart element carries (inline, or as an Arrow dataset)."""
     import pyarrow as pa
 
@@ -38,14 +38,14 @@ def chart_data(chart) -> list[dict]:  # type: ignore[no-untyped-def]
     return rows
 
 
-def upload(at, *names: str):  # type: ignore[no-untyped-def]
+def upload(at, *names: str):
     files = [(n, (DATA / n).read_bytes(), "application/json") for n in names]
     at.file_uploader(key="cb_files").set_value(files).run()
     assert not at.exception, at.exception
     return at
 
 
-def test_a_users_files_beside_the_prediction_then_fit_use_and_save(page) -> None:  # type: ignore[no-untyped-def]
+def test_a_users_files_beside_the_prediction_then_fit_use_and_save(page) -> None:
     at, db = page
     # the sidebar default is an H100 (the vLLM file's Llama 8B taken as the served model via its catalog name)
     upload(at, "vllm_serve_llama8b_c16.json", "sglang_bench_serving.jsonl")
@@ -78,7 +78,7 @@ def test_a_users_files_beside_the_prediction_then_fit_use_and_save(page) -> None
     assert not at.exception
 
 
-def test_a_hostile_file_is_one_message_and_nothing_else(page, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_hostile_file_is_one_message_and_nothing_else(page, tmp_path: Path) -> None:
     at, _ = page
     bad = json.loads((DATA / "vllm_serve_llama8b_c16.json").read_text()) | {"median_ttft_ms": float("nan")}
     at.file_uploader(key="cb_files").set_value([("bad.json", json.dumps(bad).encode(), "application/json")]).run()

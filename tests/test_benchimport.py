@@ -246,7 +246,7 @@ def test_calibrate_table_and_a_missing_run_id(tmp_path: Path, monkeypatch: pytes
     assert code == 2 and "no probe run 999" in err
 
 
-def test_an_imported_run_and_a_probe_run_side_by_side_on_both_stores(engine) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_an_imported_run_and_a_probe_run_side_by_side_on_both_stores(engine) -> None:  # noqa: F811
     """SQLite and the local PostgreSQL: the imported run is a probe-run record beside a probe's."""
     import datetime as dt
 

@@ -28,7 +28,7 @@ LEVELS = (1, 8, 32, 128, 256)  # a batch wide enough that KV reads separate band
 NOISE = 0.02  # 2% lognormal scatter, seeded
 
 
-def synthetic_run(name: str, isl: int, osl: int, setup, rng: np.random.Generator,  # type: ignore[no-untyped-def]
+def synthetic_run(name: str, isl: int, osl: int, setup, rng: np.random.Generator,
                   noise: float = NOISE) -> BenchRun:
     """A run whose TTFT and TPOT are the planner's own at TRUE, times seeded noise."""
     blank = BenchRun(tool="vllm", source_file=name, levels=tuple(
@@ -48,7 +48,7 @@ def synthetic_run(name: str, isl: int, osl: int, setup, rng: np.random.Generator
 
 
 @pytest.fixture(scope="module")
-def fitted():  # type: ignore[no-untyped-def]
+def fitted():
     rng = np.random.default_rng(26)
     setup = bench_setup(["gpu=h100-sxm", "model=llama-3.1-8b", "engine=vllm"])
     runs = [synthetic_run("short.json", 512, 256, setup, rng), synthetic_run("long.json", 4096, 256, setup, rng),
@@ -56,7 +56,7 @@ def fitted():  # type: ignore[no-untyped-def]
     return setup, runs, calibrate_runs([(r, setup) for r in runs])
 
 
-def test_known_efficiencies_are_fitted_back_within_5_percent(fitted) -> None:  # type: ignore[no-untyped-def]
+def test_known_efficiencies_are_fitted_back_within_5_percent(fitted) -> None:
     _, _, cal = fitted
     assert cal.efficiency["bandwidth"] == pytest.approx(TRUE.bandwidth, rel=0.05)
     assert cal.efficiency["compute"] == pytest.approx(TRUE.compute, rel=0.05)
@@ -75,7 +75,7 @@ def test_without_noise_every_fitted_value_is_recovered() -> None:
     assert cal.in_sample_median_abs_error_pct < 0.1
 
 
-def test_leave_one_run_out_scores_rows_the_fit_did_not_see(fitted) -> None:  # type: ignore[no-untyped-def]
+def test_leave_one_run_out_scores_rows_the_fit_did_not_see(fitted) -> None:
     _, runs, cal = fitted
     assert cal.cross_validation == "leave-one-run-out"
     assert cal.runs == tuple(f"vllm:{r.source_file}" for r in runs)
@@ -85,7 +85,7 @@ def test_leave_one_run_out_scores_rows_the_fit_did_not_see(fitted) -> None:  # t
     assert cal.warnings == ()
 
 
-def test_the_calibrated_scenario_names_its_runs_and_plans_say_so(fitted) -> None:  # type: ignore[no-untyped-def]
+def test_the_calibrated_scenario_names_its_runs_and_plans_say_so(fitted) -> None:
     setup, _, cal = fitted
     scenario = calibrated_from_scenario(setup.scenario, cal)
     assert scenario.efficiency.calibrated_from == "vllm:short.json, vllm:long.json, vllm:mid.json"

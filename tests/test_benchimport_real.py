@@ -56,7 +56,7 @@ def _need(path: Path, what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):  # type: ignore[no-untyped-def]
+def server(tmp_path_factory):
     _need(BINARY, "llama-server")
     _need(tool_binary("guidellm", GUIDELLM_VERSION), "guidellm")
     _need(tool_binary("aiperf", AIPERF_VERSION), "aiperf")
@@ -74,7 +74,7 @@ def server(tmp_path_factory):  # type: ignore[no-untyped-def]
     srv.stop()
 
 
-def _served(url: str, run) -> tuple[BenchRun, dict[str, float]]:  # type: ignore[no-untyped-def]
+def _served(url: str, run) -> tuple[BenchRun, dict[str, float]]:
     before = engine_counters(url)
     result = run()
     after = engine_counters(url)
@@ -88,7 +88,7 @@ def _served(url: str, run) -> tuple[BenchRun, dict[str, float]]:  # type: ignore
 
 
 @pytest.fixture(scope="module")
-def runs(server, tmp_path_factory):  # type: ignore[no-untyped-def]
+def runs(server, tmp_path_factory):
     url, _ = server
     work = tmp_path_factory.mktemp("bench")
     tok = write_tokenizer(work / "tokenizer")
@@ -111,7 +111,7 @@ def runs(server, tmp_path_factory):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("name", ["guidellm", "aiperf", "probe"])
-def test_each_clients_tpot_agrees_with_the_servers_clock(runs, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_each_clients_tpot_agrees_with_the_servers_clock(runs, name: str) -> None:
     run, srv = runs[name]
     (lv,) = run.levels
     assert lv.concurrency == CONCURRENCY and lv.completed is not None
@@ -121,19 +121,19 @@ def test_each_clients_tpot_agrees_with_the_servers_clock(runs, name: str) -> Non
     assert lv.tpot_s.mean == pytest.approx(srv["tpot_s"], rel=AGREEMENT)
 
 
-def test_the_imported_runs_and_the_probe_agree_once_each_is_held_to_the_server(runs) -> None:  # type: ignore[no-untyped-def]
+def test_the_imported_runs_and_the_probe_agree_once_each_is_held_to_the_server(runs) -> None:
     ratios = {name: run.levels[0].tpot_s.mean / srv["tpot_s"] for name, (run, srv) in runs.items()}
     for name in ("guidellm", "aiperf"):
         assert ratios[name] == pytest.approx(ratios["probe"], rel=AGREEMENT), ratios
 
 
 @pytest.mark.parametrize("name", ["guidellm", "aiperf", "probe"])
-def test_ttft_is_never_less_than_the_servers_prompt_time(runs, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_ttft_is_never_less_than_the_servers_prompt_time(runs, name: str) -> None:
     run, srv = runs[name]
     assert run.levels[0].ttft_s.mean >= srv["prompt_s"] * (1 - AGREEMENT)
 
 
-def test_imported_real_runs_calibrate_beside_the_probe(runs, server) -> None:  # type: ignore[no-untyped-def]
+def test_imported_real_runs_calibrate_beside_the_probe(runs, server) -> None:
     _, shape = server
     base = scenario_for(shape).model_dump(mode="json")
     pairs = []

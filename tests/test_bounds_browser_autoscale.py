@@ -29,7 +29,7 @@ def _children(pid: int) -> int:
     return n
 
 
-def _poll(pred, limit_s: float) -> bool:  # type: ignore[no-untyped-def]
+def _poll(pred, limit_s: float) -> bool:
     end = time.monotonic() + limit_s
     while time.monotonic() < end:
         if pred():

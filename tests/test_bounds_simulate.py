@@ -79,7 +79,7 @@ def test_tail_page_attack_is_refused_before_allocating() -> None:
     message = str(r["message"])
     assert "requests × (workload.output_tokens" in message and f"{MAX_SIM_TOKEN_STEPS:,}" in message
     assert "20,000 requests of 100,000 output tokens" in message and "MAX_SIM_TOKEN_STEPS" in message
-    grew_mb = (int(r["after_kb"]) - int(r["before_kb"])) / 1024  # type: ignore[call-overload]
+    grew_mb = (int(r["after_kb"]) - int(r["before_kb"])) / 1024
     assert grew_mb < 100, f"the refused run grew the process by {grew_mb:.0f} MB"
 
 
@@ -91,7 +91,7 @@ def test_just_under_the_cap_runs_in_bounded_memory() -> None:
     r = _child(requests, 16, output, 1e-6)
     assert r["message"] is None
     # the run's own peak above the warmed process (measured here: about 540 MB for 10M token steps)
-    grew_mb = (int(r["after_kb"]) - int(r["before_kb"])) / 1024  # type: ignore[call-overload]
+    grew_mb = (int(r["after_kb"]) - int(r["before_kb"])) / 1024
     assert grew_mb < 768, f"a run at the cap grew the process by {grew_mb:.0f} MB at its peak"
 
 

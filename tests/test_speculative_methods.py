@@ -213,7 +213,7 @@ def test_speedup_never_exceeds_the_tokens_per_verify(case: tuple[dict[str, objec
     """speedup = τ × step / (verify + drafts) ≤ τ: verifying k + 1 positions never costs less than one
     position's step, and the drafts are never free."""
     data, batch, ctx = case
-    sc = Scenario(**data)  # type: ignore[arg-type]
+    sc = Scenario(**data)
     r = resolve(sc)
     dr = drafter_for(sc.speculative, r.model)
     cyc = decode_cycle(batch_size=batch, context_tokens=ctx, draft_tokens=sc.speculative.draft_tokens, drafter=dr,
@@ -230,7 +230,7 @@ def test_speedup_non_increasing_in_batch_once_compute_bound(case: tuple[dict[str
     """Past the batch where the verify pass turns compute-bound, each larger batch gains less:
     the verify pass's k + 1 positions cost k + 1 times the FLOPs while the step saves no more bytes."""
     data, _, ctx = case
-    sc = Scenario(**data)  # type: ignore[arg-type]
+    sc = Scenario(**data)
     r = resolve(sc)
     dr = drafter_for(sc.speculative, r.model)
     k = sc.speculative.draft_tokens

@@ -45,14 +45,14 @@ def _both_clis(capsys: pytest.CaptureFixture[str]) -> list[str]:
 
 
 @pytest.fixture()
-def sqlite_at(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def sqlite_at(monkeypatch: pytest.MonkeyPatch):
     def point(path: Path) -> None:
         monkeypatch.delenv("DATABASE_URL", raising=False)
         monkeypatch.setenv("RIDGELINE_DB", str(path))
     return point
 
 
-def test_a_garbage_file_is_not_a_database(tmp_path: Path, sqlite_at, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+def test_a_garbage_file_is_not_a_database(tmp_path: Path, sqlite_at, capsys: pytest.CaptureFixture[str]) -> None:
     junk = tmp_path / "ridgeline.db"
     junk.write_bytes(b"this is not SQLite at all\x00\xff" * 200)
     sqlite_at(junk)
@@ -68,7 +68,7 @@ def test_a_garbage_file_is_not_a_database(tmp_path: Path, sqlite_at, capsys: pyt
 
 
 @pytest.mark.parametrize("where", ["directory", "missing folder"])
-def test_a_directory_or_missing_folder_cannot_be_opened(tmp_path: Path, sqlite_at, where: str,  # type: ignore[no-untyped-def]
+def test_a_directory_or_missing_folder_cannot_be_opened(tmp_path: Path, sqlite_at, where: str,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path if where == "directory" else tmp_path / "no" / "such" / "ridgeline.db"
     sqlite_at(path)

@@ -109,7 +109,7 @@ def test_models_match_migrations_no_drift(db_url: str) -> None:  # noqa: F811
     assert diff == []
 
 
-def test_cli_migrate_module(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_cli_migrate_module(tmp_path, monkeypatch, capsys) -> None:
     from planner.store.migrate import main
 
     monkeypatch.delenv("DATABASE_URL", raising=False)

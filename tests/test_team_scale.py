@@ -98,7 +98,7 @@ def test_two_servers_one_database(pg_url: str) -> None:
             loaded_a, loaded_b = get_scenario(engine=ea, ref=SLUG), get_scenario(engine=eb, ref=SLUG)
             assert loaded_a.version == loaded_b.version == 1
 
-            def changed(loaded, rps: float):  # type: ignore[no-untyped-def]
+            def changed(loaded, rps: float):
                 data = loaded.scenario.model_dump(mode="json")
                 data["workload"]["requests_per_s"] = rps
                 return scenario_from_dict(data)

@@ -76,7 +76,7 @@ def test_a_field_the_row_carries_is_never_silently_dropped() -> None:
 @pytest.mark.parametrize("scheme", ["gpu", "engine"])
 def test_leave_one_out_folds_hold_out_one_gpu_or_engine(scheme: str) -> None:
     rows = load_measurements(SHARED / "inferencex_dsr1.json")
-    assignment = fold_assignment(rows, scheme)  # type: ignore[arg-type]
+    assignment = fold_assignment(rows, scheme)
     folds = set(assignment.values())
     assert len(folds) == (7 if scheme == "gpu" else 6)
     for fold in folds:
@@ -120,7 +120,7 @@ def test_a_disaggregated_run_is_a_closed_loop_over_both_pools(users: int) -> Non
     ({"decode_tp": 4}, "a decode worker has 8 GPUs"),
 ])
 def test_pools_that_do_not_add_up_skip_the_row_naming_the_field(pools: dict[str, int], reason: str) -> None:
-    d = {**DISAGG["disaggregated"], **pools}  # type: ignore[dict-item]
+    d = {**DISAGG["disaggregated"], **pools}
     if "prefill_gpus" in pools:
         d["prefill_workers"] = 4
     rows = parse_measurements([{**DISAGG, "concurrency": 4, "disaggregated": d}])

@@ -26,6 +26,7 @@ from planner.validate import (
     row_result,
     shared_runs,
 )
+from planner.validate.predict import Load
 
 __all__ = ["compare_rows", "row_setup", "scenario_efficiency"]
 
@@ -45,7 +46,8 @@ def row_setup(row: MeasurementRow, setup: BenchSetup) -> RowSetup | str:
         return "input/output lengths not given: set workload.prompt_tokens and workload.output_tokens"
     if row.concurrency is not None and row.request_rate is not None:
         return "both a concurrency cap and a request rate: the load is ambiguous (the planner models one)"
-    load = "concurrency" if row.concurrency is not None else "request_rate" if row.request_rate else "max_throughput"
+    load: Load = ("concurrency" if row.concurrency is not None else "request_rate" if row.request_rate
+                  else "max_throughput")
     if load == "max_throughput" and row.metric in {"ttft_ms", "e2e_s"}:
         return "TTFT/E2E at max throughput depend on the benchmark's queue depth, which the file does not give"
     replicas = setup.replicas
@@ -64,7 +66,7 @@ def row_setup(row: MeasurementRow, setup: BenchSetup) -> RowSetup | str:
                 f"{mem.max_sequences:.2f} sequences of {row.isl + row.osl} tokens")
     cap = base.serving.batch_size or ENGINE_MAX_BATCH.get(setup.family, ENGINE_MAX_BATCH["vllm"])
     max_batch = max(1, min(int(math.floor(mem.max_sequences)), cap))
-    return RowSetup(row=row, family=setup.family, scenario=scenario, replicas=replicas, load=load,  # type: ignore[arg-type]
+    return RowSetup(row=row, family=setup.family, scenario=scenario, replicas=replicas, load=load,
                     load_per_replica=per, max_batch=max_batch, notes=())
 
 

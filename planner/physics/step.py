@@ -269,10 +269,10 @@ def draft_step_s(drafter: Drafter, *, batch_size: ArrayLike, context_tokens: Arr
     (the engines run the drafter at the target's TP), one pipeline stage, no scheduler
     overhead of its own (it runs inside the target's iteration)."""
     m = drafter.timing_model
-    args = {**kw, "model": m, "weights_dtype": drafter.weights_dtype or kw["weights_dtype"], "pp": 1,
-            "ep": kw["ep"] if m.is_moe else 1, "step_overhead_s": 0.0}
+    args: StepKwargs = {**kw, "model": m, "weights_dtype": drafter.weights_dtype or kw["weights_dtype"], "pp": 1,
+                        "ep": kw["ep"] if m.is_moe else 1, "step_overhead_s": 0.0}
     return decode_step(batch_size=batch_size, context_tokens=context_tokens,
-                       tokens_per_sequence=tokens_per_sequence, **args).step_s  # type: ignore[arg-type]
+                       tokens_per_sequence=tokens_per_sequence, **args).step_s
 
 
 def draft_cycle_s(drafter: Drafter, *, draft_tokens: int, batch_size: ArrayLike, context_tokens: ArrayLike,

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from planner.physics.speculative import acceptance_positions
 from planner.simulate.replica import _Host, _Replica, _Seq
+from planner.simulate.steptimes import StepTimes
 
 __all__: list[str] = []
 
@@ -96,9 +97,9 @@ class _SpecReplica(_Replica):
     speculative = True
 
     def __init__(self, *, draws: SpecDraws, role: str, capacity_blocks: int, block_tokens: int, max_batch: int,
-                 chunk_tokens: int, chunked: bool, steps: object) -> None:
+                 chunk_tokens: int, chunked: bool, steps: StepTimes) -> None:
         super().__init__(role=role, capacity_blocks=capacity_blocks, block_tokens=block_tokens, max_batch=max_batch,
-                         chunk_tokens=chunk_tokens, chunked=chunked, steps=steps)  # type: ignore[arg-type]
+                         chunk_tokens=chunk_tokens, chunked=chunked, steps=steps)
         self.draws = draws
         self._spec_plan: list[tuple[_Seq, int]] = []
         self.spec_passes = 0  # verify passes (sequence × iteration)
