@@ -149,6 +149,7 @@ from planner.physics.speculative import (
     drafter_for,
     drafter_timing_model,
     method_problem,
+    mtp_default,
     mtp_module_params,
     tokens_per_verify,
 )
@@ -339,6 +340,7 @@ __all__ = [
     "drafter_for",
     "drafter_timing_model",
     "method_problem",
+    "mtp_default",
     "mtp_module_params",
     "tokens_per_verify",
     "draft_cycle_s",

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
+from planner.physics.terms import term
 from planner.spec.catalog import get_model
 from planner.spec.specs import ModelSpec
 
@@ -61,6 +62,7 @@ __all__ = [
     "drafter_for",
     "drafter_timing_model",
     "method_problem",
+    "mtp_default",
     "mtp_module_params",
     "tokens_per_verify",
 ]
@@ -77,7 +79,7 @@ class AcceptanceDefault:
     """A method's default acceptance per position and where it comes from."""
 
     per_position: tuple[float, ...]
-    origin: Literal["paper", "assumed", "measured", "scenario"]
+    origin: Literal["paper", "assumed", "measured", "calibrated", "scenario"]
     source: str
 
 
@@ -197,10 +199,26 @@ def method_problem(sp: Speculative, target: ModelSpec) -> str | None:
     return None
 
 
-@lru_cache(maxsize=256)
+MTP_CALIBRATED_SOURCE = (
+    "fitted on measured MTP runs (planner.validate.moefit: the fitted term mtp_acceptance, one α for every "
+    "chained position of the one MTP module; InferenceX DeepSeek-R1 rows, random-token prompts), kept because "
+    "leave-one-GPU-out and leave-one-engine-out errors fell with it (README \"How accurate is it on MoE?\")")
+
+
+def mtp_default() -> AcceptanceDefault:
+    """MTP's default acceptance: the fitted ``mtp_acceptance`` term where it is on (> 0), else the paper's."""
+    a = term("mtp_acceptance")
+    return AcceptanceDefault((round(a, 3),), "calibrated", MTP_CALIBRATED_SOURCE) if a > 0 else MTP_ACCEPTANCE
+
+
 def drafter_for(sp: Speculative, target: ModelSpec) -> Drafter | None:
     """The scenario's drafter (None with speculation off): its method, timing model and
-    acceptance a_1 … a_K with their origin."""
+    acceptance a_1 … a_K with their origin (the default for MTP: :func:`mtp_default`)."""
+    return _drafter_for(sp, target, term("mtp_acceptance") if sp.method == "mtp" else 0.0)
+
+
+@lru_cache(maxsize=256)
+def _drafter_for(sp: Speculative, target: ModelSpec, mtp_acceptance: float) -> Drafter | None:
     k = sp.draft_tokens
     if k <= 0:
         return None
@@ -212,7 +230,7 @@ def drafter_for(sp: Speculative, target: ModelSpec) -> Drafter | None:
     elif sp.acceptance is not None:
         acc, origin, source = (sp.acceptance,), "scenario", "speculative.acceptance"
     else:
-        d = _DEFAULTS[sp.method]
+        d = mtp_default() if sp.method == "mtp" else _DEFAULTS[sp.method]
         acc, origin, source = d.per_position, d.origin, d.source
     if sp.method == "draft_model":
         assert draft is not None

@@ -31,7 +31,7 @@ MIN_ROWS_COVERED = 5
 # MoE rows with the dense efficiencies held: planner.validate.moefit.fit_terms on 120 seeded runs
 # (seed 7) of inferencex_dsr1.json; kept because leave-one-GPU-out and leave-one-engine-out
 # errors fell with them (README "How accurate is it on MoE?").
-FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 2.636e-05, "moe_layer_overhead_s": 7.35e-05, "moe_token_overhead_s": 1.19e-07}
+FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 2.636e-05, "moe_layer_overhead_s": 3.679e-05, "moe_token_overhead_s": 8.78e-09, "mtp_acceptance": 0.5216}
 
 # bench/fit_defaults.py on published_calibration.json
 FITTED_EFFICIENCY: dict[str, dict[str, float]] = {

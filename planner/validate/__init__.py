@@ -1,6 +1,6 @@
 """Check the planner against published measurements (``python -m planner validate``)."""
 
-from planner.validate.disagg import disaggregated_point, prefill_service
+from planner.validate.disagg import disaggregated_point, dp_prefill_pass, prefill_service
 from planner.validate.fit import (
     CV_SCHEMES,
     FIT_TERMS,
@@ -29,7 +29,7 @@ from planner.validate.layout import (
     row_speculative,
     unmodelled,
 )
-from planner.validate.moefit import MOE_TERMS, cross_validate_terms, fit_terms, sample_runs
+from planner.validate.moefit import FIT_EXCLUDED_METRICS, MOE_TERMS, cross_validate_terms, fit_terms, sample_runs
 from planner.validate.names import (
     COMMON_GPU_VARIANTS,
     ENGINE_FAMILIES,
@@ -148,6 +148,7 @@ __all__ = [
     "shared_runs",
     "gpu_label",
     "disaggregated_point",
+    "dp_prefill_pass",
     "prefill_service",
     "PoolSetup",
     "pool_setup",
@@ -156,6 +157,7 @@ __all__ = [
     "ENGINE_MTP_DRAFT_TOKENS",
     "multi_node_problem",
     "row_speculative",
+    "FIT_EXCLUDED_METRICS",
     "MOE_TERMS",
     "cross_validate_terms",
     "fit_terms",

@@ -33,7 +33,21 @@ from planner.physics.techniques import kv_transfer_s
 from planner.sizing.load import LoadPoint
 from planner.spec.context import Resolved
 
-__all__ = ["disaggregated_point", "prefill_service"]
+__all__ = ["disaggregated_point", "dp_prefill_pass", "prefill_service"]
+
+
+def dp_prefill_pass(work_s: float, prompts: float, *, ranks: int, expert_share: float) -> tuple[float, float]:
+    """(pass time, prompts it serves) when R attention-DP ranks each prefill their own
+    prompts at once: each rank's attention runs on its own GPU in parallel, the expert
+    GEMMs and the collectives of the group carry R ranks' tokens (their share of a one-rank
+    pass, R times):
+
+        t_R = t_1 × (1 + (R − 1) × expert_share),   prompts_R = R × prompts_1
+
+    R = 1 (no DP attention): the one-rank pass unchanged."""
+    if ranks <= 1:
+        return work_s, prompts
+    return work_s * (1.0 + (ranks - 1) * min(max(expert_share, 0.0), 1.0)), prompts * ranks
 
 
 def prefill_service(r: Resolved, *, prompt: float) -> tuple[float, float]:
@@ -44,11 +58,15 @@ def prefill_service(r: Resolved, *, prompt: float) -> tuple[float, float]:
     kw = r.step_kwargs()
     if prompt < chunk:
         k = max(1.0, math.floor(chunk / prompt))
-        t_pass = float(np.asarray(prefill_step(tokens=k * prompt, **kw).time_s))
-        work, iterations, per_prompt = t_pass, 1.0, k
+        one = prefill_step(tokens=k * prompt, **kw)
+        work, iterations, per_prompt = float(np.asarray(one.time_s)), 1.0, k
     else:
+        one = prefill_step(tokens=chunk, **kw)
         pc = prefill_chunks(new_tokens=[prompt], cached_tokens=[0.0], chunk_tokens=int(chunk), **kw)
         work, iterations, per_prompt = float(pc.total_s[0]), float(pc.counts[0]), 1.0
+    work, per_prompt = dp_prefill_pass(work, per_prompt, ranks=s.parallel.attention_dp,
+                                       expert_share=float(np.asarray(one.expert_s) + np.asarray(one.comm_s))
+                                       / float(np.asarray(one.time_s)))
     srv, own = pipelined_prefill(prefill_s=work, stages=s.parallel.pp, microbatches=iterations)
     return float(srv) / per_prompt, float(own)
 

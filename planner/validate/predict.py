@@ -111,6 +111,7 @@ class EfficiencySet(BaseModel):
     collective_call_s: float | None = Field(default=None, ge=0)
     moe_layer_overhead_s: float | None = Field(default=None, ge=0)
     moe_token_overhead_s: float | None = Field(default=None, ge=0)
+    mtp_acceptance: float | None = Field(default=None, ge=0, lt=1)
 
     def terms(self) -> dict[str, float]:
         """The physics terms this set states."""
@@ -242,6 +243,12 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
         return (f"does not fit: KV budget {mem.kv_budget_bytes / 1e9:.1f} GB per GPU holds "
                 f"{mem.max_sequences:.2f} sequences of {row.isl + row.osl} tokens")
     cap = ENGINE_MAX_BATCH.get(family, ENGINE_MAX_BATCH["vllm"])
+    ranks = scenario.parallel.attention_dp
+    if ranks > 1:
+        # Attention data parallelism: each rank runs its own scheduler with the engine's cap
+        # (TensorRT-LLM's max_batch_size and SGLang's cuda-graph batch are per rank).
+        cap *= ranks
+        notes.append(f"running-batch cap: the engine's {cap // ranks} per attention-DP rank × {ranks} ranks")
     max_batch = max(1, min(int(math.floor(mem.max_sequences)), cap))
     return RowSetup(row=row, family=family, scenario=scenario, replicas=replicas, load=load,
                     load_per_replica=per, max_batch=max_batch, notes=tuple(notes), pools=pools)
