@@ -126,3 +126,42 @@ def test_pools_that_do_not_add_up_skip_the_row_naming_the_field(pools: dict[str,
     rows = parse_measurements([{**DISAGG, "concurrency": 4, "disaggregated": d}])
     (r,) = validate_rows(rows)
     assert r.predicted is None and r.skipped_reason is not None and reason in r.skipped_reason
+
+
+def test_attention_dp_ranks_each_keep_the_engines_batch_cap() -> None:
+    """With DP attention every rank runs its own scheduler: the running-batch cap is the
+    engine's per rank × ranks, and the row says so."""
+    d = {**DISAGG["disaggregated"], "decode_tp": 8, "decode_ep": 8, "decode_dp_attention": True}
+    rows = parse_measurements([{**DISAGG, "model": "DeepSeek-R1", "gpu": "h200_sxm", "disaggregated": d, "ep": 8,
+                                "dp_attention": True, "id": "dpa", "metric": "tpot_ms", "concurrency": 512}])
+    res = validate_rows(rows)[0]
+    assert res.predicted is not None, res.skipped_reason
+    assert any("per attention-DP rank × 8 ranks" in n for n in res.notes), res.notes
+    assert res.operating_point is not None and res.operating_point.max_batch > 256
+
+
+def test_a_dp_attention_prefill_pass_serves_every_ranks_prompts() -> None:
+    """R ranks prefill their own prompts at once: R × the prompts, the pass longer only by the
+    group's shared (expert + collective) part R − 1 more times; R = 1 unchanged."""
+    from planner.validate import dp_prefill_pass
+
+    assert dp_prefill_pass(0.2, 3.0, ranks=1, expert_share=0.4) == (0.2, 3.0)
+    t, k = dp_prefill_pass(0.2, 3.0, ranks=4, expert_share=0.25)
+    assert t == pytest.approx(0.2 * 1.75) and k == 12.0
+    # per prompt: never more than one rank's, never less than 1/R of it
+    for share in (0.0, 0.3, 1.0):
+        t, k = dp_prefill_pass(1.0, 1.0, ranks=8, expert_share=share)
+        assert 1.0 / 8 - 1e-12 <= t / k <= 1.0 + 1e-12
+
+
+def test_moe_terms_are_fitted_on_step_metrics_not_ttft() -> None:
+    """TTFT rows are scored, never fitted on (the model lacks their per-request costs): a fit
+    given only TTFT rows has nothing to fit and returns the terms off."""
+    from planner.spec.fitted import FITTED_EFFICIENCY
+    from planner.validate import FIT_EXCLUDED_METRICS, MOE_TERMS, efficiency_for, fit_terms, setup_rows
+
+    assert "ttft_ms" in FIT_EXCLUDED_METRICS and "mtp_acceptance" in MOE_TERMS
+    rows = parse_measurements([{**DISAGG, "id": f"t{c}", "metric": "ttft_ms", "concurrency": c} for c in (1, 4)])
+    setups = [s for s in setup_rows(rows, efficiency_for("generic", FITTED_EFFICIENCY)) if not isinstance(s, str)]
+    assert len(setups) == 2
+    assert fit_terms(setups) == {k: 0.0 for k in MOE_TERMS}

@@ -12,7 +12,13 @@ import io
 
 from planner.errors import ScenarioError
 from planner.physics.lengths import parse_trace_csv
-from planner.physics.speculative import DRAFT_MODEL_ACCEPTANCE, EAGLE3_TAU, EAGLE_ACCEPTANCE, MTP_ACCEPTANCE
+from planner.physics.speculative import (
+    DRAFT_MODEL_ACCEPTANCE,
+    EAGLE3_TAU,
+    EAGLE_ACCEPTANCE,
+    MTP_ACCEPTANCE,
+    mtp_default,
+)
 from planner.spec.scenario import Scenario
 
 __all__ = ["INPUT_HELP", "TRACE_MAX_BYTES", "TRACE_MAX_ROWS", "trace_from_upload"]
@@ -49,8 +55,9 @@ INPUT_HELP: dict[str, str] = {
                           "multi-token-prediction module; DeepSeek-V3-class models) or draft_model (a separate "
                           f"catalog model). Default {_D.speculative.method} (draft_model when a draft model is named).",
     "speculative.acceptance": "Probability α that the target accepts each drafted token (given the ones before). "
-                              f"Empty: the method's sourced default: mtp {MTP_ACCEPTANCE.per_position[0]:g} "
-                              "(DeepSeek-V3 report §5.4.3), eagle "
+                              f"Empty: the method's default: mtp {mtp_default().per_position[0]:g} "
+                              f"({mtp_default().origin}; the DeepSeek-V3 report's §5.4.3 "
+                              f"{MTP_ACCEPTANCE.per_position[0]:g} where the fitted term is off), eagle "
                               f"{EAGLE_ACCEPTANCE.per_position[0]:g} (EAGLE-3 paper, τ ≈ {EAGLE3_TAU:g} on MT-bench), "
                               f"draft_model {DRAFT_MODEL_ACCEPTANCE.per_position[0]:g} (assumed).",
     "speculative.acceptance_per_position": "Acceptance a_1 … a_K, one per draft position (a shorter list repeats "
