@@ -44,13 +44,32 @@ def test_a_dense_model_never_pays_them(alpha: float, beta: float) -> None:
         assert _step("llama-3.1-70b", 64) == base
 
 
-def test_a_prefill_pays_the_layer_term_only() -> None:
+_PREFILL_OFF = {"moe_layer_overhead_s": 0.0, "moe_token_overhead_s": 0.0, "moe_prefill_layer_overhead_s": 0.0,
+                "moe_prefill_token_overhead_s": 0.0}
+
+
+@settings(max_examples=15, deadline=None)
+@given(tokens=st.integers(1, 32768), ep=st.sampled_from([1, 8]), gamma=st.floats(0, 2e-3), delta=st.floats(0, 1e-7))
+def test_a_prefill_pays_its_own_moe_terms_not_the_decode_slot_term(tokens: int, ep: int, gamma: float,
+                                                                     delta: float) -> None:
     def t() -> float:
-        return float(prefill_step(model=DSV3, gpu=H200, weights_dtype="fp8", kv_dtype="fp8", tokens=8192, tp=8).time_s)
-    with physics_terms(moe_layer_overhead_s=0.0, moe_token_overhead_s=0.0):
+        return float(prefill_step(model=DSV3, gpu=H200, weights_dtype="fp8", kv_dtype="fp8", tokens=tokens, tp=8,
+                                  ep=ep).time_s)
+    with physics_terms(**_PREFILL_OFF):
         base = t()
-    with physics_terms(moe_layer_overhead_s=50e-6, moe_token_overhead_s=1e-6):
-        assert t() - base == pytest.approx(58 * 50e-6, rel=1e-6)
+    with physics_terms(**{**_PREFILL_OFF, "moe_layer_overhead_s": 50e-6, "moe_token_overhead_s": 1e-6,
+                          "moe_prefill_layer_overhead_s": gamma, "moe_prefill_token_overhead_s": delta}):
+        # L_moe × (α + γ + δ × T × k / EP); the decode slot term β never enters a prefill
+        assert t() - base == pytest.approx(58 * (50e-6 + gamma + delta * tokens * 8 / ep), rel=1e-6, abs=1e-12)
+
+
+def test_a_dense_prefill_never_pays_them() -> None:
+    def t() -> float:
+        return float(prefill_step(model=get_model("llama-3.1-70b"), gpu=H200, weights_dtype="fp8", kv_dtype="fp8",
+                                  tokens=4096, tp=8).time_s)
+    base = t()
+    with physics_terms(moe_prefill_layer_overhead_s=1e-3, moe_prefill_token_overhead_s=1e-7):
+        assert t() == base
 
 
 def test_the_fit_recovers_terms_it_generated() -> None:
@@ -64,6 +83,6 @@ def test_the_fit_recovers_terms_it_generated() -> None:
     table = {k: {**v, **truth} for k, v in FITTED_EFFICIENCY.items()}
     measured = {r.id: r.predicted for r in validate_rows(rows, efficiency=table)}
     rows = parse_measurements([{**x, "value": measured[x["id"]]} for x in raw])
-    got = fit_terms(predictable_setups(rows))
+    got = fit_terms(predictable_setups(rows), terms=("moe_layer_overhead_s", "moe_token_overhead_s"))
     assert got["moe_layer_overhead_s"] == pytest.approx(truth["moe_layer_overhead_s"], rel=0.05)
     assert got["moe_token_overhead_s"] == pytest.approx(truth["moe_token_overhead_s"], rel=0.05)

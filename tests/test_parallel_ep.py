@@ -60,7 +60,8 @@ def _assert_old_meaning(text: str) -> None:
 def _layout_physics_alone() -> Iterator[None]:
     """The golden rows are the layout's physics by hand; the fitted MoE layer terms
     (tests/test_moe_terms.py) are off here so the hand arithmetic stays the layout's."""
-    with physics_terms(moe_layer_overhead_s=0.0, moe_token_overhead_s=0.0):
+    with physics_terms(moe_layer_overhead_s=0.0, moe_token_overhead_s=0.0, moe_prefill_layer_overhead_s=0.0,
+                       moe_prefill_token_overhead_s=0.0):
         yield
 
 

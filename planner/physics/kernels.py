@@ -141,13 +141,22 @@ def moe_overhead_s(model: ModelSpec, *, tokens: ArrayLike, ep: ArrayLike, decode
 
     per layer: routing (gate, top-k), the permute into expert order and back, the grouped
     GEMM's launch; per routed token slot on one GPU (T tokens × k experts over EP GPUs):
-    the gather/scatter and the small-M grouped GEMM's inefficiency, a decode pass's (a
-    prefill's experts see hundreds of tokens each and run at the GEMM's rate: ``decode``
-    False charges the per-layer term alone).  0 for a dense model."""
+    the gather/scatter and the small-M grouped GEMM's inefficiency, a decode pass's.  A
+    prefill pass (``decode`` False) has its own: the eager pass's extra per-layer cost
+    (``moe_prefill_layer_overhead_s``, beyond ``moe_layer_overhead_s``) and a per-slot cost
+    (``moe_prefill_token_overhead_s``: the dispatch, block-scaled activation quantization and
+    permute of every routed token, which the GEMM roofline does not see):
+
+        t_moe,prefill = L_moe × (moe_layer_overhead_s + moe_prefill_layer_overhead_s
+                                 + moe_prefill_token_overhead_s × T × k / EP)
+
+    0 for a dense model."""
     t = _f(tokens)
     if not model.is_moe:
         return np.zeros_like(t)
     layers = float(param_counts(model).moe_layers)
     slots = t * model.experts_per_token / _f(ep)
-    per_slot = term("moe_token_overhead_s") if decode else 0.0
-    return layers * (term("moe_layer_overhead_s") + per_slot * slots)
+    if decode:
+        return layers * (term("moe_layer_overhead_s") + term("moe_token_overhead_s") * slots)
+    per_layer = term("moe_layer_overhead_s") + term("moe_prefill_layer_overhead_s")
+    return layers * (per_layer + term("moe_prefill_token_overhead_s") * slots)

@@ -29,7 +29,14 @@ from planner.validate.layout import (
     row_speculative,
     unmodelled,
 )
-from planner.validate.moefit import FIT_EXCLUDED_METRICS, MOE_TERMS, cross_validate_terms, fit_terms, sample_runs
+from planner.validate.moefit import (
+    FIT_EXCLUDED_METRICS,
+    MOE_TERMS,
+    cross_validate_terms,
+    fit_terms,
+    fitted_on,
+    sample_runs,
+)
 from planner.validate.names import (
     COMMON_GPU_VARIANTS,
     ENGINE_FAMILIES,
@@ -161,5 +168,6 @@ __all__ = [
     "MOE_TERMS",
     "cross_validate_terms",
     "fit_terms",
+    "fitted_on",
     "sample_runs",
 ]

@@ -26,14 +26,22 @@ from planner.validate.predict import EfficiencySet, RowSetup, efficiency_for, pr
 from planner.validate.report import RowResult, row_result
 from planner.validate.rows import MeasurementRow, run_key
 
-__all__ = ["FIT_EXCLUDED_METRICS", "MOE_TERMS", "cross_validate_terms", "fit_terms", "sample_runs"]
+__all__ = ["FIT_EXCLUDED_METRICS", "MOE_TERMS", "fitted_on", "cross_validate_terms", "fit_terms", "sample_runs"]
 
 MOE_TERMS: tuple[str, ...] = MOE_TERM_NAMES
 # The metrics the MoE terms are fitted on: the step's (TPOT, ITL, throughput).  TTFT rows are
-# scored, not fitted on: a measured TTFT carries per-request costs beyond the prefill pass that
-# the model has no term for (InferenceX: 50–150 ms at one user), and fitting the step terms to
-# them would slow every decode step to pay for it.
+# scored, not fitted on: a measured TTFT carries costs the model has no term for (InferenceX:
+# about twice the modelled prefill at every concurrency; the prefill terms that would carry it,
+# kernels.moe_overhead_s with decode False, are off), and fitting the step terms to them would
+# slow every decode step to pay for it.
 FIT_EXCLUDED_METRICS: frozenset[str] = frozenset({"ttft_ms", "e2e_s"})
+
+
+def fitted_on(setup: RowSetup) -> bool:
+    """Whether a row enters the MoE term fit (every row is scored)."""
+    return setup.row.metric not in FIT_EXCLUDED_METRICS
+
+
 _TOL = 1e-4
 
 
@@ -48,7 +56,7 @@ def _effs(setups: Sequence[RowSetup], table: dict[str, dict[str, float]]) -> lis
 def fit_terms(setups: Sequence[RowSetup], terms: Sequence[str] = MOE_TERMS,
               table: dict[str, dict[str, float]] | None = None) -> dict[str, float]:
     """argmin over ``terms`` of Σ ρ(log(predicted / measured)), efficiencies from ``table``."""
-    setups = [s for s in setups if s.row.metric not in FIT_EXCLUDED_METRICS]
+    setups = [s for s in setups if fitted_on(s)]
     if not terms or not setups:
         return {k: 0.0 for k in terms}
     base = _effs(setups, table or FITTED_EFFICIENCY)

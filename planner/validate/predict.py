@@ -112,6 +112,8 @@ class EfficiencySet(BaseModel):
     moe_layer_overhead_s: float | None = Field(default=None, ge=0)
     moe_token_overhead_s: float | None = Field(default=None, ge=0)
     mtp_acceptance: float | None = Field(default=None, ge=0, lt=1)
+    moe_prefill_layer_overhead_s: float | None = Field(default=None, ge=0)
+    moe_prefill_token_overhead_s: float | None = Field(default=None, ge=0)
 
     def terms(self) -> dict[str, float]:
         """The physics terms this set states."""
