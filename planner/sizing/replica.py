@@ -343,6 +343,12 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
     )
 
 
+# How a drafter's acceptance origin reads in the derivation's formula, and its Origin there.
+_ACCEPTANCE_WORDS: dict[str, str] = {"paper": "from the paper", "assumed": "assumed", "scenario": "the scenario's",
+                                     "calibrated": "calibrated"}
+_ACCEPTANCE_ORIGIN: dict[str, Origin] = {"scenario": "input", "calibrated": "calibrated"}
+
+
 def _speculative_rows(r: Resolved, d: Deriv, cyc: DecodeCycle, *, batch_size: int) -> None:
     """decode.speculative_tokens_per_pass and decode.speculative_speedup with the method,
     the acceptance per position and its origin (paper, assumed, or the scenario's)."""
@@ -353,14 +359,11 @@ def _speculative_rows(r: Resolved, d: Deriv, cyc: DecodeCycle, *, batch_size: in
     k = sp.draft_tokens
     acc = dr.acceptance
     terms = ["1"] + [" × ".join(fmt_num(a) for a in acc[:i]) for i in range(1, k + 1)]
-    origin = {"paper": "from the paper", "assumed": "assumed", "scenario": "the scenario's",
-              "calibrated": "calibrated"}.get(dr.acceptance_origin, dr.acceptance_origin)
+    origin = _ACCEPTANCE_WORDS.get(dr.acceptance_origin, dr.acceptance_origin)
     _d(d, "decode.speculative_tokens_per_pass",
        f"1 + Σ_k Π_(i≤k) a_i over k = 1 … {k} draft tokens ({dr.method}: {dr.name}; acceptance per position "
        f"{', '.join(fmt_num(a) for a in acc)}, {origin}: {dr.acceptance_source})",
-       " + ".join(terms), cyc.tokens_per_pass, "tokens",
-       "input" if dr.acceptance_origin == "scenario" else
-       "calibrated" if dr.acceptance_origin == "calibrated" else "default")
+       " + ".join(terms), cyc.tokens_per_pass, "tokens", _ACCEPTANCE_ORIGIN.get(dr.acceptance_origin, "default"))
     step, cycle = float(cyc.step.step_s), float(cyc.cycle_s)
     how = (f"drafts = {k} × {fmt_num(dr.draft_cost)} × step (speculative.draft_cost)" if dr.draft_cost is not None
            else f"drafts = {dr.name}'s own forwards at batch {batch_size} by the step model, the first over the "
