@@ -37,9 +37,9 @@ EXACT = dict(bandwidth_efficiency=1.0, compute_efficiency=1.0, step_overhead_s=0
 
 @pytest.fixture(autouse=True)
 def _no_overheads() -> Iterator[None]:
-    """"No overheads" includes the fitted MoE layer terms (tests/test_moe_terms.py holds those)."""
+    """"No overheads" includes the fitted MoE layer and all-to-all terms (tests/test_moe_terms.py holds those)."""
     with physics_terms(moe_layer_overhead_s=0.0, moe_token_overhead_s=0.0, moe_prefill_layer_overhead_s=0.0,
-                       moe_prefill_token_overhead_s=0.0):
+                       moe_prefill_token_overhead_s=0.0, all_to_all_call_s=0.0):
         yield
 
 

@@ -86,3 +86,23 @@ def test_the_fit_recovers_terms_it_generated() -> None:
     got = fit_terms(predictable_setups(rows), terms=("moe_layer_overhead_s", "moe_token_overhead_s"))
     assert got["moe_layer_overhead_s"] == pytest.approx(truth["moe_layer_overhead_s"], rel=0.05)
     assert got["moe_token_overhead_s"] == pytest.approx(truth["moe_token_overhead_s"], rel=0.05)
+
+
+@settings(max_examples=15, deadline=None)
+@given(batch=st.integers(8, 512), lam=st.floats(0, 2e-4))
+def test_each_all_to_all_call_pays_its_own_latency(batch: int, lam: float) -> None:
+    """all_to_all_call_s: a dispatch and a combine per MoE layer, each paying it once: a DP-attention
+    step over EP 8 pays 2 × 58 × λ more; a layout without all-to-alls (TP8·EP8 without DP attention
+    reduces the experts' outputs with all-reduces instead) and a dense model never pay it."""
+    def step(model: str, dp: bool) -> float:
+        return float(decode_step(model=get_model(model), gpu=H200, weights_dtype="fp8", kv_dtype="fp8",
+                                 batch_size=batch, context_tokens=2048, tp=8, ep=8 if model != "llama-3.1-70b" else 1,
+                                 dp_attention=dp).step_s)
+    with physics_terms(all_to_all_call_s=0.0):
+        base = {(m, dp): step(m, dp) for m in ("deepseek-v3", "llama-3.1-70b") for dp in (True, False)}
+    with physics_terms(all_to_all_call_s=lam):
+        assert step("deepseek-v3", True) - base["deepseek-v3", True] == pytest.approx(2 * 58 * lam, rel=1e-6,
+                                                                                      abs=1e-12)
+        assert step("deepseek-v3", False) == base["deepseek-v3", False]
+        assert step("llama-3.1-70b", True) == base["llama-3.1-70b", True]
+        assert step("llama-3.1-70b", False) == base["llama-3.1-70b", False]

@@ -113,3 +113,20 @@ def test_pp2_prefill_replica_outpaces_pp1_with_the_same_gpus_per_stage(gid, mid,
     hop = p2p_s(gpu=gpu, span=2 * tp, message_bytes=prompt * model.hidden * 2.0, count=1)
     assert float(prefill_step(pp=2, **kw).time_s) == pytest.approx(float(prefill_step(pp=1, **kw).time_s) + hop,
                                                                    rel=1e-12)
+
+
+@given(model_ids, st.integers(min_value=1, max_value=16), st.integers(min_value=16, max_value=8_192))
+@SETTINGS
+def test_prompts_sharing_a_pass_attend_only_to_their_own_tokens(mid: str, k: int, n: int) -> None:
+    """A pass of k prompts of n tokens: the linear FLOPs of k·n tokens, the attention of k
+    separate prompts (k × one prompt's), never more than one k·n-token prompt's."""
+    model, gpu = get_model(mid), get_gpu("h100-sxm")
+    kw = dict(model=model, gpu=gpu, weights_dtype="bf16", kv_dtype="bf16")
+    one = prefill_step(tokens=n, **kw)
+    shared = prefill_step(tokens=k * n, sequences=k, **kw)
+    long = prefill_step(tokens=k * n, **kw)
+    assert float(shared.attention_flops) == pytest.approx(k * float(one.attention_flops), rel=1e-9)
+    assert float(shared.flops) - float(shared.attention_flops) == pytest.approx(
+        float(long.flops) - float(long.attention_flops), rel=1e-12)
+    assert float(shared.attention_flops) <= float(long.attention_flops) * (1 + 1e-12)
+    assert float(shared.time_s) <= float(long.time_s) * (1 + 1e-9)

@@ -135,3 +135,17 @@ def test_simulated_iteration_packs_prompts_into_the_budget_after_decodes() -> No
     assert first[1:8] == pytest.approx([0.026660079840] * 7, rel=1e-9)
     assert first[9:16] == pytest.approx([first[8]] * 7, rel=1e-12)
     assert first[8] > 0.0267
+
+
+def test_eight_prompts_in_one_pass_attend_one_eighth_of_one_long_prompt() -> None:
+    """Llama-3.1-70B, attention FLOPs per (query, key) pair 2·(128 + 128)·80 layers·64 heads
+    = 2,621,440.  One 8,192-token prompt: 8,192² / 2 = 33,554,432 pairs → 8.796093e13 FLOP.
+    Eight 1,024-token prompts sharing the pass: 8 × 1,024² / 2 = 4,194,304 pairs → 1.099512e13
+    FLOP; the linear FLOPs are the 8,192 tokens' either way."""
+    kw = dict(model=L70, gpu=H100, weights_dtype="bf16", kv_dtype="bf16", **EXACT)
+    long = prefill_step(tokens=8192, **kw)
+    shared = prefill_step(tokens=8192, sequences=8, **kw)
+    assert float(long.attention_flops) == pytest.approx(8.796093e13, rel=1e-6)
+    assert float(shared.attention_flops) == pytest.approx(1.099512e13, rel=1e-6)
+    assert float(shared.flops) - float(shared.attention_flops) == pytest.approx(
+        float(long.flops) - float(long.attention_flops), rel=1e-12)

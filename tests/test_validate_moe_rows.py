@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from planner.errors import ScenarioError
+from planner.spec.scenario import Parallel, Scenario
 from planner.validate import fold_assignment, fold_split, load_measurements, parse_measurements, validate_rows
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -152,6 +153,25 @@ def test_a_dp_attention_prefill_pass_serves_every_ranks_prompts() -> None:
     for share in (0.0, 0.3, 1.0):
         t, k = dp_prefill_pass(1.0, 1.0, ranks=8, expert_share=share)
         assert 1.0 / 8 - 1e-12 <= t / k <= 1.0 + 1e-12
+
+
+def test_dp_attention_prefill_worker_on_deepseek() -> None:
+    """DeepSeek-R1 fp8 on 8 × H200, TP8·EP8 with DP attention, 1,024-token prompts: k = 8 prompts
+    share a rank's pass (each attending only to its own tokens), the 8 ranks fill theirs at once,
+    so a prompt's share of the worker lies between 1/8 of the one-rank pass per prompt and it."""
+    from planner.physics.step import prefill_step
+    from planner.spec.context import resolve
+    from planner.validate import prefill_service
+
+    s = Scenario(gpu="h200-sxm", model="deepseek-r1", weights_dtype="fp8", kv_dtype="fp8",
+                 parallel=Parallel(tp=8, ep=8, dp_attention=True))
+    r = resolve(s)
+    k = s.serving.chunk_tokens // 1024
+    one = prefill_step(tokens=k * 1024, sequences=k, **r.step_kwargs())
+    assert float(one.attention_flops) < float(prefill_step(tokens=k * 1024, **r.step_kwargs()).attention_flops)
+    per_prompt, own = prefill_service(r, prompt=1024.0)
+    assert float(one.time_s) / (8 * k) < per_prompt < float(one.time_s) / k
+    assert own == pytest.approx(per_prompt * 8 * k)
 
 
 def test_moe_terms_are_fitted_on_step_metrics_not_ttft() -> None:

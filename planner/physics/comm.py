@@ -17,9 +17,11 @@ An all-to-all over an EP group of g GPUs (dispatch to the experts and combine ba
 sends (g−1)/g of what a GPU's tokens carry; spanning domains, the share for peers in
 its domain goes over the local link and the rest over the NIC at the same time:
 
-    t = λ + max(B × (d−1)/g / local link, B × (g−d)/g / NIC),   none at EP = 1
+    t = λ + λ_a2a + max(B × (d−1)/g / local link, B × (g−d)/g / NIC),   none at EP = 1
 
-λ_call (``collective_call_s``, fitted, added to λ once per call) and
+λ_call (``collective_call_s``, fitted, added to an all-reduce's λ once per call), λ_a2a
+(``all_to_all_call_s``: a dispatch or combine kernel's own latency, its token
+permutation and signalling, beyond the link's, added once per all-to-all call) and
 λ_hop are fitted terms; λ_hop is ``collective_hop_s`` (:mod:`planner.physics.terms`);
 a scenario's ``efficiency.collective_latency_s`` states the whole latency
 (λ + hops) instead.
@@ -95,7 +97,7 @@ def all_to_all_s(
     spans = g > d_n
     lat, bw = group_link(gpu, np.minimum(g, d_n))
     d = np.minimum(g, d_n)
-    lat = np.where(spans, RDMA_LATENCY_S, lat)
+    lat = np.where(spans, RDMA_LATENCY_S, lat) + term("all_to_all_call_s")
     if latency_s is not None:
         lat = np.full_like(lat, latency_s)
     with np.errstate(divide="ignore", invalid="ignore"):

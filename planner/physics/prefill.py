@@ -61,17 +61,21 @@ def prefill_flops(
 
 
 def _prefill_flops_parts(model: ModelSpec, tokens: ArrayLike, cached_tokens: ArrayLike,
-                         include_attention: bool) -> tuple[Arr, Arr]:
-    """(linear FLOPs 2·P_active·n, causal attention FLOPs) of a prefill."""
+                         include_attention: bool, sequences: ArrayLike = 1.0) -> tuple[Arr, Arr]:
+    """(linear FLOPs 2·P_active·n, causal attention FLOPs) of a prefill; ``sequences``
+    prompts of equal length share the pass (each attends only to its own tokens:
+    s × attention(n/s after c/s))."""
     c = _f(cached_tokens)
     n = np.maximum(_f(tokens) - c, 0.0)
+    seqs = np.maximum(_f(sequences), 1.0)
     lin = 2.0 * param_counts(model).active * n
+    ns, cs = n / seqs, c / seqs
     if not include_attention:
         att = 0.0 * n
     elif model.has_windowed_layers:  # windowed layers attend only to the tokens they hold (kvledger)
-        att = attention_flops_per_token_context(model) * _f(attention_layer_pairs(model, n, c)) / model.layers
+        att = seqs * attention_flops_per_token_context(model) * _f(attention_layer_pairs(model, ns, cs)) / model.layers
     else:
-        att = attention_flops_per_token_context(model) * (n * c + n * n / 2.0)
+        att = seqs * attention_flops_per_token_context(model) * (ns * cs + ns * ns / 2.0)
     return lin, _f(att)
 
 
@@ -121,11 +125,14 @@ def prefill_step(
     layer_overhead_s: ArrayLike = 0.0,
     include_attention: bool = True,
     fp8_attention: bool = False,
+    sequences: ArrayLike = 1,
 ) -> PrefillStep:
     """Time to prefill ``tokens`` (of which ``cached_tokens`` hit the prefix cache),
     the prompt passing every pipeline stage in turn: dense GEMMs + expert GEMMs +
     attention, each on its own roofline, + collectives + step overhead + the eager
-    launch cost per layer (a prefill pass is not a captured graph)."""
+    launch cost per layer (a prefill pass is not a captured graph).  ``sequences``:
+    the pass carries that many prompts of equal length (tokens and cached tokens are
+    their sums), each attending only to its own tokens."""
     pc = param_counts(model)
     bpw = bytes_per_weight(weights_dtype)
     tp_a, pp_a, ep_a = _f(tp), _f(pp), _f(ep)
@@ -133,7 +140,7 @@ def prefill_step(
     a_tp, m_tp = _f(attention_tp(tp_a, dp)), _f(moe_tp(tp_a, ep_a))
     c = _f(cached_tokens)
     n = np.maximum(_f(tokens) - c, 0.0)
-    lin, att = _prefill_flops_parts(model, tokens, cached_tokens, include_attention)
+    lin, att = _prefill_flops_parts(model, tokens, cached_tokens, include_attention, sequences)
     flops = lin + att
     p_exp = expert_active_params(model)
     lin_exp = 2.0 * p_exp * n
@@ -150,7 +157,8 @@ def prefill_step(
         w_exp = np.zeros_like(n)
     rep = p_rep * bpw
     w_dense = ((pc.total - pc.expert_total) * bpw - rep) / tp_a + rep
-    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=1, context_tokens=n + c))
+    k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=1,
+                                         context_tokens=(n + c) / np.maximum(_f(sequences), 1.0)))
     kv = (n + c) * k_gpu
     act_d = activation_elements_per_token(model, a_tp)[0]
     act_e = activation_elements_per_token(model, m_tp)[1]

@@ -44,21 +44,25 @@ def dp_prefill_pass(work_s: float, prompts: float, *, ranks: int, expert_share: 
 
         t_R = t_1 × (1 + (R − 1) × expert_share),   prompts_R = R × prompts_1
 
-    R = 1 (no DP attention): the one-rank pass unchanged."""
+    R = 1 (no DP attention): the one-rank pass unchanged.  (Scaling the expert GEMMs alone,
+    each rank's all-to-all running over its own links in parallel, was cross-validated and
+    lost: README "How accurate is it on MoE?".)"""
     if ranks <= 1:
         return work_s, prompts
     return work_s * (1.0 + (ranks - 1) * min(max(expert_share, 0.0), 1.0)), prompts * ranks
 
 
 def prefill_service(r: Resolved, *, prompt: float) -> tuple[float, float]:
-    """(server time per prompt, own latency) of one prefill worker: prompts shorter than
-    the token budget share a pass, a longer one runs in chunks; pipelined over PP."""
+    """(server time per prompt, own latency) of one prefill worker: k = ⌊T/n⌋ prompts shorter
+    than the token budget T share a pass (each attending only to its own tokens), a longer
+    one runs in chunks; R attention-DP ranks fill their passes at once
+    (:func:`dp_prefill_pass`); pipelined over PP."""
     s = r.scenario
     chunk = float(s.serving.chunk_tokens)
     kw = r.step_kwargs()
     if prompt < chunk:
         k = max(1.0, math.floor(chunk / prompt))
-        one = prefill_step(tokens=k * prompt, **kw)
+        one = prefill_step(tokens=k * prompt, sequences=k, **kw)
         work, iterations, per_prompt = float(np.asarray(one.time_s)), 1.0, k
     else:
         one = prefill_step(tokens=chunk, **kw)
