@@ -9,6 +9,7 @@ from planner.physics.layout import nodes_per_replica
 from planner.physics.link import local_link
 from planner.physics.memory import dp_replicated_params, kv_heads_per_gpu
 from planner.physics.step import DecodeStep
+from planner.physics.terms import term
 from planner.spec.context import Resolved
 from planner.spec.derivation import Derivation, fmt_num
 from planner.spec.precision import bytes_per_weight
@@ -84,7 +85,8 @@ def layout_comm_derivations(r: Resolved, d: dict[str, Derivation], *, step: Deco
         b = dispatch_element_bytes(gpu, s.weights_dtype)
         _put(d, "decode.all_to_all_s",
              "per MoE layer: dispatch (" + ("FP8 with block scales" if b < 2 else "BF16") + ") + combine (BF16) "
-             "of the busiest GPU's token copies over the EP group: λ + max(B·(d−1)/EP / local link, "
-             "B·(EP−d)/EP / NIC), B = copies × hidden × bytes; "
+             "of the busiest GPU's token copies over the EP group: λ + λ_a2a + max(B·(d−1)/EP / local link, "
+             "B·(EP−d)/EP / NIC), B = copies × hidden × bytes, λ_a2a = each call's own latency "
+             f"(all_to_all_call_s {fmt_num(term('all_to_all_call_s') * 1e6)} µs, calibrated on InferenceX); "
              f"{m.layers - m.dense_layers} MoE layers, EP {p.ep} ({spans}), {batch_size} sequences over "
              f"{p.attention_dp} ranks", fmt_num(float(step.all_to_all_s)), float(step.all_to_all_s), "s")
