@@ -185,3 +185,26 @@ def test_moe_terms_are_fitted_on_step_metrics_not_ttft() -> None:
     setups = [s for s in setup_rows(rows, efficiency_for("generic", FITTED_EFFICIENCY)) if not isinstance(s, str)]
     assert len(setups) == 2
     assert fit_terms(setups) == {k: 0.0 for k in MOE_TERMS}
+
+
+def test_a_benchmark_that_draws_random_lengths_is_predicted_at_their_means() -> None:
+    """benchmark_serving's --random-range-ratio r draws each length uniformly in [r·n, n]: the
+    client sent (1 + r)/2 × the stated lengths on average.  A row may state r; an InferenceX row
+    (whose workflows set 0.8) is predicted at 0.9 × isl and osl, noted; other rows at their own."""
+    from planner.validate import predictable_setups
+
+    ix = {**BASE, "source": "https://github.com/SemiAnalysisAI/InferenceX/actions/runs/1/attempts/1"}
+    rows = parse_measurements([{**BASE, "id": "fixed"}, {**BASE, "id": "stated", "length_range_ratio": 0.5},
+                               {**ix, "id": "ix"}, {**ix, "id": "ix1", "length_range_ratio": 1.0}])
+    setups = {s.row.id: s for s in predictable_setups(rows)}
+    assert setups["fixed"].lengths == (1000.0, 1000.0)
+    assert setups["stated"].lengths == pytest.approx((750.0, 750.0))
+    assert setups["ix"].lengths == pytest.approx((900.0, 900.0))
+    assert any("length_range_ratio not stated: 0.8" in n for n in setups["ix"].notes)
+    assert setups["ix1"].lengths == (1000.0, 1000.0) and not any("length_range" in n for n in setups["ix1"].notes)
+    res = {r.id: r for r in validate_rows(rows)}
+    # shorter sequences: a shorter prefill, a decode step over less context
+    assert res["ix"].operating_point.prefill_s < res["fixed"].operating_point.prefill_s
+    assert res["ix"].operating_point.step_s <= res["fixed"].operating_point.step_s
+    with pytest.raises(ScenarioError, match="length_range_ratio"):
+        parse_measurements([{**BASE, "length_range_ratio": 0}])

@@ -38,12 +38,14 @@ from planner.validate.moefit import (
     sample_runs,
 )
 from planner.validate.names import (
+    BENCHMARK_RANGE_RATIOS,
     COMMON_GPU_VARIANTS,
     ENGINE_FAMILIES,
     PRECISIONS,
     EngineFamily,
     assumed_gpu_variant,
     engine_family,
+    length_range_ratio,
     precision_dtypes,
     resolve_gpu_name,
     resolve_model_name,
@@ -92,6 +94,7 @@ from planner.validate.rows import (
 )
 
 __all__ = [
+    "BENCHMARK_RANGE_RATIOS",
     "COMMON_GPU_VARIANTS",
     "CV_SCHEMES",
     "CvScheme",
@@ -123,6 +126,7 @@ __all__ = [
     "cross_validate",
     "efficiency_for",
     "engine_family",
+    "length_range_ratio",
     "fit_efficiency",
     "fit_table",
     "fold_assignment",

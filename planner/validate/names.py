@@ -20,7 +20,9 @@ __all__ = [
     "EngineFamily",
     "PRECISIONS",
     "assumed_gpu_variant",
+    "BENCHMARK_RANGE_RATIOS",
     "engine_family",
+    "length_range_ratio",
     "precision_dtypes",
     "resolve_gpu_name",
     "resolve_model_name",
@@ -112,6 +114,26 @@ def assumed_gpu_variant(name: str) -> tuple[str, str] | None:
         return None
     gid = COMMON_GPU_VARIANTS[tokens[0]]
     return gid, f"GPU variant not stated ('{name}'): assumed the common variant {gid}"
+
+
+# Benchmarks known to draw random lengths, by the address their rows cite: InferenceX's
+# workflow templates (.github/workflows/benchmark-tmpl.yml, benchmark-multinode-tmpl.yml) set
+# RANDOM_RANGE_RATIO 0.8, and its benchmark_serving.py draws each length uniformly in
+# [int(0.8 n), n] (utils/bench_serving/benchmark_serving.py, sample_random_requests).
+BENCHMARK_RANGE_RATIOS: dict[str, float] = {"github.com/semianalysisai/inferencex": 0.8}
+
+
+def length_range_ratio(ratio: float | None, source: str | None) -> tuple[float | None, str | None]:
+    """(r, a note when it was not stated): the row's own ratio, else its benchmark's known one
+    (:data:`BENCHMARK_RANGE_RATIOS`), else None (fixed lengths)."""
+    if ratio is not None:
+        return ratio, None
+    text = (source or "").lower()
+    for where, r in BENCHMARK_RANGE_RATIOS.items():
+        if where in text:
+            return r, (f"length_range_ratio not stated: {r} (the benchmark's own setting), so the mean lengths are "
+                       f"{(1 + r) / 2:g} × isl and osl")
+    return None, None
 
 
 def engine_family(engine: str) -> EngineFamily:

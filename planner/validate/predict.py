@@ -51,6 +51,7 @@ from planner.validate.layout import (
 from planner.validate.names import (
     assumed_gpu_variant,
     engine_family,
+    length_range_ratio,
     precision_dtypes,
     resolve_gpu_name,
     resolve_model_name,
@@ -139,6 +140,14 @@ class RowSetup:
     max_batch: int
     notes: tuple[str, ...]
     pools: PoolSetup | None = None  # a disaggregated run: ``scenario`` is its decode workers'
+    # The mean prompt and output lengths the client sent (isl, osl unless it drew them at random).
+    prompt_tokens: float = 0.0
+    output_tokens: float = 0.0
+
+    @property
+    def lengths(self) -> tuple[float, float]:
+        """(mean prompt, mean output) tokens: the row's isl and osl where the setup states none."""
+        return (self.prompt_tokens or float(self.row.isl or 1), self.output_tokens or float(self.row.osl or 1))
 
     def with_efficiency(self, eff: EfficiencySet, scenario: Scenario | None = None) -> Scenario:
         return (scenario or self.scenario).model_copy(update={"efficiency": Efficiency(
@@ -166,6 +175,11 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     if model_id is None:
         return why or "unknown model"
     notes: list[str] = []
+    ratio, why = length_range_ratio(row.length_range_ratio, row.source)
+    if why:
+        notes.append(why)
+    share = (1.0 + ratio) / 2.0 if ratio is not None else 1.0
+    n_mean, o_mean = row.isl * share, row.osl * share
     gpu_id, why = resolve_gpu_name(row.gpu)
     if gpu_id is None:
         assumed = assumed_gpu_variant(row.gpu)
@@ -209,7 +223,7 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
         scenario = Scenario(
             name=row.id, gpu=gpu_id, model=model_id, weights_dtype=dtypes[0], kv_dtype=dtypes[1],
             parallel=layout, speculative=spec,
-            workload=Workload(prompt_tokens=row.isl, output_tokens=row.osl,
+            workload=Workload(prompt_tokens=max(1, round(n_mean)), output_tokens=max(1, round(o_mean)),
                               requests_per_s=per if load == "request_rate" and per else 1.0),
             serving=Serving(memory_utilization=util, engine=memory_engine,
                             chunk_tokens=ENGINE_CHUNK_TOKENS.get(memory_engine, 8192)),
@@ -231,20 +245,20 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
                                 notes=notes)
         if mn is not None:
             return mn
-    mem = memory_section(resolve(scenario), {}, context_tokens=row.isl + row.osl)
+    mem = memory_section(resolve(scenario), {}, context_tokens=round(n_mean + o_mean))
     if mem.max_sequences < 1 and util is not None and util < _MAX_MEMORY_UTILIZATION:
         # The run happened, so it fit: the engine ran with a larger memory fraction than its default.
         roomier = _with_utilization(scenario, _MAX_MEMORY_UTILIZATION)
         pools = pools if pools is None else replace(pools, prefill=_with_utilization(pools.prefill,
                                                                                      _MAX_MEMORY_UTILIZATION))
-        mem2 = memory_section(resolve(roomier), {}, context_tokens=row.isl + row.osl)
+        mem2 = memory_section(resolve(roomier), {}, context_tokens=round(n_mean + o_mean))
         if mem2.max_sequences >= 1:
             notes.append(f"does not fit at the engine's default memory fraction {util}: predicted at "
                          f"{_MAX_MEMORY_UTILIZATION} (the run fit, so the engine was given more)")
             scenario, mem = roomier, mem2
     if mem.max_sequences < 1:
         return (f"does not fit: KV budget {mem.kv_budget_bytes / 1e9:.1f} GB per GPU holds "
-                f"{mem.max_sequences:.2f} sequences of {row.isl + row.osl} tokens")
+                f"{mem.max_sequences:.2f} sequences of {n_mean + o_mean:g} tokens")
     cap = ENGINE_MAX_BATCH.get(family, ENGINE_MAX_BATCH["vllm"])
     ranks = scenario.parallel.attention_dp
     if ranks > 1:
@@ -254,7 +268,8 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
         notes.append(f"running-batch cap: the engine's {cap // ranks} per attention-DP rank × {ranks} ranks")
     max_batch = max(1, min(int(math.floor(mem.max_sequences)), cap))
     return RowSetup(row=row, family=family, scenario=scenario, replicas=replicas, load=load,
-                    load_per_replica=per, max_batch=max_batch, notes=tuple(notes), pools=pools)
+                    load_per_replica=per, max_batch=max_batch, notes=tuple(notes), pools=pools,
+                    prompt_tokens=n_mean, output_tokens=o_mean)
 
 
 # The largest memory fraction an engine is run at (TensorRT-LLM's 0.95 in trtllm-bench).
@@ -312,13 +327,13 @@ def _operating_point(setup: RowSetup, eff: EfficiencySet) -> LoadPoint:
         pools = setup.pools
         with physics_terms(**eff.terms()):
             return disaggregated_point(resolve(setup.with_efficiency(eff, pools.prefill)), r,
-                                       prompt_tokens=float(setup.row.isl or 1), output_tokens=float(setup.row.osl or 1),
+                                       prompt_tokens=setup.lengths[0], output_tokens=setup.lengths[1],
                                        users=float(setup.load_per_replica or 1.0),
                                        prefill_workers=pools.prefill_workers, decode_workers=pools.decode_workers,
                                        max_batch=setup.max_batch, link=pools.link)
     with physics_terms(**eff.terms()):
-        return replica_load(r, load=setup.load, prompt_tokens=float(setup.row.isl or 1),
-                            output_tokens=float(setup.row.osl or 1), max_batch=setup.max_batch,
+        return replica_load(r, load=setup.load, prompt_tokens=setup.lengths[0],
+                            output_tokens=setup.lengths[1], max_batch=setup.max_batch,
                             level=setup.load_per_replica, replicas=setup.replicas)
 
 
@@ -327,8 +342,8 @@ def predict_row(setup: RowSetup, eff: EfficiencySet) -> tuple[float, LoadPoint]:
     op = operating_point(setup, eff)
     m = setup.row.metric
     total = op.output_tok_s_per_replica * setup.replicas
-    # input tokens/s: the request rate the output rate implies (output / OSL) × ISL
-    input_total = total / float(setup.row.osl or 1) * float(setup.row.isl or 1)
+    # input tokens/s: the request rate the output rate implies (output / mean OSL) × mean ISL
+    input_total = total / setup.lengths[1] * setup.lengths[0]
     out_gpus = in_gpus = setup.row.n_gpus
     d = setup.row.disaggregated
     if setup.pools is not None and d is not None:

@@ -113,6 +113,11 @@ class MeasurementRow(BaseModel):
     disaggregated: DisaggregatedSetup | None = None
     isl: PosInt | None = None
     osl: PosInt | None = None
+    # The client drew each request's lengths uniformly in [r·isl, isl] and [r·osl, osl]
+    # (benchmark_serving's --random-range-ratio r): their means are (1 + r)/2 × the stated ones.
+    # None: fixed lengths, unless the source's benchmark is known to draw them
+    # (planner.validate.names.length_range_ratio).
+    length_range_ratio: Annotated[float, Field(gt=0, le=1)] | None = None
     concurrency: PosFloat | None = None
     request_rate: PosFloat | None = None
     metric: Annotated[str, Field(min_length=1)]
@@ -140,7 +145,7 @@ def run_key(row: MeasurementRow) -> tuple[object, ...]:
     the metric (and id, value, notes)."""
     return (publication(row.source), row.engine, row.engine_version, row.model, row.precision, row.gpu, row.n_gpus,
             row.tp, row.pp, row.ep, row.dp_attention, row.speculative, row.speculative_draft_tokens, row.multi_node,
-            row.disaggregated, row.isl, row.osl, row.concurrency, row.request_rate)
+            row.disaggregated, row.isl, row.osl, row.length_range_ratio, row.concurrency, row.request_rate)
 
 
 def unstated_load_runs(rows: Iterable[MeasurementRow]) -> frozenset[tuple[object, ...]]:
