@@ -372,3 +372,17 @@ def test_cli_any_file(tmp_path: Path, content: bytes, command: str) -> None:
             "simulate-trace": ["simulate", "--trace", str(path)]}[command]
     rc, _, err = run_main(argv)
     assert_clean(rc, err, argv)
+
+
+@pytest.mark.parametrize("cost", [{"usd_per_gpu_hour": 1e308}, {"usd_per_kwh": 1e308}])
+@pytest.mark.parametrize("command", ["plan", "sweep"])
+def test_a_price_past_its_cap_is_refused_naming_the_field(tmp_path: Path, cost: dict, command: str) -> None:
+    """Hypothesis found it: a scenario with $1e308 per GPU-hour made every sweep cost overflow to
+    NaN and the sweep end in an internal error.  Prices are capped (MAX_USD_PER_GPU_HOUR,
+    MAX_USD_PER_KWH): one line naming the field."""
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"cost": cost}))
+    argv = [command, str(path)] + (["--gpus", "h100-sxm", "--dtypes", "fp8"] if command == "sweep" else [])
+    rc, _, err = run_main(argv)
+    assert rc == 2 and "Traceback" not in err and err.startswith("error: ") and err.count("\n") == 1, (rc, err)
+    assert f"cost.{next(iter(cost))}" in err, err

@@ -38,6 +38,8 @@ __all__ = [
     "MAX_SEQUENCE_TOKENS",
     "MAX_TP",
     "MAX_TRACE_ROWS",
+    "MAX_USD_PER_GPU_HOUR",
+    "MAX_USD_PER_KWH",
     "MAX_WARM_POOL_REPLICAS",
     "MIN_SCALE_INTERVAL_S",
     "MODEL_PATH_MESSAGE",
@@ -82,6 +84,11 @@ MIN_SCALE_INTERVAL_S = 10.0
 MAX_WARM_POOL_REPLICAS = 10_000
 # A catalog id (gpu, model): the longest catalog id has 14 characters.
 MAX_ID_CHARS = 200
+# Prices a scenario may state: the dearest catalog GPU rents for about $10 per hour and
+# electricity for well under $1/kWh, so 1,000× those; past them a fleet's dollars per hour
+# overflow (1e308 $/GPU-hour made every sweep cost NaN).
+MAX_USD_PER_GPU_HOUR = 10_000.0
+MAX_USD_PER_KWH = 1_000.0
 
 # The one message for a path-shaped ``model`` outside the CLI.  It never depends
 # on the path (whether a file exists there must not be observable).
@@ -319,8 +326,8 @@ class Cost(BaseModel):
     """Prices (None: the catalog default) and optional power."""
 
     model_config = _FROZEN
-    usd_per_gpu_hour: PosFloat | None = None
-    usd_per_kwh: PosFloat | None = None
+    usd_per_gpu_hour: Annotated[float, Field(gt=0, le=MAX_USD_PER_GPU_HOUR, allow_inf_nan=False)] | None = None
+    usd_per_kwh: Annotated[float, Field(gt=0, le=MAX_USD_PER_KWH, allow_inf_nan=False)] | None = None
     pue: Annotated[float, Field(ge=1, le=3, allow_inf_nan=False)] = 1.3
 
 

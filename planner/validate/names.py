@@ -15,12 +15,12 @@ from planner.spec.catalog import load_catalog
 from planner.spec.precision import KvDtype, WeightsDtype
 
 __all__ = [
+    "BENCHMARK_RANGE_RATIOS",
     "COMMON_GPU_VARIANTS",
     "ENGINE_FAMILIES",
     "EngineFamily",
     "PRECISIONS",
     "assumed_gpu_variant",
-    "BENCHMARK_RANGE_RATIOS",
     "engine_family",
     "length_range_ratio",
     "precision_dtypes",
