@@ -20,12 +20,20 @@ GONE_WITHIN_S = 20.0  # a generous poll bound; the day itself runs for minutes o
 
 
 def _children(pid: int) -> int:
+    """The server's child processes that can still run: a killed worker stays a zombie (state Z)
+    until the pool's teardown waits for it, which may come later; it does no work."""
     n = 0
     for t in os.listdir(f"/proc/{pid}/task"):
         try:
-            n += len(Path(f"/proc/{pid}/task/{t}/children").read_text().split())
+            kids = Path(f"/proc/{pid}/task/{t}/children").read_text().split()
         except OSError:
             continue
+        for kid in kids:
+            try:
+                state = Path(f"/proc/{kid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue  # gone between the two reads
+            n += state != "Z"
     return n
 
 
