@@ -197,11 +197,11 @@ def test_a_benchmark_that_draws_random_lengths_is_predicted_at_their_means() -> 
     rows = parse_measurements([{**BASE, "id": "fixed"}, {**BASE, "id": "stated", "length_range_ratio": 0.5},
                                {**ix, "id": "ix"}, {**ix, "id": "ix1", "length_range_ratio": 1.0}])
     setups = {s.row.id: s for s in predictable_setups(rows)}
-    assert setups["fixed"].lengths == (1000.0, 1000.0)
-    assert setups["stated"].lengths == pytest.approx((750.0, 750.0))
-    assert setups["ix"].lengths == pytest.approx((900.0, 900.0))
+    assert (setups["fixed"].prompt_tokens, setups["fixed"].output_tokens) == (1000.0, 1000.0)
+    assert (setups["stated"].prompt_tokens, setups["stated"].output_tokens) == pytest.approx((750.0, 750.0))
+    assert (setups["ix"].prompt_tokens, setups["ix"].output_tokens) == pytest.approx((900.0, 900.0))
     assert any("length_range_ratio not stated: 0.8" in n for n in setups["ix"].notes)
-    assert setups["ix1"].lengths == (1000.0, 1000.0) and not any("length_range" in n for n in setups["ix1"].notes)
+    assert (setups["ix1"].prompt_tokens, setups["ix1"].output_tokens) == (1000.0, 1000.0) and not any("length_range" in n for n in setups["ix1"].notes)
     res = {r.id: r for r in validate_rows(rows)}
     # shorter sequences: a shorter prefill, a decode step over less context
     assert res["ix"].operating_point.prefill_s < res["fixed"].operating_point.prefill_s

@@ -67,7 +67,8 @@ def row_setup(row: MeasurementRow, setup: BenchSetup) -> RowSetup | str:
     cap = base.serving.batch_size or ENGINE_MAX_BATCH.get(setup.family, ENGINE_MAX_BATCH["vllm"])
     max_batch = max(1, min(int(math.floor(mem.max_sequences)), cap))
     return RowSetup(row=row, family=setup.family, scenario=scenario, replicas=replicas, load=load,
-                    load_per_replica=per, max_batch=max_batch, notes=())
+                    load_per_replica=per, max_batch=max_batch, prompt_tokens=float(row.isl),
+                    output_tokens=float(row.osl), notes=())
 
 
 def compare_rows(rows: Sequence[MeasurementRow], setups: Sequence[BenchSetup],

@@ -140,7 +140,8 @@ def prefill_step(
     a_tp, m_tp = _f(attention_tp(tp_a, dp)), _f(moe_tp(tp_a, ep_a))
     c = _f(cached_tokens)
     n = np.maximum(_f(tokens) - c, 0.0)
-    lin, att = _prefill_flops_parts(model, tokens, cached_tokens, include_attention, sequences)
+    seqs = np.maximum(_f(sequences), 1.0)
+    lin, att = _prefill_flops_parts(model, tokens, cached_tokens, include_attention, seqs)
     flops = lin + att
     p_exp = expert_active_params(model)
     lin_exp = 2.0 * p_exp * n
@@ -158,7 +159,7 @@ def prefill_step(
     rep = p_rep * bpw
     w_dense = ((pc.total - pc.expert_total) * bpw - rep) / tp_a + rep
     k_gpu = _f(kv_bytes_per_token_per_gpu(model=model, kv_dtype=kv_dtype, tp=a_tp, pp=1,
-                                         context_tokens=(n + c) / np.maximum(_f(sequences), 1.0)))
+                                         context_tokens=(n + c) / seqs))
     kv = (n + c) * k_gpu
     act_d = activation_elements_per_token(model, a_tp)[0]
     act_e = activation_elements_per_token(model, m_tp)[1]

@@ -138,16 +138,11 @@ class RowSetup:
     load: Load
     load_per_replica: float | None  # users or requests/s on one replica
     max_batch: int
+    # The mean prompt and output lengths the client sent (isl, osl unless it drew them at random).
+    prompt_tokens: float
+    output_tokens: float
     notes: tuple[str, ...]
     pools: PoolSetup | None = None  # a disaggregated run: ``scenario`` is its decode workers'
-    # The mean prompt and output lengths the client sent (isl, osl unless it drew them at random).
-    prompt_tokens: float = 0.0
-    output_tokens: float = 0.0
-
-    @property
-    def lengths(self) -> tuple[float, float]:
-        """(mean prompt, mean output) tokens: the row's isl and osl where the setup states none."""
-        return (self.prompt_tokens or float(self.row.isl or 1), self.output_tokens or float(self.row.osl or 1))
 
     def with_efficiency(self, eff: EfficiencySet, scenario: Scenario | None = None) -> Scenario:
         return (scenario or self.scenario).model_copy(update={"efficiency": Efficiency(
@@ -327,13 +322,13 @@ def _operating_point(setup: RowSetup, eff: EfficiencySet) -> LoadPoint:
         pools = setup.pools
         with physics_terms(**eff.terms()):
             return disaggregated_point(resolve(setup.with_efficiency(eff, pools.prefill)), r,
-                                       prompt_tokens=setup.lengths[0], output_tokens=setup.lengths[1],
+                                       prompt_tokens=setup.prompt_tokens, output_tokens=setup.output_tokens,
                                        users=float(setup.load_per_replica or 1.0),
                                        prefill_workers=pools.prefill_workers, decode_workers=pools.decode_workers,
                                        max_batch=setup.max_batch, link=pools.link)
     with physics_terms(**eff.terms()):
-        return replica_load(r, load=setup.load, prompt_tokens=setup.lengths[0],
-                            output_tokens=setup.lengths[1], max_batch=setup.max_batch,
+        return replica_load(r, load=setup.load, prompt_tokens=setup.prompt_tokens,
+                            output_tokens=setup.output_tokens, max_batch=setup.max_batch,
                             level=setup.load_per_replica, replicas=setup.replicas)
 
 
@@ -343,7 +338,7 @@ def predict_row(setup: RowSetup, eff: EfficiencySet) -> tuple[float, LoadPoint]:
     m = setup.row.metric
     total = op.output_tok_s_per_replica * setup.replicas
     # input tokens/s: the request rate the output rate implies (output / mean OSL) × mean ISL
-    input_total = total / setup.lengths[1] * setup.lengths[0]
+    input_total = total / setup.output_tokens * setup.prompt_tokens
     out_gpus = in_gpus = setup.row.n_gpus
     d = setup.row.disaggregated
     if setup.pools is not None and d is not None:
