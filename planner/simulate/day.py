@@ -223,6 +223,12 @@ def simulate_day(scenario: Scenario, result: AutoscaleResult, *, requests_per_st
             # forever in the app server), then the pool's threads are ended.
             for proc in list(getattr(pool, "_pool", ())):
                 proc.kill()
+            # A worker killed while it waited for a task held the task queue's read lock, which
+            # terminate() takes before it reaps the workers: with that lock gone with its holder,
+            # terminate() (and the caller, and a test run) waited forever.  A fresh lock lets it on.
+            inqueue = getattr(pool, "_inqueue", None)
+            if inqueue is not None and hasattr(inqueue, "_rlock"):
+                inqueue._rlock = multiprocessing.Lock()
             pool.terminate()
             raise
         finally:
