@@ -143,6 +143,32 @@ def test_mtp_default_is_the_fitted_acceptance_and_says_so() -> None:
     assert dr1 is not None and dr1.acceptance == (0.9,) and dr1.acceptance_origin == "scenario"
 
 
+def test_mtp_default_is_the_engines_own_where_it_has_one() -> None:
+    """On serving.engine trtllm, MTP's default acceptance is TensorRT-LLM's own fitted term (its
+    runs accept more per position than SGLang's on the same rows); every other engine keeps
+    mtp_acceptance; with the engine's term off, the engine falls back to mtp_acceptance.  The
+    plan and the simulator's drafter read the same value."""
+    from planner.spec.fitted import FITTED_TERMS
+
+    a, a_trt = FITTED_TERMS["mtp_acceptance"], FITTED_TERMS["mtp_acceptance_trtllm"]
+    assert 0.0 < a < a_trt < 0.85
+    trt = Scenario(**DSV3, speculative=MTP1, serving={"engine": "trtllm"})
+    sg = Scenario(**DSV3, speculative=MTP1, serving={"engine": "sglang"})
+    for sc, want in ((trt, a_trt), (sg, a)):
+        r = resolve(sc)
+        dr = drafter_for(sc.speculative, r.model, sc.serving.engine)
+        assert dr is not None and dr.acceptance == (round(want, 3),) and dr.acceptance_origin == "calibrated"
+        assert plan(sc).decode.speculative_tokens_per_pass == pytest.approx(1 + round(want, 3))
+    dr_trt = drafter_for(trt.speculative, resolve(trt).model, "trtllm")
+    assert dr_trt is not None and "TensorRT-LLM" in dr_trt.acceptance_source
+    with physics_terms(mtp_acceptance_trtllm=0.0):
+        off = drafter_for(trt.speculative, resolve(trt).model, "trtllm")
+        assert off is not None and off.acceptance == (round(a, 3),)
+    # A faster acceptance means fewer verify passes: the TensorRT-LLM plan's ITL is the lower one.
+    assert plan(trt).decode.itl_s < plan(trt.model_copy(update={"speculative": trt.speculative.model_copy(
+        update={"acceptance": a}), "serving": trt.serving})).decode.itl_s
+
+
 def _mtp_golden_by_hand(batch: int) -> None:
     """DeepSeek-V3 fp8, TP8 on H200, MTP with k = 1 at context 2,048.
 

@@ -203,22 +203,41 @@ MTP_CALIBRATED_SOURCE = (
     "fitted on measured MTP runs (planner.validate.moefit: the fitted term mtp_acceptance, one α for every "
     "chained position of the one MTP module; InferenceX DeepSeek-R1 rows, random-token prompts), kept because "
     "leave-one-GPU-out and leave-one-engine-out errors fell with it (README \"How accurate is it on MoE?\")")
+MTP_CALIBRATED_SOURCE_TRTLLM = (
+    "fitted on measured TensorRT-LLM MTP runs (the fitted term mtp_acceptance_trtllm: TensorRT-LLM's MTP accepts "
+    "more per position than SGLang's and ROCm's on the same rows; InferenceX DeepSeek-R1, random-token prompts), "
+    "kept because leave-one-GPU-out errors fell with it (README \"How accurate is it on MoE?\")")
+
+# Engines with an MTP acceptance of their own (a fitted term each); every other engine uses mtp_acceptance.
+ENGINE_MTP_TERMS: dict[str, str] = {"trtllm": "mtp_acceptance_trtllm"}
 
 
-def mtp_default() -> AcceptanceDefault:
-    """MTP's default acceptance: the fitted ``mtp_acceptance`` term where it is on (> 0), else the paper's."""
-    a = term("mtp_acceptance")
-    return AcceptanceDefault((round(a, 3),), "calibrated", MTP_CALIBRATED_SOURCE) if a > 0 else MTP_ACCEPTANCE
+def _mtp_term(engine: str | None) -> tuple[float, str]:
+    own = ENGINE_MTP_TERMS.get(engine or "")
+    if own is not None and term(own) > 0:
+        return term(own), MTP_CALIBRATED_SOURCE_TRTLLM
+    return term("mtp_acceptance"), MTP_CALIBRATED_SOURCE
 
 
-def drafter_for(sp: Speculative, target: ModelSpec) -> Drafter | None:
+def mtp_default(engine: str | None = None) -> AcceptanceDefault:
+    """MTP's default acceptance on ``engine`` (``serving.engine``): the engine's own fitted term
+    where it has one that is on (:data:`ENGINE_MTP_TERMS`), else the fitted ``mtp_acceptance``
+    where it is on (> 0), else the paper's."""
+    a, source = _mtp_term(engine)
+    return AcceptanceDefault((round(a, 3),), "calibrated", source) if a > 0 else MTP_ACCEPTANCE
+
+
+def drafter_for(sp: Speculative, target: ModelSpec, engine: str | None = None) -> Drafter | None:
     """The scenario's drafter (None with speculation off): its method, timing model and
-    acceptance a_1 … a_K with their origin (the default for MTP: :func:`mtp_default`)."""
-    return _drafter_for(sp, target, term("mtp_acceptance") if sp.method == "mtp" else 0.0)
+    acceptance a_1 … a_K with their origin (the default for MTP: :func:`mtp_default` on
+    ``engine``, the scenario's ``serving.engine``)."""
+    return _drafter_for(sp, target, _mtp_term(engine)[0] if sp.method == "mtp" else 0.0,
+                        engine if sp.method == "mtp" else None)
 
 
 @lru_cache(maxsize=256)
-def _drafter_for(sp: Speculative, target: ModelSpec, mtp_acceptance: float) -> Drafter | None:
+def _drafter_for(sp: Speculative, target: ModelSpec, mtp_acceptance: float, engine: str | None
+                 ) -> Drafter | None:
     k = sp.draft_tokens
     if k <= 0:
         return None
@@ -230,7 +249,7 @@ def _drafter_for(sp: Speculative, target: ModelSpec, mtp_acceptance: float) -> D
     elif sp.acceptance is not None:
         acc, origin, source = (sp.acceptance,), "scenario", "speculative.acceptance"
     else:
-        d = mtp_default() if sp.method == "mtp" else _DEFAULTS[sp.method]
+        d = mtp_default(engine) if sp.method == "mtp" else _DEFAULTS[sp.method]
         acc, origin, source = d.per_position, d.origin, d.source
     if sp.method == "draft_model":
         assert draft is not None

@@ -26,7 +26,7 @@ class StepTimes:
     def __init__(self, resolved: Resolved, *, max_context_tokens: int, chunk_tokens: int) -> None:
         self._kw = resolved.step_kwargs()
         self._spec = resolved.scenario.speculative  # draft_tokens > 0: a decode iteration is a speculative cycle
-        self._drafter = drafter_for(self._spec, resolved.model)  # the plan's own drafter (method, acceptance, cost)
+        self._drafter = drafter_for(self._spec, resolved.model, resolved.scenario.serving.engine)  # the plan's own drafter (method, acceptance, cost)
         self._chunk = chunk_tokens
         self._rows: dict[int, tuple[list[float], list[float]]] = {}
         n = max_context_tokens // CONTEXT_GRID_TOKENS + 3

@@ -65,7 +65,7 @@ def _grid_state(r: Resolved, *, prompt: float, output: float, max_batch: int, cl
     kw = r.step_kwargs()
     sp = r.scenario.speculative
     cyc = decode_cycle(batch_size=grid, context_tokens=prompt + output / 2.0, draft_tokens=sp.draft_tokens,
-                       drafter=drafter_for(sp, r.model), **kw)
+                       drafter=drafter_for(sp, r.model, r.scenario.serving.engine), **kw)
     chunk = r.scenario.serving.chunk_tokens
     pc = prefill_chunks(new_tokens=[prompt], cached_tokens=[0.0], chunk_tokens=chunk, **kw)
     cycle = np.atleast_2d(np.asarray(cyc.cycle_s, float))
@@ -132,7 +132,7 @@ def replica_load(
         b = float(level or 1.0)
         sp = r.scenario.speculative
         cyc = float(decode_cycle(batch_size=b, context_tokens=n + o / 2.0, draft_tokens=sp.draft_tokens,
-                                 drafter=drafter_for(sp, r.model), **r.step_kwargs()).cycle_s)
+                                 drafter=drafter_for(sp, r.model, r.scenario.serving.engine), **r.step_kwargs()).cycle_s)
         ttft = float(prefill_step(tokens=b * n, **r.step_kwargs()).time_s)
         e2e = ttft + (o - 1.0) * cyc
         return LoadPoint(load=load, replicas=replicas, max_batch=max_batch, batch_size=b, saturated=False,

@@ -310,7 +310,7 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
     n_c = tp.shape[0]
     sp = s.speculative
     cyc = decode_cycle(batch_size=b, context_tokens=st.live_context, draft_tokens=sp.draft_tokens,
-                       drafter=drafter_for(sp, r.model), **r.step_kwargs(tp=tp, pp=pp, ep=ep, dp_attention=dp))
+                       drafter=drafter_for(sp, r.model, r.scenario.serving.engine), **r.step_kwargs(tp=tp, pp=pp, ep=ep, dp_attention=dp))
     cycle = np.broadcast_to(np.asarray(cyc.cycle_s), (n_c, b.shape[-1]))
     chunk = s.serving.chunk_tokens
     new = np.maximum(st.class_prompt - st.class_cached, 1.0)

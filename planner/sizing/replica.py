@@ -281,7 +281,7 @@ def decode_at(r: Resolved, *, batch_size: ArrayLike, live_context: ArrayLike) ->
     """The scenario's decode cycle at a batch (speculation included): step, cycle, ITL."""
     sp = r.scenario.speculative
     return decode_cycle(batch_size=batch_size, context_tokens=live_context, draft_tokens=sp.draft_tokens,
-                        drafter=drafter_for(sp, r.model), **r.step_kwargs())
+                        drafter=drafter_for(sp, r.model, r.scenario.serving.engine), **r.step_kwargs())
 
 
 def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: float,
@@ -353,7 +353,7 @@ def _speculative_rows(r: Resolved, d: Deriv, cyc: DecodeCycle, *, batch_size: in
     """decode.speculative_tokens_per_pass and decode.speculative_speedup with the method,
     the acceptance per position and its origin (paper, assumed, or the scenario's)."""
     sp = r.scenario.speculative
-    dr = drafter_for(sp, r.model)
+    dr = drafter_for(sp, r.model, r.scenario.serving.engine)
     if dr is None:
         return
     k = sp.draft_tokens

@@ -98,7 +98,7 @@ def disaggregated_point(prefill: Resolved, decode: Resolved, *, prompt_tokens: f
     ds = decode.scenario
     sp = ds.speculative
     cyc = decode_cycle(batch_size=grid, context_tokens=n + o / 2.0, draft_tokens=sp.draft_tokens,
-                       drafter=drafter_for(sp, decode.model), **decode.step_kwargs())
+                       drafter=drafter_for(sp, decode.model, decode.scenario.serving.engine), **decode.step_kwargs())
     cycle = np.asarray(cyc.cycle_s, float)
     itl = cycle / cyc.tokens_per_pass
     rate = decode_workers * grid / ((o - 1.0) * itl)  # requests/s the decode pool completes at batch b

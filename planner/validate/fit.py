@@ -88,6 +88,7 @@ TERM_SEARCH: dict[str, tuple[float, float, float, float, float]] = {
     "moe_prefill_layer_overhead_s": (1e-6, 0.0, 5000.0, 50.0, 50.0),
     "moe_prefill_token_overhead_s": (1e-9, 0.0, 1000.0, 10.0, 10.0),
     "all_to_all_call_s": (1e-6, 0.0, 1000.0, 20.0, 20.0),
+    "mtp_acceptance_trtllm": (0.01, 5.0, 99.0, 60.0, 10.0),
 }
 # The terms the shipped fit includes: each kept only where it lowered both the
 # 5-fold and the leave-one-source-out error (README "How accurate is it?").  collective_call_s
@@ -101,7 +102,8 @@ FIT_TERMS: tuple[str, ...] = ("collective_call_s",)
 # The MoE layer terms (planner.physics.kernels.moe_overhead_s), fitted apart (planner.validate.moefit).
 # The MoE prefill terms (moe_prefill_layer_overhead_s, moe_prefill_token_overhead_s) are not among
 # them: off, fitted only when named (bench/moe_accuracy.py --terms ...).
-MOE_TERM_NAMES: tuple[str, ...] = ("moe_layer_overhead_s", "moe_token_overhead_s", "mtp_acceptance", "all_to_all_call_s")
+MOE_TERM_NAMES: tuple[str, ...] = ("moe_layer_overhead_s", "moe_token_overhead_s", "mtp_acceptance", "all_to_all_call_s",
+                                   "mtp_acceptance_trtllm")
 _TOL = 1e-5  # relative change in cost / parameters at which a fit stops (0.001% of the error)
 # Robust loss on the log errors: rows within ~LOSS_SCALE (20%) count as squares, beyond it
 # linearly, so a handful of rows the model cannot describe (a TTFT 50× off because the row's

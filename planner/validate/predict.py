@@ -116,6 +116,7 @@ class EfficiencySet(BaseModel):
     moe_prefill_layer_overhead_s: float | None = Field(default=None, ge=0)
     moe_prefill_token_overhead_s: float | None = Field(default=None, ge=0)
     all_to_all_call_s: float | None = Field(default=None, ge=0)
+    mtp_acceptance_trtllm: float | None = Field(default=None, ge=0, lt=1)
 
     def terms(self) -> dict[str, float]:
         """The physics terms this set states."""

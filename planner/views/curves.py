@@ -273,7 +273,8 @@ def speculative_curve(
     a = _arr(acceptances)
     rows: list[Row] = []
     for k in draft_tokens:
-        drafter = drafter_for(scenario.speculative.model_copy(update={"draft_tokens": int(k)}), r.model)
+        drafter = drafter_for(scenario.speculative.model_copy(update={"draft_tokens": int(k)}), r.model,
+                              r.scenario.serving.engine)
         cyc = decode_cycle(batch_size=b, context_tokens=live, draft_tokens=int(k), drafter=drafter, **kw)
         step, cycle = float(cyc.step.step_s), float(cyc.cycle_s)
         tpp = np.asarray(speculative_tokens_per_pass(draft_tokens=k, acceptance=a))

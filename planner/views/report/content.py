@@ -237,7 +237,7 @@ def _scenario_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
     if sv.mode == "disaggregated" and pools_set(s):  # pools with their own GPU and layout (planner.views.pools)
         rows += [ReportRow(label, value, "prefill.gpu/parallel, decode.gpu/parallel") for label, value in pool_rows(p)]
     if s.speculative.draft_tokens:
-        dr = drafter_for(s.speculative, r.model)
+        dr = drafter_for(s.speculative, r.model, r.scenario.serving.engine)
         if dr is not None:
             acc = ", ".join(percent(x) for x in dr.acceptance)
             rows.append(ReportRow("Speculative decoding", f"{dr.name} ({dr.method}), {s.speculative.draft_tokens} "
