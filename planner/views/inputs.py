@@ -31,6 +31,7 @@ TRACE_MAX_BYTES = 1_048_576
 
 _D = Scenario()
 _MTP = mtp_default()  # the fitted MTP acceptance (or the paper's where the term is off)
+_MTP_TRT = mtp_default("trtllm")  # TensorRT-LLM's own
 # Dotted scenario field -> help text: meaning, unit, and the default's source.
 INPUT_HELP: dict[str, str] = {
     "workload.requests_per_s": "Mean traffic in requests per second; cost ($/Mtok) divides by it. "
@@ -57,7 +58,8 @@ INPUT_HELP: dict[str, str] = {
                           f"catalog model). Default {_D.speculative.method} (draft_model when a draft model is named).",
     "speculative.acceptance": "Probability α that the target accepts each drafted token (given the ones before). "
                               f"Empty: the method's default: mtp {_MTP.per_position[0]:g} "
-                              f"({_MTP.origin}; the DeepSeek-V3 report's §5.4.3 "
+                              f"({_MTP.origin}; {_MTP_TRT.per_position[0]:g} on serving.engine trtllm; the "
+                              f"DeepSeek-V3 report's §5.4.3 "
                               f"{MTP_ACCEPTANCE.per_position[0]:g} where the fitted term is off), eagle "
                               f"{EAGLE_ACCEPTANCE.per_position[0]:g} (EAGLE-3 paper, τ ≈ {EAGLE3_TAU:g} on MT-bench), "
                               f"draft_model {DRAFT_MODEL_ACCEPTANCE.per_position[0]:g} (assumed).",
