@@ -28,6 +28,11 @@ from planner.sizing.autoscale import (
     day_profile,
     scale_up_delay,
 )
+from planner.sizing.candidate_arrays import (
+    OperatingArrays,
+    chunk_times_at,
+    cycle_at,
+)
 from planner.sizing.fleet import (
     CEIL_TOLERANCE,
     FleetArrays,
@@ -45,6 +50,11 @@ from planner.sizing.fleet_plan import (
     plan_fleet,
     routing_section,
 )
+from planner.sizing.gpu_memory import (
+    ReplicaMemory,
+    replica_memory,
+    scenario_draft,
+)
 from planner.sizing.layout_section import (
     layout_comm_derivations,
     layout_memory_derivations,
@@ -53,6 +63,10 @@ from planner.sizing.load import (
     LoadKind,
     LoadPoint,
     replica_load,
+)
+from planner.sizing.memory_ledger import (
+    draft_section,
+    memory_section,
 )
 from planner.sizing.modes import (
     ModeLoad,
@@ -64,16 +78,8 @@ from planner.sizing.operating import (
     MAX_PREFILL_POOL_GROWTH,
     MAX_PROMPT_CLASSES,
     TAIL_PERCENTILE,
-    MeanPrefill,
-    OperatingArrays,
-    ReplicaMemory,
     WorkloadStats,
-    chunk_times_at,
-    cycle_at,
-    mean_prefill,
     operating_arrays,
-    replica_memory,
-    scenario_draft,
     workload_stats,
 )
 from planner.sizing.plan import (
@@ -93,6 +99,10 @@ from planner.sizing.pools import (
     pools_warnings,
     xpyd,
 )
+from planner.sizing.prefill_alone import (
+    MeanPrefill,
+    mean_prefill,
+)
 from planner.sizing.replica import (
     DecodeResult,
     MemoryResult,
@@ -100,8 +110,6 @@ from planner.sizing.replica import (
     RooflineResult,
     decode_at,
     derive_context,
-    draft_section,
-    memory_section,
     prefill_section,
     roofline_section,
 )

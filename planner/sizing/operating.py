@@ -35,31 +35,19 @@ candidate and ``sweep`` with many: one physics.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from planner.physics.draft import draft_memory
 from planner.physics.layout import attention_dp, attention_tp
-from planner.physics.memory import (
-    activation_peak_bytes,
-    activation_profile_tokens,
-    kv_budget_bytes,
-    kv_bytes_per_token_per_gpu,
-    weight_bytes_per_gpu,
-)
 from planner.physics.queueing import TTFT_PERCENTILE, QueueWait, ServiceTimes, sojourn_quantile
 from planner.physics.speculative import drafter_for
 from planner.physics.step import (
     DecodeCycle,
-    DecodeStep,
     PrefillChunks,
-    PrefillStep,
     decode_cycle,
     prefill_chunks,
-    prefill_step,
 )
 from planner.sizing.attainment import (
     GAP_PERCENTILE,
@@ -70,6 +58,8 @@ from planner.sizing.attainment import (
     tpot_within,
     ttft_within,
 )
+from planner.sizing.candidate_arrays import OperatingArrays, chunk_times_at, cycle_at
+from planner.sizing.gpu_memory import ReplicaMemory, replica_memory, scenario_draft
 from planner.sizing.modes import (
     CEIL_TOLERANCE,
     MAX_PREFILL_POOL_GROWTH,
@@ -77,8 +67,8 @@ from planner.sizing.modes import (
     colocated_load,
     disaggregated_load,
 )
+from planner.sizing.prefill_alone import MeanPrefill, mean_prefill
 from planner.sizing.workload import MAX_PROMPT_CLASSES, WorkloadStats, workload_stats
-from planner.spec.catalog import get_model
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
 
@@ -105,115 +95,6 @@ KV_TAIL_Z = 2.326  # one-sided 99% normal quantile
 Arr = NDArray[np.float64]
 
 
-@dataclass(frozen=True)
-class OperatingArrays:
-    """One entry per candidate (arrays of shape (C,))."""
-
-    mode: str
-    batch_size: NDArray[np.int64]
-    feasible: NDArray[np.bool_]
-    reason: NDArray[np.object_]
-    max_sequences: Arr
-    step_s: Arr
-    itl_s: Arr  # mean ITL at the batch (= the mean TPOT)
-    itl_percentile_s: Arr  # per-request TPOT at slo.itl_percentile at the batch, chunk stalls averaged in
-    itl_gap_p99_s: Arr  # p99 of all token gaps at the batch (the chunk stall)
-    itl_worst_s: Arr  # cycle + the longest chunk
-    slo_attainment: Arr  # share of requests meeting both targets (TPOT at the batch, TTFT at the fleet's load)
-    ttft_attainment: Arr  # of which: share with TTFT ≤ slo.ttft_s
-    tpot_attainment: Arr  # share with TPOT ≤ slo.itl_s
-    ttft_s: Arr  # mean, at the fleet's load: ttft_wait_s + prefill_service_s (+ exposed transfer)
-    ttft_p90_s: Arr
-    ttft_p99_s: Arr  # at the fleet's load (NaN where the load model gives no distribution)
-    ttft_wait_s: Arr  # mean queueing wait before the prefill starts
-    prefill_service_s: Arr  # a request's own mean prefill latency (colocated: its chunked iterations)
-    goodput_req_s_per_replica: Arr  # decode replicas in disaggregated mode
-    prefill_req_s_per_replica: Arr  # prefill replicas (colocated: same as goodput)
-    tok_s_per_replica: Arr
-    kv_transfer_s: Arr  # mean whole-prompt KV transfer (0 colocated)
-    kv_transfer_exposed_s: Arr  # of which not hidden behind the prefill, + setup
-    prefill_utilization: Arr  # utilization of the prefill servers at the fleet's load
-    replicas: Arr  # colocated replicas, or prefill + decode
-    prefill_replicas: Arr
-    decode_replicas: Arr
-    fleet_batch_size: Arr  # decode batch per replica at the peak rate on this fleet
-    fleet_itl_s: Arr  # mean ITL there
-    fleet_itl_percentile_s: Arr  # per-request TPOT at slo.itl_percentile there
-    fleet_itl_gap_p99_s: Arr  # p99 of all token gaps there
-    fleet_slo_attainment: Arr  # share of requests meeting both targets there (what the simulator scores)
-    weight_bytes_per_gpu: Arr
-    kv_budget_bytes: Arr
-    gpus_per_replica: Arr
-    batch_grid: Arr  # the decode batches tried, shape (B,)
-    decode: DecodeCycle  # the decode cycle at each candidate × batch (C, B): the Plan's decode section reads it
-    class_prompt: Arr  # the prompt classes the prefill chunks were computed for (WorkloadStats), shape (S,)
-    class_cached: Arr
-    prefill: PrefillChunks  # every class's chunk times per candidate (C, S, K): the Plan's prefill section reads them
-    # A prefill pool with its own layout (planner.sizing.pools): its GPUs per replica; None: gpus_per_replica.
-    prefill_gpus_per_replica: Arr | None = None
-
-
-def chunk_times_at(op: OperatingArrays, candidate: int, *, prompt_tokens: float, cached_tokens: float
-                   ) -> list[float] | None:
-    """The chunk times (riding in decode iterations) of a prompt class ``operating_arrays``
-    already computed, as floats (None: no class has that prompt and cached length)."""
-    new = np.maximum(op.class_prompt - op.class_cached, 1.0)
-    hits = np.flatnonzero((op.class_prompt == prompt_tokens) & (op.class_cached == cached_tokens)
-                          & (new == prompt_tokens - cached_tokens))
-    if hits.size == 0:
-        return None
-    k = int(hits[0])
-    pc = op.prefill
-    marginal = np.broadcast_to(pc.marginal_s, (op.batch_size.shape[0],) + pc.mask.shape)[candidate, k]
-    return [float(x) for x, m in zip(marginal, pc.mask[k], strict=True) if m]
-
-
-@dataclass(frozen=True)
-class MeanPrefill:
-    """The mean prompt prefilled alone, computed once (one array call) for the Plan's
-    prefill and routing sections: a miss (nothing cached), a hit (the prefix cached, at
-    most prompt − 1 tokens) and warm (the routing comparison: the whole prefix cached)."""
-
-    hit_cached_tokens: float
-    miss: PrefillStep
-    hit: PrefillStep
-    warm: PrefillStep
-
-
-def mean_prefill(r: Resolved) -> MeanPrefill:
-    """Miss, hit and warm prefills of ``workload.prompt_tokens`` on the scenario's layout."""
-    w = r.scenario.workload
-    hit_cached = float(min(w.prefix_tokens, w.prompt_tokens - 1))
-    st = prefill_step(tokens=w.prompt_tokens, cached_tokens=np.array([0.0, hit_cached, float(w.prefix_tokens)]),
-                      **r.step_kwargs())
-    shape = np.shape(st.time_s)
-
-    def at(i: int) -> PrefillStep:
-        def f(a: ArrayLike) -> float:
-            return float(np.broadcast_to(np.asarray(a, float), shape)[i])
-
-        # Every field at prompt i (the kernel groups' times too): floats, the flag a bool.
-        values: dict[str, Any] = {k.name: f(getattr(st, k.name)) for k in fields(PrefillStep)}
-        values["compute_bound"] = bool(np.broadcast_to(st.compute_bound, shape)[i])
-        return PrefillStep(**values)
-
-    return MeanPrefill(hit_cached_tokens=hit_cached, miss=at(0), hit=at(1), warm=at(2))
-
-
-def cycle_at(cyc: DecodeCycle, candidate: int, column: int) -> DecodeCycle:
-    """One candidate's decode cycle at one batch of the grid, as floats."""
-    st = cyc.step
-
-    def at(a: ArrayLike) -> float:
-        return float(np.broadcast_to(np.asarray(a, float), np.shape(cyc.cycle_s))[candidate, column])
-
-    values: dict[str, Any] = {k.name: at(getattr(st, k.name)) for k in fields(DecodeStep) if k.name != "memory_bound"}
-    step = DecodeStep(**values,
-                      memory_bound=bool(np.broadcast_to(st.memory_bound, np.shape(cyc.cycle_s))[candidate, column]))
-    return DecodeCycle(step=step, cycle_s=at(cyc.cycle_s), tokens_per_pass=cyc.tokens_per_pass, itl_s=at(cyc.itl_s),
-                       verify_s=at(cyc.verify_s), draft_s=at(cyc.draft_s))
-
-
 def _kv_capacity(budget: Arr, kg: Arr, ranks: Arr, st: WorkloadStats, b: Arr) -> tuple[NDArray[np.bool_], Arr]:
     """(KV fits at each batch, max sequences per replica) with the shared prefix
     held once where sharing pays (p99 of the live KV across the batch).  ``ranks``:
@@ -234,68 +115,6 @@ def _kv_capacity(budget: Arr, kg: Arr, ranks: Arr, st: WorkloadStats, b: Arr) ->
         ok2, seqs2 = fits(mu - h * pre, pre * kg)
         ok, seqs = ok | ok2, np.maximum(seqs, seqs2)
     return ok, seqs
-
-
-@dataclass(frozen=True)
-class ReplicaMemory:
-    """One GPU's memory per candidate layout (shape (C, 1); floats for one scalar
-    layout): computed once here for the operating point and the Plan's memory
-    section, whose derivations substitute these same values."""
-
-    weight_bytes_per_gpu: Arr
-    activation_bytes: Arr  # the engine's profile-run peak (0 with the seeds' accounting)
-    kv_budget_bytes: Arr  # net of the drafter's weights (speculation: planner.physics.draft)
-    kv_bytes_per_token_per_gpu: Arr  # the target's
-    draft_weight_bytes_per_gpu: Arr  # speculation's drafter (0: off)
-    draft_kv_bytes_per_token_per_gpu: Arr
-
-    @property
-    def cache_bytes_per_token_per_gpu(self) -> Arr:
-        """KV bytes per token the engine's pool holds: target + drafter."""
-        return np.asarray(self.kv_bytes_per_token_per_gpu) + np.asarray(self.draft_kv_bytes_per_token_per_gpu)
-
-
-def scenario_draft(r: Resolved, *, tp: ArrayLike) -> tuple[Arr, Arr]:
-    """(draft weight bytes per GPU, draft KV bytes/token per GPU) per layout (zeros: speculation off)."""
-    s = r.scenario
-    sp = s.speculative
-    tp_a = np.asarray(tp, float)
-    if sp.draft_tokens <= 0:
-        return np.zeros_like(tp_a), np.zeros_like(tp_a)
-    draft = get_model(sp.draft_model) if sp.draft_model is not None else None
-    rows = {int(t): draft_memory(target=r.model, draft=draft, draft_tokens=sp.draft_tokens,
-                                 draft_layers=sp.draft_layers, weights_dtype=sp.draft_weights_dtype or s.weights_dtype,
-                                 kv_dtype=s.kv_dtype, tp=int(t), method=sp.method) for t in np.unique(tp_a)}
-    w = np.vectorize(lambda t: rows[int(t)].weight_bytes_per_gpu, otypes=[float])(tp_a)
-    k = np.vectorize(lambda t: rows[int(t)].kv_bytes_per_token_per_gpu, otypes=[float])(tp_a)
-    return w, k
-
-
-def replica_memory(r: Resolved, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike,
-                   dp_attention: ArrayLike | None = None, context_tokens: ArrayLike | None = None) -> ReplicaMemory:
-    """Weights, activation peak, KV budget and KV bytes/token on one GPU of each layout
-    (``dp_attention`` None: the scenario's).  KV bytes/token per GPU follow the attention
-    shards: TP heads over TP GPUs (MLA's latent on every GPU), whole KV with
-    data-parallel attention (each rank its own sequences).  ``context_tokens``: the
-    capacity context, at which a model with windowed layers has its KV/token (the
-    ledger's KV per sequence / context; planner.physics.kvledger)."""
-    s, model = r.scenario, r.model
-    dp = s.parallel.dp_attention if dp_attention is None else dp_attention
-    wg = np.asarray(weight_bytes_per_gpu(model=model, weights_dtype=s.weights_dtype, tp=tp, pp=pp, ep=ep,
-                                         dp_attention=dp, redundant_experts=s.parallel.redundant_experts))
-    util = s.serving.memory_utilization
-    act = np.asarray(activation_peak_bytes(model=model, tp=tp, batched_tokens=activation_profile_tokens(
-        s.serving.chunk_tokens)) if util else 0.0)
-    budget = np.asarray(kv_budget_bytes(gpu=r.gpu, weight_bytes_per_gpu=wg, reserved_bytes=s.serving.reserved_bytes,
-                                        memory_utilization=util, activation_bytes=act, engine=s.serving.engine))
-    kg = np.asarray(kv_bytes_per_token_per_gpu(model=model, kv_dtype=s.kv_dtype, tp=attention_tp(tp, dp), pp=pp,
-                                               context_tokens=context_tokens))
-    dw, dk = scenario_draft(r, tp=tp)
-    if s.speculative.draft_tokens > 0:
-        budget = np.maximum(budget - dw, 0.0)
-    return ReplicaMemory(weight_bytes_per_gpu=wg, activation_bytes=act, kv_budget_bytes=budget,
-                         kv_bytes_per_token_per_gpu=kg, draft_weight_bytes_per_gpu=dw,
-                         draft_kv_bytes_per_token_per_gpu=dk)
 
 
 def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr, dp: Arr, b: Arr, riding: bool,
