@@ -3,6 +3,16 @@ parameter counts, the Scenario schema, share tokens, fitted defaults and the res
 Imports only ``planner.errors`` and ``planner.io``.
 """
 
+from planner.spec.bounds import (
+    MAX_ID_CHARS,
+    MAX_LENGTH_SIGMA,
+    MAX_SEQUENCE_TOKENS,
+    MAX_TRACE_ROWS,
+    MAX_USD_PER_GPU_HOUR,
+    MAX_USD_PER_KWH,
+    MAX_WARM_POOL_REPLICAS,
+    MIN_SCALE_INTERVAL_S,
+)
 from planner.spec.catalog import (
     PRICE_ROUNDING_USD,
     Catalog,
@@ -52,6 +62,11 @@ from planner.spec.hf_import import (
     load_hf_config,
     spec_kwargs_from_hf_config,
 )
+from planner.spec.model_path import (
+    MODEL_PATH_MESSAGE,
+    is_model_path,
+    resolve_local_model_file,
+)
 from planner.spec.parallel import (
     MAX_REDUNDANT_EXPERTS,
     OLD_EP_MEANING,
@@ -91,36 +106,27 @@ from planner.spec.profile import (
 )
 from planner.spec.scenario import (
     MAX_EP,
-    MAX_ID_CHARS,
-    MAX_LENGTH_SIGMA,
     MAX_PP,
-    MAX_SEQUENCE_TOKENS,
     MAX_TP,
-    MAX_TRACE_ROWS,
-    MAX_USD_PER_GPU_HOUR,
-    MAX_USD_PER_KWH,
-    MAX_WARM_POOL_REPLICAS,
-    MIN_SCALE_INTERVAL_S,
-    MODEL_PATH_MESSAGE,
     POOL_ROLES,
     SCHEMA_VERSION,
-    Cost,
-    Efficiency,
-    Fleet,
     Parallel,
     Pool,
     Scenario,
-    Serving,
-    Slo,
     Speculative,
-    Workload,
     apply_overrides,
-    is_model_path,
     load_scenario_file,
     resolve_gpu,
-    resolve_local_model_file,
     resolve_model,
     scenario_from_dict,
+)
+from planner.spec.sections import (
+    Cost,
+    Efficiency,
+    Fleet,
+    Serving,
+    Slo,
+    Workload,
 )
 from planner.spec.share import (
     MAX_TOKEN_CHARS,

@@ -1,7 +1,10 @@
 """The Scenario: the one input schema for UI, store, share links, CLI and export.
 
 Fields are addressed by dotted keys (``parallel.tp``, ``workload.prompt_tokens``)
-in ``--set KEY=VALUE`` overrides and in error messages.
+in ``--set KEY=VALUE`` overrides and in error messages.  The plain sections
+(workload, slo, serving, efficiency, fleet, cost) live in planner.spec.sections,
+the named bounds in planner.spec.bounds and the path-shaped ``model`` rule in
+planner.spec.model_path; their names are re-exported here.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     ValidationError,
@@ -24,10 +26,37 @@ from pydantic import (
 
 from planner.errors import PlannerError, ScenarioError, validation_message
 from planner.io.jsonfile import MAX_JSON_DEPTH, SURROGATE_MESSAGE, lone_surrogate_path, parse_json, read_json
+from planner.spec.bounds import (
+    MAX_ID_CHARS,
+    MAX_LENGTH_SIGMA,
+    MAX_SEQUENCE_TOKENS,
+    MAX_TRACE_ROWS,
+    MAX_USD_PER_GPU_HOUR,
+    MAX_USD_PER_KWH,
+    MAX_WARM_POOL_REPLICAS,
+    MIN_SCALE_INTERVAL_S,
+)
 from planner.spec.catalog import get_gpu, get_model
+from planner.spec.model_path import MODEL_PATH_MESSAGE, is_model_path, resolve_local_model_file
 from planner.spec.parallel import MAX_EP, MAX_PP, MAX_TP, OLD_EP_MEANING, Parallel
 from planner.spec.precision import KvDtype, WeightsDtype
-from planner.spec.profile import DAY_S, MAX_PROFILE_POINTS, ProfilePoint, check_profile
+from planner.spec.sections import (
+    _FROZEN,
+    CatalogId,
+    Cost,
+    Efficiency,
+    Fleet,
+    Fraction,
+    NonNegFloat,
+    Serving,
+    Slo,
+    Workload,
+)
+from planner.spec.sections import NonNegInt as NonNegInt
+from planner.spec.sections import PosFloat as PosFloat
+from planner.spec.sections import PosFraction as PosFraction
+from planner.spec.sections import PosInt as PosInt
+from planner.spec.sections import TraceTokens as TraceTokens
 from planner.spec.specs import GpuSpec, ModelSpec
 
 __all__ = [
@@ -66,50 +95,6 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 
-# Bounds every scenario, from anywhere, is held to.
-# Longest prompt or output a workload may name (the schema's bound since the
-# start): ~60× the longest context in the catalog (DeepSeek-V3, 163,840 tokens),
-# room for 10M-token-context models; past it the planner's arrays mean nothing.
-MAX_SEQUENCE_TOKENS = 10_000_000
-# Lognormal σ of prompt/output lengths: at σ = 3 the p99 length is already
-# e^(2.33·3 − 4.5) ≈ 12× the mean and the median 1% of it; larger values overflow
-# the quantile arithmetic (σ = 1e308 gave negative throughput).
-MAX_LENGTH_SIGMA = 3.0
-# Trace rows a scenario may carry: the planner reduces a trace to its moments,
-# so a day of traffic at ~1 req/s is plenty (and ~1.5 MB of JSON).
-MAX_TRACE_ROWS = 100_000
-# Autoscaling: a control interval of 10 s is below any engine's start time (a
-# day is then 8,640 intervals); a warm pool as large as the largest fleet bound.
-MIN_SCALE_INTERVAL_S = 10.0
-MAX_WARM_POOL_REPLICAS = 10_000
-# A catalog id (gpu, model): the longest catalog id has 14 characters.
-MAX_ID_CHARS = 200
-# Prices a scenario may state: the dearest catalog GPU rents for about $10 per hour and
-# electricity for well under $1/kWh, so 1,000× those; past them a fleet's dollars per hour
-# overflow (1e308 $/GPU-hour made every sweep cost NaN).
-MAX_USD_PER_GPU_HOUR = 10_000.0
-MAX_USD_PER_KWH = 1_000.0
-
-# The one message for a path-shaped ``model`` outside the CLI.  It never depends
-# on the path (whether a file exists there must not be observable).
-MODEL_PATH_MESSAGE = (
-    "looks like a file path; a scenario from a share link, import, upload or stored payload cannot "
-    "read files: import the config.json first (Catalog page, or the CLI: "
-    "python -m planner plan --set model=PATH) and use the model's id or its inline spec"
-)
-
-PosInt = Annotated[int, Field(ge=1)]
-NonNegInt = Annotated[int, Field(ge=0)]
-PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
-PosFraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
-
-TraceTokens = Annotated[int, Field(ge=1, le=MAX_SEQUENCE_TOKENS)]
-CatalogId = Annotated[str, Field(max_length=MAX_ID_CHARS)]
-
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
-
 
 class Pool(BaseModel):
     """One disaggregated pool's own GPU and layout (``prefill``, ``decode``); None: the
@@ -136,98 +121,6 @@ class Pool(BaseModel):
 
 
 POOL_ROLES = ("prefill", "decode")
-
-
-class Workload(BaseModel):
-    """What the users send.  ``prompt_tokens``/``output_tokens`` are means; with
-    ``distribution`` lognormal, ``prompt_sigma``/``output_sigma`` are the σ of
-    the underlying normal; with ``trace``, ``trace`` holds (prompt, output) rows
-    and the means are taken from it.  ``requests_per_s`` is the mean traffic,
-    ``peak_requests_per_s`` (default: the mean) what the fleet is sized for."""
-
-    model_config = _FROZEN
-    prompt_tokens: Annotated[int, Field(ge=1, le=MAX_SEQUENCE_TOKENS)] = 2000
-    output_tokens: Annotated[int, Field(ge=1, le=MAX_SEQUENCE_TOKENS)] = 250
-    requests_per_s: PosFloat = 10.0
-    peak_requests_per_s: PosFloat | None = None
-    prefix_tokens: NonNegInt = 0
-    prefix_hit_rate: Fraction = 0.0
-    distribution: Literal["fixed", "lognormal", "trace"] = "fixed"
-    prompt_sigma: Annotated[float, Field(ge=0, le=MAX_LENGTH_SIGMA, allow_inf_nan=False)] = 0.0
-    output_sigma: Annotated[float, Field(ge=0, le=MAX_LENGTH_SIGMA, allow_inf_nan=False)] = 0.0
-    trace: Annotated[tuple[tuple[TraceTokens, TraceTokens], ...], Field(max_length=MAX_TRACE_ROWS)] | None = None
-    # A day of traffic (planner.spec.profile): piecewise linear, repeating daily;
-    # None: flat at the peak rate (the autoscaling view then equals the static fleet).
-    profile: Annotated[tuple[ProfilePoint, ...], Field(max_length=MAX_PROFILE_POINTS)] | None = None
-
-    @field_validator("profile", mode="after")
-    @classmethod
-    def _check_profile(cls, value: tuple[ProfilePoint, ...] | None) -> tuple[ProfilePoint, ...] | None:
-        if value is not None:
-            check_profile(value)
-        return value
-
-    @model_validator(mode="before")
-    @classmethod
-    def _mean_follows_peak(cls, data: Any) -> Any:
-        # a peak given without a mean is a flat load at the peak, not the default mean under it
-        if isinstance(data, dict) and data.get("peak_requests_per_s") is not None and "requests_per_s" not in data:
-            return {**data, "requests_per_s": data["peak_requests_per_s"]}
-        return data
-
-    @model_validator(mode="after")
-    def _check(self) -> Workload:
-        if self.prefix_tokens > self.prompt_tokens:
-            raise ValueError("prefix_tokens cannot exceed prompt_tokens")
-        if self.peak_requests_per_s is not None and self.peak_requests_per_s < self.requests_per_s:
-            raise ValueError("peak_requests_per_s cannot be below requests_per_s")
-        if self.distribution == "lognormal" and self.prompt_sigma == 0 and self.output_sigma == 0:
-            raise ValueError("a lognormal distribution needs prompt_sigma or output_sigma > 0")
-        if self.distribution == "trace" and not self.trace:
-            raise ValueError("a trace distribution needs trace rows (prompt_tokens, output_tokens)")
-        if self.distribution != "trace" and self.trace:
-            raise ValueError("trace rows are given but distribution is not 'trace'")
-        return self
-
-    @property
-    def peak_rate(self) -> float:
-        return self.peak_requests_per_s if self.peak_requests_per_s is not None else self.requests_per_s
-
-
-class Slo(BaseModel):
-    """Latency targets, scored per request as the simulator scores them (DistServe's
-    goodput): a request meets the SLO when its TTFT ≤ ``ttft_s`` and its TPOT (its own
-    mean inter-token time) ≤ ``itl_s``; a plan meets it when at least ``attainment`` of
-    requests do.  ``itl_percentile`` is the percentile of per-request TPOT shown beside
-    the target; ``itl_gap_p99_s`` (optional) bounds the p99 of all token gaps (the
-    chunked-prefill stall)."""
-
-    model_config = _FROZEN
-    ttft_s: PosFloat = 1.0
-    itl_s: PosFloat = 0.05
-    # p90 by default: the percentile latency dashboards and DistServe-style SLOs
-    # quote (seeds 001: "TTFT p50/p90 and ITL p50/p99"; p99 is stricter).
-    itl_percentile: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = 0.9
-    # Share of requests that must meet both targets (DistServe's SLO attainment; 90%
-    # matches the p90 the targets were quoted at).
-    attainment: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = 0.9
-    itl_gap_p99_s: PosFloat | None = None
-
-
-class Serving(BaseModel):
-    """Engine settings."""
-
-    model_config = _FROZEN
-    mode: Literal["colocated", "disaggregated"] = "colocated"
-    batch_size: Annotated[int, Field(ge=1, le=65536)] | None = None
-    context_tokens: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
-    chunk_tokens: Annotated[int, Field(ge=16, le=1_000_000)] = 2048  # vLLM max_num_batched_tokens
-    block_tokens: Annotated[int, Field(ge=1, le=4096)] = 16
-    reserved_bytes: NonNegFloat = 4.0e9
-    memory_utilization: PosFraction | None = 0.9
-    # Whose memory_utilization it is (planner.physics.memory.kv_budget_bytes): vLLM's
-    # gpu_memory_utilization, TensorRT-LLM's kv_cache_free_gpu_mem_fraction, SGLang's mem_fraction_static.
-    engine: Literal["vllm", "trtllm", "sglang"] = "vllm"
 
 
 class Speculative(BaseModel):
@@ -283,52 +176,6 @@ class Speculative(BaseModel):
             raise ValueError(f"speculative.method '{self.method}' drafts without a separate model: clear "
                              f"speculative.draft_model ({self.draft_model}) or set speculative.method to 'draft_model'")
         return self
-
-
-class Efficiency(BaseModel):
-    """Sustained fractions of the datasheet peaks and fixed costs (None: default)."""
-
-    model_config = _FROZEN
-    bandwidth: PosFraction | None = None
-    compute: PosFraction | None = None
-    step_overhead_s: NonNegFloat | None = None
-    layer_overhead_s: NonNegFloat | None = None  # per layer per forward pass
-    collective_latency_s: NonNegFloat | None = None
-    calibrated_from: str | None = None  # probe run these values were fitted on
-
-
-class Fleet(BaseModel):
-    """How replicas are provisioned and linked."""
-
-    model_config = _FROZEN
-    target_utilization: PosFraction = 0.7
-    min_replicas: Annotated[int, Field(ge=1, le=10_000)] = 2
-    link: Literal["nvlink", "rdma"] = "rdma"
-    link_bytes_per_s: PosFloat | None = None  # None: the GPU's NVLink, or 400 Gb/s RDMA
-    kv_transfer_setup_s: NonNegFloat = 0.0
-    load_bytes_per_s: PosFloat = 2.0e9  # weight loading per GPU for a cold start
-    # Autoscaling over a day (planner.sizing.autoscale).  static: the peak fleet
-    # around the clock (today's sizing); reactive: each control interval sizes for
-    # the load its signals see and added replicas serve after the scale-up delay;
-    # predictive: provisions from the profile ahead by the delay.
-    policy: Literal["static", "reactive", "predictive"] = "static"
-    scale_interval_s: Annotated[float, Field(ge=MIN_SCALE_INTERVAL_S, le=DAY_S, allow_inf_nan=False)] = 600.0
-    # None: engine_start_s + weight bytes per GPU / load_bytes_per_s (a cold start).
-    scale_up_delay_s: Annotated[float, Field(ge=0, le=DAY_S, allow_inf_nan=False)] | None = None
-    # Process start, CUDA graph capture and warm-up before weights load (assumed;
-    # vLLM and SGLang take tens of seconds).
-    engine_start_s: Annotated[float, Field(ge=0, le=DAY_S, allow_inf_nan=False)] = 30.0
-    warm_pool_replicas: Annotated[int, Field(ge=0, le=MAX_WARM_POOL_REPLICAS)] = 0
-    scale_down_delay_s: Annotated[float, Field(ge=0, le=DAY_S, allow_inf_nan=False)] = 600.0
-
-
-class Cost(BaseModel):
-    """Prices (None: the catalog default) and optional power."""
-
-    model_config = _FROZEN
-    usd_per_gpu_hour: Annotated[float, Field(gt=0, le=MAX_USD_PER_GPU_HOUR, allow_inf_nan=False)] | None = None
-    usd_per_kwh: Annotated[float, Field(gt=0, le=MAX_USD_PER_KWH, allow_inf_nan=False)] | None = None
-    pue: Annotated[float, Field(ge=1, le=3, allow_inf_nan=False)] = 1.3
 
 
 class Scenario(BaseModel):
@@ -448,28 +295,6 @@ def _pool_message(role: str, message: str) -> str:
     """A layout check's message for a pool: ``parallel.tp`` → ``prefill.parallel.tp``."""
     out = re.sub(r"(?<![\w.])parallel\.", f"{role}.parallel.", message)
     return out if out != message else f"{role}: {message}"
-
-
-def is_model_path(value: Any) -> bool:
-    """True for a ``model`` string shaped like a file path (contains "/" or "\\",
-    or ends in ".json"); catalog ids never are."""
-    return isinstance(value, str) and (value.endswith(".json") or "/" in value or "\\" in value)
-
-
-def resolve_local_model_file(data: dict[str, Any]) -> dict[str, Any]:
-    """For a file a local user names (the CLI): a path-shaped ``model`` becomes the
-    inline spec its Hugging Face config.json describes (read with the size cap).
-    Never call this on data from a link, import, upload or store."""
-    value = data.get("model")
-    if not is_model_path(value):
-        return data
-    from planner.spec.hf_import import load_hf_config
-
-    try:
-        spec = ModelSpec.from_hf_config(load_hf_config(str(value)))
-    except PlannerError as exc:
-        raise ScenarioError(f"model: {exc}") from None
-    return {**data, "model": spec.model_dump(mode="json")}
 
 
 def resolve_gpu(scenario: Scenario) -> GpuSpec:

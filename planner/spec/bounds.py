@@ -1,0 +1,40 @@
+"""The named caps on a Scenario's fields (planner.spec.scenario and
+planner.spec.sections), each with the reason for its value.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MAX_ID_CHARS",
+    "MAX_LENGTH_SIGMA",
+    "MAX_SEQUENCE_TOKENS",
+    "MAX_TRACE_ROWS",
+    "MAX_USD_PER_GPU_HOUR",
+    "MAX_USD_PER_KWH",
+    "MAX_WARM_POOL_REPLICAS",
+    "MIN_SCALE_INTERVAL_S",
+]
+
+# Bounds every scenario, from anywhere, is held to.
+# Longest prompt or output a workload may name (the schema's bound since the
+# start): ~60× the longest context in the catalog (DeepSeek-V3, 163,840 tokens),
+# room for 10M-token-context models; past it the planner's arrays mean nothing.
+MAX_SEQUENCE_TOKENS = 10_000_000
+# Lognormal σ of prompt/output lengths: at σ = 3 the p99 length is already
+# e^(2.33·3 − 4.5) ≈ 12× the mean and the median 1% of it; larger values overflow
+# the quantile arithmetic (σ = 1e308 gave negative throughput).
+MAX_LENGTH_SIGMA = 3.0
+# Trace rows a scenario may carry: the planner reduces a trace to its moments,
+# so a day of traffic at ~1 req/s is plenty (and ~1.5 MB of JSON).
+MAX_TRACE_ROWS = 100_000
+# Autoscaling: a control interval of 10 s is below any engine's start time (a
+# day is then 8,640 intervals); a warm pool as large as the largest fleet bound.
+MIN_SCALE_INTERVAL_S = 10.0
+MAX_WARM_POOL_REPLICAS = 10_000
+# A catalog id (gpu, model): the longest catalog id has 14 characters.
+MAX_ID_CHARS = 200
+# Prices a scenario may state: the dearest catalog GPU rents for about $10 per hour and
+# electricity for well under $1/kWh, so 1,000× those; past them a fleet's dollars per hour
+# overflow (1e308 $/GPU-hour made every sweep cost NaN).
+MAX_USD_PER_GPU_HOUR = 10_000.0
+MAX_USD_PER_KWH = 1_000.0
