@@ -103,25 +103,26 @@ from planner.physics.memory import (
     weight_bytes_per_gpu,
 )
 from planner.physics.queueing import (
-    BISECTION_STEPS,
-    ROUNDING_MARGIN,
     TTFT_PERCENTILE,
-    ColocatedDecode,
     QueueWait,
-    ServiceTimes,
     TtftPool,
-    batch_at_rate,
-    colocated_decode,
     erlang_c,
     mgc_wait,
     pipelined_prefill,
-    prefill_room_tokens,
-    rate_at_concurrency,
     sojourn_quantile,
     sojourn_quantile_bisect,
-    stall_quantile,
     ttft_pool,
 )
+from planner.physics.queueing_decode import (
+    ColocatedDecode,
+    ServiceTimes,
+    batch_at_rate,
+    colocated_decode,
+    prefill_room_tokens,
+    rate_at_concurrency,
+    stall_quantile,
+)
+from planner.physics.queueing_numerics import BISECTION_STEPS, ROUNDING_MARGIN
 from planner.physics.roofline import (
     attainable_flops_per_s,
     attention_dtype,

@@ -20,14 +20,16 @@ from planner.views.report.charts import (
 )
 from planner.views.report.content import (
     DEFAULT_APP_URL,
-    DERIVATION_GROUPS,
-    DerivationRow,
     ReportRow,
     ReviewReport,
     Source,
     review_report,
 )
 from planner.views.report.deployment import deployment_rows
+from planner.views.report.derivations import (
+    DERIVATION_GROUPS,
+    DerivationRow,
+)
 from planner.views.report.document import (
     REPORT_FILE_STEM_MAX_CHARS,
     report_file_name,

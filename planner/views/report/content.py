@@ -17,15 +17,16 @@ from planner.sizing.plan import Plan, plan
 from planner.sizing.pools import pools_set
 from planner.spec.catalog import load_catalog, on_demand_quotes
 from planner.spec.context import resolve
-from planner.spec.derivation import Derivation
 from planner.spec.scenario import Scenario
 from planner.spec.share import share_token
 from planner.views.pools import pool_rows
 from planner.views.referee import Simulate
 from planner.views.report.alternatives import Alternative, alternatives
+from planner.views.report.derivations import DERIVATION_GROUPS, DerivationRow, _derivations
+from planner.views.report.derivations import DERIVATION_LABELS as DERIVATION_LABELS
 from planner.views.report.numbers import count, is_number, missing, percent, quantity, readable_text, sig, usd
 from planner.views.report.simulated import SimulatedCheck, band_row, latency_rows
-from planner.views.review import fleet_derivations, mode_verdict
+from planner.views.review import mode_verdict
 from planner.views.vocabulary import SloCheck, plan_attainment, plan_slo_checks
 
 __all__ = [
@@ -42,46 +43,6 @@ __all__ = [
 # written by the CLI points here unless --app-url says otherwise.
 DEFAULT_APP_URL = "http://localhost:8501/"
 
-DERIVATION_LABELS: dict[str, str] = {
-    "roofline.ridge_flop_per_byte": "Ridge point",
-    "roofline.decode_intensity_flop_per_byte": "Decode arithmetic intensity",
-    "roofline.prefill_intensity_flop_per_byte": "Prefill arithmetic intensity",
-    "memory.weight_bytes": "Weights, whole model",
-    "memory.weight_bytes_per_gpu": "Weights per GPU",
-    "memory.kv_bytes_per_token": "KV cache per token",
-    "memory.kv_bytes_per_sequence": "KV cache per sequence",
-    "memory.kv_budget_bytes": "KV budget per GPU",
-    "memory.max_sequences": "Sequences the KV budget holds",
-    "decode.step_s": "Decode step at the batch",
-    "decode.tok_s_per_sequence": "Tokens/s per sequence",
-    "decode.tok_s_per_replica": "Tokens/s per replica",
-    "decode.mbu": "Decode memory-bandwidth utilization (MBU)",
-    "decode.mfu": "Decode model-FLOPs utilization (MFU)",
-    "prefill.time_s": "Prefill time of one prompt",
-    "prefill.mfu": "Prefill MFU",
-    "prefill.chunked_ttft_s": "Chunked-prefill TTFT, no queueing",
-    "ttft_s": "Mean TTFT of the plan",
-    "operating_point.goodput_req_s_per_replica": "Goodput per (decode) replica",
-    "operating_point.ttft_s": "Mean TTFT, queueing included",
-    "fleet.gpus_total": "GPUs total",
-    "fleet.pool_ratio": "Prefill : decode replicas",
-    "fleet.kv_transfer_s": "KV transfer per request",
-    "fleet.cold_start_s": "Cold start of a replica",
-    "cost.usd_per_hour": "$ per hour",
-    "cost.usd_per_mtok_output": "$ per million output tokens",
-    "cost.usd_per_mtok_input": "$ per million input tokens",
-    "cost.usd_per_mtok_blended": "$ per million tokens, blended",
-    "cost.usd_per_1k_requests": "$ per 1,000 requests",
-    "cost.usd_per_mtok_output_full_load": "$ per million output tokens at full load",
-}
-DERIVATION_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Memory", ("memory",)),
-    ("Decode", ("decode",)),
-    ("Prefill and TTFT", ("prefill", "ttft_s", "operating_point")),
-    ("Fleet and cost", ("fleet", "cost")),
-    ("Roofline", ("roofline",)),
-)
-
 
 @dataclass(frozen=True)
 class ReportRow:
@@ -90,15 +51,6 @@ class ReportRow:
     note: str = ""
     passed: bool | None = None  # a checked row (the SLO table): pass or fail
 
-
-@dataclass(frozen=True)
-class DerivationRow:
-    group: str
-    label: str
-    formula: str
-    substituted: str
-    value: str
-    origin: str
 
 
 @dataclass(frozen=True)
@@ -291,30 +243,6 @@ def _cost_rows(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
         ReportRow("$/Mtok output at full load", usd(c.usd_per_mtok_output_full_load, why), "no idle capacity: a floor"),
         ReportRow("$/1,000 requests", usd(c.usd_per_1k_requests, why)),
     )
-
-
-def _derivation_value(dv: Derivation) -> str:
-    if not is_number(dv.value):
-        return missing("not defined for this scenario")
-    if dv.unit in ("GPUs", "sequences") and float(dv.value).is_integer():
-        return f"{count(dv.value)} {dv.unit}"
-    return quantity(dv.value, dv.unit)
-
-
-def _derivations(s: Scenario, p: Plan) -> tuple[DerivationRow, ...]:
-    merged = dict(p.derivations) | fleet_derivations(scenario=s, plan=p)
-    out = []
-    for group, prefixes in DERIVATION_GROUPS:
-        for key, dv in merged.items():
-            if key.split(".")[0] not in prefixes:
-                continue
-            finite = is_number(dv.value)
-            out.append(DerivationRow(
-                group=group, label=DERIVATION_LABELS.get(key, key.rsplit(".", 1)[-1].replace("_", " ")),
-                formula=readable_text(dv.formula),
-                substituted=readable_text(dv.substituted) if finite else missing("not defined for this scenario"),
-                value=_derivation_value(dv), origin=dv.origin))
-    return tuple(out)
 
 
 def _assumptions(s: Scenario, p: Plan) -> tuple[ReportRow, ...]:
