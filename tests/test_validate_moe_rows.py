@@ -208,3 +208,19 @@ def test_a_benchmark_that_draws_random_lengths_is_predicted_at_their_means() -> 
     assert res["ix"].operating_point.step_s <= res["fixed"].operating_point.step_s
     with pytest.raises(ScenarioError, match="length_range_ratio"):
         parse_measurements([{**BASE, "length_range_ratio": 0}])
+
+
+def test_sglang_runs_at_its_own_running_request_cap_not_vllms() -> None:
+    """SGLang's default running-request cap is KV-bound (half its pool's tokens), not vLLM's
+    max_num_seqs 256: a 512-client SGLang run decodes at batch 512 with nothing queued, the
+    same run on vLLM holds 256 and queues the rest (TTFT grows by the queue)."""
+    from planner.validate import ENGINE_MAX_BATCH
+
+    assert ENGINE_MAX_BATCH["sglang"] > 512 >= ENGINE_MAX_BATCH["vllm"]
+    run = {**BASE, "concurrency": 512, "isl": 300, "osl": 100, "metric": "ttft_ms", "value": 100.0}
+    sg, vl = validate_rows(parse_measurements([{**run, "id": "sglang"}, {**run, "id": "vllm", "engine": "vLLM"}]))
+    assert sg.operating_point is not None and vl.operating_point is not None
+    assert sg.operating_point.max_batch > 512 and not sg.operating_point.saturated
+    assert sg.operating_point.batch_size == pytest.approx(512, rel=0.02)
+    assert vl.operating_point.max_batch == 256 and vl.operating_point.saturated
+    assert vl.operating_point.ttft_s > 5 * sg.operating_point.ttft_s

@@ -78,9 +78,13 @@ UNSTATED_LOAD_REASON = ("client concurrency / request rate not stated for this o
                         "so a client with an unknown load drove it): every metric of the run is skipped")
 
 # Engine caps on the running batch: TensorRT-LLM's default max_batch_size
-# (2048 in trtllm-bench engines), vLLM's max_num_seqs default (256; SGLang's
-# default running-request cap is of the same order).
-ENGINE_MAX_BATCH: dict[str, int] = {"trtllm": 2048, "vllm": 256}
+# (2048 in trtllm-bench engines), vLLM's max_num_seqs default (256), SGLang's
+# max_running_requests default: half its KV pool's tokens, within its request-slot pool
+# (a few thousand; the KV budget binds first for long sequences), so 4096 here; InferenceX's
+# SGLang recipes set --max-running-requests to the client concurrency (up to 512).  At 256,
+# SGLang's 512-client runs queued half their clients in the model (TTFT 20-25 s predicted,
+# 1.6-3.0 s measured; TPOT 40-51% fast) where they decoded at batch 512.
+ENGINE_MAX_BATCH: dict[str, int] = {"trtllm": 2048, "vllm": 256, "sglang": 4096}
 # KV budget accounting per engine (planner.physics.memory.kv_budget_bytes, of the
 # CUDA-visible bytes): TensorRT-LLM hands kv_cache_free_gpu_mem_fraction of the memory
 # free after weights and activations to the KV cache (0.95 in trtllm-bench's
@@ -255,7 +259,7 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     if mem.max_sequences < 1:
         return (f"does not fit: KV budget {mem.kv_budget_bytes / 1e9:.1f} GB per GPU holds "
                 f"{mem.max_sequences:.2f} sequences of {n_mean + o_mean:g} tokens")
-    cap = ENGINE_MAX_BATCH.get(family, ENGINE_MAX_BATCH["vllm"])
+    cap = ENGINE_MAX_BATCH.get(memory_engine, ENGINE_MAX_BATCH.get(family, ENGINE_MAX_BATCH["vllm"]))
     ranks = scenario.parallel.attention_dp
     if ranks > 1:
         # Attention data parallelism: each rank runs its own scheduler with the engine's cap
