@@ -20,11 +20,7 @@ from planner.simulate.day import (
     run_step,
     simulate_day,
 )
-from planner.simulate.engine import (
-    KvBlocks,
-    SimRun,
-    simulate,
-)
+from planner.simulate.engine import simulate
 from planner.simulate.fleetcheck import (
     CHECK_MAX_REPLICAS,
     CHECK_MAX_REQUESTS,
@@ -85,6 +81,7 @@ from planner.simulate.router import (
     affinity_score,
     choose_replica,
 )
+from planner.simulate.simrun import KvBlocks, SimRun
 from planner.simulate.steptimes import (
     CACHED_GRID_TOKENS,
     CONTEXT_GRID_TOKENS,

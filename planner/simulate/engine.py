@@ -37,7 +37,8 @@ before these changes; same seed, bit-identical run):
   MAX_KERNEL_PREFIX_KEYS prefixes) run the same scheduler as compiled code, one iteration at a
   time, and the gaps are gathered compiled too (tests/test_simulate_kernel.py holds it to the
   Python replica);
-* inter-token gaps: slices of each replica's np.diff(iteration times), copied into place;
+* inter-token gaps (:mod:`planner.simulate.simresult`): slices of each replica's
+  np.diff(iteration times), copied into place;
 * the cyclic garbage collector is paused while a run builds its millions of objects.
 """
 from __future__ import annotations
@@ -45,21 +46,19 @@ from __future__ import annotations
 import gc
 import heapq
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from planner.errors import InsufficientMemoryError, ScenarioError
 from planner.physics.link import kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.techniques import kv_transfer_s
-from planner.simulate.alone import alone_order, in_flight_area, run_alone
+from planner.simulate.alone import alone_order, run_alone
 from planner.simulate.arrivals import Request, generate_requests
 from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions, check_sim_size
 from planner.simulate.pools import prefill_pool
 from planner.simulate.replica import _Replica, _Seq
 from planner.simulate.router import choose_replica
+from planner.simulate.simresult import _result
+from planner.simulate.simrun import KvBlocks, SimRun
 from planner.simulate.speculation import _SpecReplica, spec_draws
 from planner.simulate.steptimes import StepTimes
 from planner.sizing.plan import plan_resolved
@@ -71,60 +70,6 @@ if TYPE_CHECKING:
     from planner.simulate.kernel import Compiled
 
 __all__ = ["KvBlocks", "SimRun", "simulate"]
-
-
-@dataclass(frozen=True)
-class KvBlocks:
-    """One replica's KV blocks when the run ends: after every request finished, nothing is
-    referenced and free + cached = capacity (blocks are conserved through preemption and sharing)."""
-
-    capacity: int
-    free: int
-    cached: int  # held by prefix-cache entries no sequence references
-    referenced: int  # held by referenced prefix entries or by sequences' private blocks
-
-
-@dataclass(frozen=True)
-class SimRun:
-    """One simulated run: per-request arrays (seconds, tokens) and run totals."""
-
-    arrival_s: np.ndarray
-    first_token_s: np.ndarray
-    finish_s: np.ndarray
-    prompt_tokens: np.ndarray
-    output_tokens: np.ndarray
-    hit_tokens: np.ndarray
-    tpot_s: np.ndarray  # per request: mean inter-token latency, (finish − first token) / (outputs − 1)
-    itl_s: np.ndarray  # every inter-token gap, request by request (outputs − 1 each, in request order)
-    preemptions: int
-    mean_in_flight: float  # time-average of requests in the system, integrated by the engine
-    duration_s: float  # first arrival to last finish
-    iterations: int
-    kv_capacity_tokens: int
-    timeline: tuple[dict[str, Any], ...]  # per replica: t_s, batch_size, kv_utilization (downsampled)
-    kv_blocks: tuple[KvBlocks, ...] = ()  # per replica, at the end of the run
-    # Speculative decoding: verify passes (sequence × iteration) and the tokens they emitted
-    # (their ratio: the simulated mean tokens per pass; 0, 0 without speculation).
-    verify_passes: int = 0
-    verify_tokens: int = 0
-
-    @property
-    def requests(self) -> int:
-        return int(self.arrival_s.size)
-
-    def itl_series(self, index: int) -> np.ndarray:
-        """Request ``index``'s inter-token gaps, in order."""
-        counts = np.maximum(self.output_tokens - 1, 0)
-        start = int(counts[:index].sum())
-        return self.itl_s[start:start + int(counts[index])]
-
-    @property
-    def ttft_s(self) -> np.ndarray:
-        return np.asarray(self.first_token_s - self.arrival_s, dtype=float)
-
-    @property
-    def e2e_s(self) -> np.ndarray:
-        return np.asarray(self.finish_s - self.arrival_s, dtype=float)
 
 
 _ARRIVE, _ITER, _TRANSFER = 0, 1, 2
@@ -352,96 +297,6 @@ class _Sim:
                 self._kick(nf + bi, t)
 
 
-def _all_gaps(seqs: list[_Seq], replicas: list[_Replica]) -> np.ndarray:
-    """Every sequence's inter-token gaps, request by request: per sequence, np.diff of its
-    emission times (its runs of iterations, concatenated).  A run of emissions is a run of
-    one replica's consecutive iterations, so its gaps are a slice of that replica's
-    np.diff(times) (the same subtractions): each sequence's slices are copied into place;
-    only a sequence with several runs (preempted, or handed off) is diffed on its own."""
-    offsets: dict[int, int] = {}
-    pos = 0
-    for rp in replicas:
-        offsets[id(rp.times)] = pos
-        pos += len(rp.times)
-    times = np.concatenate([np.asarray(rp.times, dtype=float) for rp in replicas]) if pos else np.zeros(0)
-    diff = np.diff(times)  # across two replicas' iterations: never read
-    if replicas and replicas[0].speculative:
-        return _burst_gaps(seqs, times, offsets)
-    total = sum(b - a for s in seqs for _, a, b in s.segs) + sum(len(s.segs) - 1 for s in seqs if s.segs)
-    out = np.empty(total, dtype=float)
-    pos = 0
-    for s in seqs:
-        segs = s.segs
-        if len(segs) == 1:
-            tl, a, b = segs[0]
-            o = offsets[id(tl)]
-            out[pos:pos + b - a] = diff[o + a:o + b]
-            pos += b - a
-        elif segs:
-            emitted = np.concatenate([times[offsets[id(tl)] + a:offsets[id(tl)] + b + 1] for tl, a, b in segs])
-            out[pos:pos + emitted.size - 1] = np.diff(emitted)
-            pos += emitted.size - 1
-    return out
-
-
-def _burst_gaps(seqs: list[_Seq], times: np.ndarray, offsets: dict[int, int]) -> np.ndarray:
-    """Speculation: each emission carries ``counts`` tokens at one time (a burst), so a
-    sequence's gaps are np.diff of its emission times each repeated by its count (zero gaps
-    inside a burst)."""
-    parts: list[np.ndarray] = []
-    for s in seqs:
-        if not s.segs:
-            continue
-        emitted = np.concatenate([times[offsets[id(tl)] + a:offsets[id(tl)] + b + 1] for tl, a, b in s.segs])
-        if emitted.size != len(s.counts):
-            raise ScenarioError("simulation: emissions and bursts disagree")  # a scheduler bug, never expected
-        parts.append(np.diff(np.repeat(emitted, s.counts)))
-    return np.concatenate(parts) if parts else np.zeros(0)
-
-
-def _at(series: Sequence[Any] | np.ndarray, idx: np.ndarray) -> list[Any]:
-    """Python numbers at ``idx`` of a list or an array."""
-    if isinstance(series, np.ndarray):
-        return list(series[idx].tolist())
-    return [series[i] for i in idx.tolist()]
-
-
-def _downsample(role: str, times: Sequence[float] | np.ndarray, batch_size: Sequence[int] | np.ndarray,
-                free_blocks: Sequence[int] | np.ndarray, capacity: int, points: int) -> dict[str, Any]:
-    """One replica's timeline, at most ``points`` of its iterations (evenly spaced)."""
-    n = len(times)
-    idx = np.unique(np.linspace(0, n - 1, min(points, n)).astype(int)) if n else np.zeros(0, dtype=int)
-    free = np.array(_at(free_blocks, idx), dtype=float)
-    return {"role": role,
-            "t_s": _at(times, idx),
-            "batch_size": _at(batch_size, idx),
-            "kv_utilization": (1.0 - free / capacity).tolist()}
-
-
-def _timelines(sim: _Sim, points: int) -> tuple[dict[str, Any], ...]:
-    if sim.compiled is not None:
-        return tuple(_downsample(rp.role, kr.times, kr.batch_size, kr.free_blocks, rp.capacity, points)
-                     for rp, kr in zip(sim.front, sim.compiled.replicas, strict=True))
-    return tuple(_downsample(rp.role, rp.times, rp.batch_series, rp.free_series, rp.capacity, points)
-                 for rp in sim.replicas)
-
-
-def _kv_blocks(rep: _Replica) -> KvBlocks:
-    held = sum(q.blocks for q in (*rep.running, *rep.waiting))
-    return KvBlocks(capacity=rep.capacity, free=rep.free,
-                    cached=sum(e.blocks for e in rep.entries.values() if e.refs == 0),
-                    referenced=held + sum(e.blocks for e in rep.entries.values() if e.refs > 0))
-
-
-def _end_blocks(sim: _Sim) -> tuple[KvBlocks, ...]:
-    """Each replica's KV blocks at the end."""
-    if sim.compiled is not None:
-        return tuple(KvBlocks(capacity=rp.capacity, free=kr.free, cached=kr.cached_blocks,
-                              referenced=kr.referenced_blocks)
-                     for rp, kr in zip(sim.front, sim.compiled.replicas, strict=True))
-    return tuple(_kv_blocks(rp) for rp in sim.replicas)
-
-
 def simulate(scenario: Scenario, options: SimOptions | None = None,
              requests: tuple[Request, ...] | None = None) -> SimRun:
     """Simulate serving ``requests`` (default: generated from the scenario and options)."""
@@ -462,58 +317,3 @@ def simulate(scenario: Scenario, options: SimOptions | None = None,
     finally:
         if collecting:
             gc.enable()
-
-
-def _result(sim: _Sim, options: SimOptions) -> SimRun:
-    reqs = sim.requests
-    if sim.compiled is not None:
-        c = sim.compiled
-        arrival, prompt, out = c.stream.arrival_s, c.stream.prompt_tokens, c.stream.output_tokens
-        first, finish, itl, hit = c.first_s, c.finish_s, c.itl_s, c.hit_tokens
-        if np.isnan(finish).any():
-            raise ScenarioError("simulation did not finish every request")  # a scheduler bug, never expected
-    else:
-        seqs = [s for s in sim.seqs if s is not None]
-        if len(seqs) != len(reqs) or any(s.finish_s != s.finish_s for s in seqs):
-            raise ScenarioError("simulation did not finish every request")  # a scheduler bug, never expected
-        arrival = np.array([s.arrival_s for s in seqs])
-        first = np.array([s.first_s for s in seqs])
-        finish = np.array([s.finish_s for s in seqs])
-        out = np.array([s.req.output_tokens for s in seqs])
-        prompt = np.array([s.req.prompt_tokens for s in seqs])
-        hit = np.array([max(s.hit, 0) for s in seqs])
-        itl = _all_gaps(seqs, sim.replicas)
-    tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1), 0.0)
-    t0, t1 = float(arrival.min()), float(finish.max())
-    duration = t1 - t0
-    return SimRun(
-        arrival_s=arrival,
-        first_token_s=first,
-        finish_s=finish,
-        prompt_tokens=prompt,
-        output_tokens=out,
-        hit_tokens=hit,
-        tpot_s=tpot,
-        itl_s=itl,
-        preemptions=(sum(kr.preemptions for kr in sim.compiled.replicas) if sim.compiled is not None
-                     else sum(rp.preemptions for rp in sim.replicas)),
-        mean_in_flight=(in_flight_area(arrival, finish) if sim.alone() else sim.area) / duration if duration > 0
-        else float(sim.in_flight),
-        duration_s=duration,
-        iterations=(sum(kr.times.size for kr in sim.compiled.replicas) if sim.compiled is not None
-                    else sum(len(rp.times) for rp in sim.replicas)),
-        kv_capacity_tokens=sim.kv_capacity_tokens,
-        timeline=_timelines(sim, options.timeline_points),
-        kv_blocks=_end_blocks(sim),
-        verify_passes=_verify(sim)[0],
-        verify_tokens=_verify(sim)[1],
-    )
-
-
-def _verify(sim: _Sim) -> tuple[int, int]:
-    """(verify passes, tokens they emitted) over the replicas (0, 0 without speculation)."""
-    if sim.compiled is not None:
-        return (sum(kr.verify_passes for kr in sim.compiled.replicas),
-                sum(kr.verify_tokens for kr in sim.compiled.replicas))
-    reps = [rp for rp in sim.replicas if isinstance(rp, _SpecReplica)]
-    return sum(rp.spec_passes for rp in reps), sum(rp.spec_tokens for rp in reps)
