@@ -12,7 +12,10 @@ call (``collective_call_s``).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner import Scenario, get_gpu, get_model
 from planner.physics.memory import kv_budget_bytes
@@ -149,3 +152,28 @@ def test_eight_prompts_in_one_pass_attend_one_eighth_of_one_long_prompt() -> Non
     assert float(shared.attention_flops) == pytest.approx(1.099512e13, rel=1e-6)
     assert float(shared.flops) - float(shared.attention_flops) == pytest.approx(
         float(long.flops) - float(long.attention_flops), rel=1e-12)
+
+
+@given(n=st.integers(min_value=1, max_value=512), p=st.floats(min_value=0.0, max_value=1.0))
+@settings(max_examples=200, deadline=None)
+def test_busiest_gpu_binomial_cdf_is_scipys(n: int, p: float) -> None:
+    """The binomial CDF the busiest-GPU expert count uses (incomplete beta, no scipy.stats
+    import at start-up) is scipy.stats.binom.cdf at every whole x."""
+    from scipy.stats import binom
+
+    from planner.physics.kernels import _binomial_cdf
+
+    x = np.arange(n + 3, dtype=float)
+    np.testing.assert_allclose(_binomial_cdf(x, np.full_like(x, n), np.full_like(x, p)), binom.cdf(x, n, p),
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_importing_planner_does_not_load_scipy_stats() -> None:
+    """scipy.stats costs about half a second to import; the core's start (every CLI call, every
+    app replica) must not pay it."""
+    import subprocess
+    import sys
+
+    code = "import sys, planner; print('scipy.stats' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from planner.physics.link import RDMA_LATENCY_S, group_link, local_link, nic_bytes_per_s
 from planner.physics.roofline import compute_dtype
@@ -135,7 +135,7 @@ def ep_busiest_factor(*, assignments: ArrayLike, ep: ArrayLike, experts: int, re
     capped at EP (every assignment on one GPU).  Redundant copies (EPLB) let the
     balancer split the hottest experts: their excess shrinks by E / (E + R) (assumed)."""
     a, g = np.broadcast_arrays(_f(assignments), _f(ep))
-    z = norm.ppf((g - 0.375) / (g + 0.25))
+    z = ndtri((g - 0.375) / (g + 0.25))  # Φ⁻¹ (scipy.stats.norm.ppf's own kernel)
     with np.errstate(divide="ignore", invalid="ignore"):
         spread = np.where((a > 0) & (g > 1), z * np.sqrt((g - 1.0) / np.where(a > 0, a, 1.0)), 0.0)
     shrink = experts / (experts + _f(redundant_experts))
