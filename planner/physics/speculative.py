@@ -206,7 +206,7 @@ MTP_CALIBRATED_SOURCE = (
 MTP_CALIBRATED_SOURCE_TRTLLM = (
     "fitted on measured TensorRT-LLM MTP runs (the fitted term mtp_acceptance_trtllm: TensorRT-LLM's MTP accepts "
     "more per position than SGLang's and ROCm's on the same rows; InferenceX DeepSeek-R1, random-token prompts), "
-    "kept because leave-one-GPU-out errors fell with it (README \"How accurate is it on MoE?\")")
+    "kept because leave-one-GPU-out and leave-one-engine-out errors fell with it (README \"How accurate is it on MoE?\")")
 
 # Engines with an MTP acceptance of their own (a fitted term each); every other engine uses mtp_acceptance.
 ENGINE_MTP_TERMS: dict[str, str] = {"trtllm": "mtp_acceptance_trtllm"}
