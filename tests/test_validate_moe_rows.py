@@ -224,17 +224,3 @@ def test_sglang_runs_at_its_own_running_request_cap_not_vllms() -> None:
     assert sg.operating_point.batch_size == pytest.approx(512, rel=0.02)
     assert vl.operating_point.max_batch == 256 and vl.operating_point.saturated
     assert vl.operating_point.ttft_s > 5 * sg.operating_point.ttft_s
-
-
-@pytest.mark.parametrize(("tp", "fraction"), [(1, 0.88), (2, 0.87), (4, 0.85), (8, 0.81)])
-def test_sglang_rows_run_at_sglangs_memory_fraction_for_their_world_size(tp: int, fraction: float) -> None:
-    """SGLang's mem_fraction_static default shrinks with TP (0.88 on one GPU, 0.81 at TP8): a row
-    is predicted at the fraction its engine ran, which sets the KV budget and so the batch."""
-    from planner.spec.fitted import FITTED_EFFICIENCY
-    from planner.validate.predict import efficiency_for, setup_row
-
-    row = parse_measurements([{**BASE, "model": "llama-3.1-70b", "precision": "fp8", "n_gpus": tp, "tp": tp}])[0]
-    setup = setup_row(row, efficiency_for("vllm", FITTED_EFFICIENCY))
-    assert not isinstance(setup, str), setup
-    assert setup.scenario.serving.engine == "sglang"
-    assert setup.scenario.serving.memory_utilization == pytest.approx(fraction)

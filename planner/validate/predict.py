@@ -62,13 +62,11 @@ __all__ = [
     "ENGINE_CHUNK_TOKENS",
     "ENGINE_MAX_BATCH",
     "ENGINE_MEMORY_UTILIZATION",
-    "SGLANG_MEM_FRACTION_BY_GPUS",
     "EfficiencySet",
     "LoadPoint",
     "RowSetup",
     "UNSTATED_LOAD_REASON",
     "efficiency_for",
-    "engine_memory_utilization",
     "operating_point",
     "predict_row",
     "setup_row",
@@ -94,18 +92,6 @@ ENGINE_MAX_BATCH: dict[str, int] = {"trtllm": 2048, "vllm": 256, "sglang": 4096}
 # everything (default 0.9); SGLang's mem_fraction_static covers weights and the KV
 # pool (0.88 for one 80 GB GPU in its defaults).
 ENGINE_MEMORY_UTILIZATION: dict[str, float | None] = {"trtllm": 0.95, "vllm": 0.9, "sglang": 0.88}
-# SGLang's mem_fraction_static default shrinks with its world size (TP × PP GPUs: more
-# collective buffers and CUDA graphs per GPU): at least 16 GPUs 0.79, 8 0.81, 4 0.85, 2 0.87,
-# one 0.88 (sglang server_args.py).  InferenceX's H200 recipe states 0.82 at TP8.
-SGLANG_MEM_FRACTION_BY_GPUS: tuple[tuple[int, float], ...] = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87),
-                                                              (1, 0.88))
-
-
-def engine_memory_utilization(engine: str, gpus: int) -> float | None:
-    """The memory fraction ``engine`` runs at by default on a replica of ``gpus`` GPUs."""
-    if engine == "sglang":
-        return next(f for least, f in SGLANG_MEM_FRACTION_BY_GPUS if gpus >= least)
-    return ENGINE_MEMORY_UTILIZATION.get(engine)
 # Per-iteration token budget (serving.chunk_tokens) the engines default to on an
 # 80 GB-class GPU: TensorRT-LLM max_num_tokens 8192, vLLM V1 max_num_batched_tokens
 # 8192 (its API server on >= 70 GiB GPUs), SGLang chunked_prefill_size 8192.
@@ -232,7 +218,7 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     elif row.request_rate is not None:
         per = row.request_rate / replicas
     memory_engine = "sglang" if "sglang" in row.engine.lower() else family
-    util = engine_memory_utilization(memory_engine, tp * pp)
+    util = ENGINE_MEMORY_UTILIZATION.get(memory_engine)
     try:
         scenario = Scenario(
             name=row.id, gpu=gpu_id, model=model_id, weights_dtype=dtypes[0], kv_dtype=dtypes[1],
