@@ -26,19 +26,12 @@ from planner.sizing.layout_section import layout_memory_derivations
 from planner.sizing.results import MemoryResult
 from planner.spec.catalog import get_model
 from planner.spec.context import Resolved
-from planner.spec.derivation import Derivation, Origin, fmt_num
+from planner.spec.derivation import Derivation, fmt_num, put_derivation
 from planner.spec.precision import bytes_per_weight
 
 __all__ = ["draft_section", "memory_section"]
 
 Deriv = dict[str, Derivation]
-
-
-# One derivation row (the same helper as planner.sizing.replica's sections use).
-def _d(out: Deriv, key: str, formula: str, substituted: str, value: float, unit: str,
-       origin: Origin = "derived") -> None:
-    out[key] = Derivation(name=key, formula=formula, substituted=substituted, value=float(value),
-                          unit=unit, origin=origin)
 
 
 def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResult:
@@ -62,64 +55,64 @@ def memory_section(r: Resolved, d: Deriv, *, context_tokens: int) -> MemoryResul
                                prefix_tokens=pre, prefix_hit_rate=h)) * ranks
     fits = budget > 0 and seqs >= 1.0
     bpw = bytes_per_weight(s.weights_dtype)
-    _d(d, "memory.weight_bytes", "parameters × bytes per weight",
-       f"{fmt_num(r.params.total)} × {fmt_num(bpw)}", w, "bytes")
+    put_derivation(d, "memory.weight_bytes", "parameters × bytes per weight",
+                   f"{fmt_num(r.params.total)} × {fmt_num(bpw)}", w, "bytes")
     layout_memory_derivations(r, d, weight_bytes_per_gpu=wg,
                               kv_bytes_per_token_per_gpu=float(rm.kv_bytes_per_token_per_gpu))
     if m.has_windowed_layers:
         ledger_f, ledger_s = kv_ledger_text(m, s.kv_dtype, context_tokens)
-        _d(d, "memory.kv_bytes_per_sequence", ledger_f + " (each windowed layer holds at most its window)",
-           ledger_s, k * context_tokens, "bytes")
-        _d(d, "memory.kv_bytes_per_token", "KV bytes per sequence / context tokens (at the capacity context)",
-           f"{fmt_num(k * context_tokens)} / {context_tokens}", k, "bytes")
+        put_derivation(d, "memory.kv_bytes_per_sequence", ledger_f + " (each windowed layer holds at most its window)",
+                       ledger_s, k * context_tokens, "bytes")
+        put_derivation(d, "memory.kv_bytes_per_token", "KV bytes per sequence / context tokens (at the capacity context)",
+                       f"{fmt_num(k * context_tokens)} / {context_tokens}", k, "bytes")
     elif m.attention == "mla":
-        _d(d, "memory.kv_bytes_per_token", "n_layers × (kv_lora_rank + qk_rope_head_dim) × dtype_bytes",
-           f"{m.layers} × ({m.kv_lora_rank} + {m.qk_rope_head_dim}) × {fmt_num(k / m.layers / ((m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)))}",
-           k, "bytes")
+        put_derivation(d, "memory.kv_bytes_per_token", "n_layers × (kv_lora_rank + qk_rope_head_dim) × dtype_bytes",
+                       f"{m.layers} × ({m.kv_lora_rank} + {m.qk_rope_head_dim}) × {fmt_num(k / m.layers / ((m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)))}",
+                       k, "bytes")
     else:
-        _d(d, "memory.kv_bytes_per_token", "2 × n_layers × n_kv_heads × head_dim × dtype_bytes",
-           f"2 × {m.layers} × {m.kv_heads} × {m.head_dim} × {fmt_num(k / (2 * m.layers * m.kv_heads * m.head_dim))}",
-           k, "bytes")
+        put_derivation(d, "memory.kv_bytes_per_token", "2 × n_layers × n_kv_heads × head_dim × dtype_bytes",
+                       f"2 × {m.layers} × {m.kv_heads} × {m.head_dim} × {fmt_num(k / (2 * m.layers * m.kv_heads * m.head_dim))}",
+                       k, "bytes")
     if not m.has_windowed_layers:
-        _d(d, "memory.kv_bytes_per_sequence", "context tokens × KV bytes/token",
-           f"{context_tokens} × {fmt_num(k)}", k * context_tokens, "bytes")
+        put_derivation(d, "memory.kv_bytes_per_sequence", "context tokens × KV bytes/token",
+                       f"{context_tokens} × {fmt_num(k)}", k * context_tokens, "bytes")
     dw = f" − {fmt_num(dm.weight_bytes_per_gpu)}" if dm.kind != "none" else ""
     dwf = " − draft weights per GPU" if dm.kind != "none" else ""
     if util is None:
-        _d(d, "memory.kv_budget_bytes", f"max(0, HBM − weights per GPU − reserved{dwf})",
-           f"max(0, {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(s.serving.reserved_bytes)}{dw})", budget,
-           "bytes")
+        put_derivation(d, "memory.kv_budget_bytes", f"max(0, HBM − weights per GPU − reserved{dwf})",
+                       f"max(0, {fmt_num(gpu.hbm_bytes)} − {fmt_num(wg)} − {fmt_num(s.serving.reserved_bytes)}{dw})", budget,
+                       "bytes")
     elif s.serving.engine == "trtllm":
-        _d(d, "memory.kv_budget_bytes",
-           "max(0, free fraction × (CUDA-visible HBM − weights per GPU − activation peak − non-torch)) "
-           f"(TensorRT-LLM kv_cache_free_gpu_mem_fraction){dwf}",
-           f"max(0, {util} × ({fmt_num(engine_hbm_bytes(gpu))} − {fmt_num(wg)} − {fmt_num(act)} − "
-           f"{fmt_num(DEFAULT_NON_TORCH_BYTES)})){dw}",
-           budget, "bytes")
+        put_derivation(d, "memory.kv_budget_bytes",
+                       "max(0, free fraction × (CUDA-visible HBM − weights per GPU − activation peak − non-torch)) "
+                       f"(TensorRT-LLM kv_cache_free_gpu_mem_fraction){dwf}",
+                       f"max(0, {util} × ({fmt_num(engine_hbm_bytes(gpu))} − {fmt_num(wg)} − {fmt_num(act)} − "
+                       f"{fmt_num(DEFAULT_NON_TORCH_BYTES)})){dw}",
+                       budget, "bytes")
     elif s.serving.engine == "sglang":
-        _d(d, "memory.kv_budget_bytes",
-           f"max(0, mem_fraction_static × CUDA-visible HBM − weights per GPU{dwf}) (SGLang)",
-           f"max(0, {util} × {fmt_num(engine_hbm_bytes(gpu))} − {fmt_num(wg)}{dw})", budget, "bytes")
+        put_derivation(d, "memory.kv_budget_bytes",
+                       f"max(0, mem_fraction_static × CUDA-visible HBM − weights per GPU{dwf}) (SGLang)",
+                       f"max(0, {util} × {fmt_num(engine_hbm_bytes(gpu))} − {fmt_num(wg)}{dw})", budget, "bytes")
     else:
-        _d(d, "memory.kv_budget_bytes",
-           "max(0, memory_utilization × CUDA-visible HBM − weights per GPU − activation peak − non-torch"
-           f"{dwf}) (vLLM gpu_memory_utilization)",
-           f"max(0, {util} × {fmt_num(engine_hbm_bytes(gpu))} − {fmt_num(wg)} − {fmt_num(act)} − "
-           f"{fmt_num(DEFAULT_NON_TORCH_BYTES)}{dw})",
-           budget, "bytes")
+        put_derivation(d, "memory.kv_budget_bytes",
+                       "max(0, memory_utilization × CUDA-visible HBM − weights per GPU − activation peak − non-torch"
+                       f"{dwf}) (vLLM gpu_memory_utilization)",
+                       f"max(0, {util} × {fmt_num(engine_hbm_bytes(gpu))} − {fmt_num(wg)} − {fmt_num(act)} − "
+                       f"{fmt_num(DEFAULT_NON_TORCH_BYTES)}{dw})",
+                       budget, "bytes")
     alone = f"{fmt_num(budget)} / ({context_tokens} × {fmt_num(kg)})"
     if pre > 0 and h > 0:
-        _d(d, "memory.max_sequences",
-           "max(budget / (context × K), (budget − prefix × K) / ((context − hit rate × prefix) × K)) × "
-           "attention ranks, "
-           "K = KV bytes/token per GPU (a shared prefix is held once per replica)",
-           f"max({alone}, max(0, {fmt_num(budget)} − {fmt_num(pre)} × {fmt_num(kg)}) / (({context_tokens} − {h} × "
-           f"{fmt_num(pre)}) × {fmt_num(kg)})) × {ranks}", seqs, "sequences")
+        put_derivation(d, "memory.max_sequences",
+                       "max(budget / (context × K), (budget − prefix × K) / ((context − hit rate × prefix) × K)) × "
+                       "attention ranks, "
+                       "K = KV bytes/token per GPU (a shared prefix is held once per replica)",
+                       f"max({alone}, max(0, {fmt_num(budget)} − {fmt_num(pre)} × {fmt_num(kg)}) / (({context_tokens} − {h} × "
+                       f"{fmt_num(pre)}) × {fmt_num(kg)})) × {ranks}", seqs, "sequences")
     else:
-        _d(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × attention ranks "
-           "(TP with data-parallel attention, else 1)"
-           + (" (KV bytes/token: target + draft)" if dm.kind != "none" else ""),
-           f"{alone} × {ranks}", seqs, "sequences")
+        put_derivation(d, "memory.max_sequences", "KV budget per GPU / (context × KV bytes/token per GPU) × attention ranks "
+                       "(TP with data-parallel attention, else 1)"
+                       + (" (KV bytes/token: target + draft)" if dm.kind != "none" else ""),
+                       f"{alone} × {ranks}", seqs, "sequences")
     unshared, shared = prefix_sharing_bytes(kv_bytes_per_token=k, prefix_tokens=s.workload.prefix_tokens,
                                             sequences=max(int(seqs), 1))
     return MemoryResult(
@@ -166,35 +159,35 @@ def draft_section(r: Resolved, d: Deriv, *, target_kv_bytes_per_token_per_gpu: f
     if dm.kind == "mtp":
         hm = float(m.hidden or m.heads * m.head_dim)
         block = dm.params / m.mtp_layers - 2.0 * hm * hm - 2.0 * hm
-        _d(d, "memory.draft_params", "mtp_layers × (one MoE transformer block + projection 2h² + 2 norms 2h) "
-           "(the MTP module; embedding and output head shared with the target)",
-           f"{m.mtp_layers} × ({fmt_num(block)} + 2 × {fmt_num(hm)} × {fmt_num(hm)} + 2 × {fmt_num(hm)})",
-           dm.params, "parameters")
+        put_derivation(d, "memory.draft_params", "mtp_layers × (one MoE transformer block + projection 2h² + 2 norms 2h) "
+                       "(the MTP module; embedding and output head shared with the target)",
+                       f"{m.mtp_layers} × ({fmt_num(block)} + 2 × {fmt_num(hm)} × {fmt_num(hm)} + 2 × {fmt_num(hm)})",
+                       dm.params, "parameters")
         kv_sub = f"{m.mtp_layers} × {fmt_num(kv_bytes_per_token(m, s.kv_dtype))} / {m.layers}"
         kv_formula = "mtp_layers × target KV bytes/token / n_layers"
     elif dm.kind == "head":
         pc = r.params
         emb = float(m.vocab or 0) * h * (1.0 if m.tie_embeddings else 2.0)
-        _d(d, "memory.draft_params", "L_d × (P − embedding − LM head) / n_layers + 2h² (EAGLE-style head)",
-           f"{sp.draft_layers} × ({fmt_num(pc.total)} − {fmt_num(emb)}) / {m.layers} + 2 × {fmt_num(h)} × {fmt_num(h)}",
-           dm.params, "parameters")
+        put_derivation(d, "memory.draft_params", "L_d × (P − embedding − LM head) / n_layers + 2h² (EAGLE-style head)",
+                       f"{sp.draft_layers} × ({fmt_num(pc.total)} − {fmt_num(emb)}) / {m.layers} + 2 × {fmt_num(h)} × {fmt_num(h)}",
+                       dm.params, "parameters")
         kv_sub = (f"{sp.draft_layers} × {fmt_num(kv_bytes_per_token(m, s.kv_dtype))} / {m.layers}")
         kv_formula = "L_d × target KV bytes/token / n_layers"
     else:
-        _d(d, "memory.draft_params", f"{m.id}'s parameters (from its shapes)", fmt_num(dm.params), dm.params,
-           "parameters")
+        put_derivation(d, "memory.draft_params", f"{m.id}'s parameters (from its shapes)", fmt_num(dm.params), dm.params,
+                       "parameters")
         kv_formula = "2 × n_layers × n_kv_heads × head_dim × dtype_bytes (the draft's)"
         kv_sub = (f"2 × {m.layers} × {m.kv_heads} × {m.head_dim} × "
                   f"{fmt_num(dm.kv_bytes_per_token / (2 * m.layers * m.kv_heads * m.head_dim))}")
-    _d(d, "memory.draft_weight_bytes", "draft parameters × bytes per weight",
-       f"{fmt_num(dm.params)} × {fmt_num(dm.bytes_per_weight)}", dm.weight_bytes, "bytes")
-    _d(d, "memory.draft_weight_bytes_per_gpu", "draft weights / TP (sharded over the target's TP group, "
-       "on every PP stage and EP group)", f"{fmt_num(dm.weight_bytes)} / {p.tp}", dm.weight_bytes_per_gpu, "bytes")
-    _d(d, "memory.draft_kv_bytes_per_token", kv_formula, kv_sub, dm.kv_bytes_per_token, "bytes")
-    _d(d, "memory.draft_kv_bytes_per_token_per_gpu", "draft KV/token × ceil(n_kv_heads / TP) / n_kv_heads",
-       f"{fmt_num(dm.kv_bytes_per_token)} × {math.ceil(m.kv_heads / p.tp) if m.attention != 'mla' else m.kv_heads}"
-       f" / {m.kv_heads}", dm.kv_bytes_per_token_per_gpu, "bytes")
-    _d(d, "memory.cache_bytes_per_token_per_gpu", "target KV/token per GPU + draft KV/token per GPU",
-       f"{fmt_num(target_kv_bytes_per_token_per_gpu)} + {fmt_num(dm.kv_bytes_per_token_per_gpu)}",
-       target_kv_bytes_per_token_per_gpu + dm.kv_bytes_per_token_per_gpu, "bytes")
+    put_derivation(d, "memory.draft_weight_bytes", "draft parameters × bytes per weight",
+                   f"{fmt_num(dm.params)} × {fmt_num(dm.bytes_per_weight)}", dm.weight_bytes, "bytes")
+    put_derivation(d, "memory.draft_weight_bytes_per_gpu", "draft weights / TP (sharded over the target's TP group, "
+                   "on every PP stage and EP group)", f"{fmt_num(dm.weight_bytes)} / {p.tp}", dm.weight_bytes_per_gpu, "bytes")
+    put_derivation(d, "memory.draft_kv_bytes_per_token", kv_formula, kv_sub, dm.kv_bytes_per_token, "bytes")
+    put_derivation(d, "memory.draft_kv_bytes_per_token_per_gpu", "draft KV/token × ceil(n_kv_heads / TP) / n_kv_heads",
+                   f"{fmt_num(dm.kv_bytes_per_token)} × {math.ceil(m.kv_heads / p.tp) if m.attention != 'mla' else m.kv_heads}"
+                   f" / {m.kv_heads}", dm.kv_bytes_per_token_per_gpu, "bytes")
+    put_derivation(d, "memory.cache_bytes_per_token_per_gpu", "target KV/token per GPU + draft KV/token per GPU",
+                   f"{fmt_num(target_kv_bytes_per_token_per_gpu)} + {fmt_num(dm.kv_bytes_per_token_per_gpu)}",
+                   target_kv_bytes_per_token_per_gpu + dm.kv_bytes_per_token_per_gpu, "bytes")
     return dm

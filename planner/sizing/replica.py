@@ -36,7 +36,7 @@ from planner.sizing.prefill_alone import MeanPrefill, mean_prefill
 from planner.sizing.results import DecodeResult, MemoryResult, PrefillResult, RooflineResult
 from planner.spec.context import Resolved
 from planner.spec.defaults import DEFAULT_MAX_BATCH
-from planner.spec.derivation import Derivation, Origin, fmt_num
+from planner.spec.derivation import Derivation, Origin, fmt_num, put_derivation
 from planner.spec.params import param_counts
 
 __all__ = [
@@ -53,12 +53,6 @@ __all__ = [
 ]
 
 Deriv = dict[str, Derivation]
-
-
-def _d(out: Deriv, key: str, formula: str, substituted: str, value: float, unit: str,
-       origin: Origin = "derived") -> None:
-    out[key] = Derivation(name=key, formula=formula, substituted=substituted, value=float(value),
-                          unit=unit, origin=origin)
 
 
 def derive_context(r: Resolved) -> tuple[int, float]:
@@ -86,13 +80,13 @@ def roofline_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: fl
                                 context_tokens=live_context, kv_bytes_per_token=k))
     n = s.workload.prompt_tokens
     pi = float(prefill_intensity(params_active=r.params.active, weight_bytes=w, tokens=n))
-    _d(d, "roofline.ridge_flop_per_byte", "peak FLOP/s / HBM bytes/s",
-       f"{fmt_num(peak)} / {fmt_num(gpu.hbm_bytes_per_s)}", ridge, "FLOP/byte", "datasheet")
-    _d(d, "roofline.decode_intensity_flop_per_byte", "B × 2P / (W + B × S × K)",
-       f"{batch_size} × 2 × {fmt_num(r.params.active)} / ({fmt_num(w)} + {batch_size} × "
-       f"{fmt_num(live_context)} × {fmt_num(k)})", di, "FLOP/byte")
-    _d(d, "roofline.prefill_intensity_flop_per_byte", "2P × N / W",
-       f"2 × {fmt_num(r.params.active)} × {n} / {fmt_num(w)}", pi, "FLOP/byte")
+    put_derivation(d, "roofline.ridge_flop_per_byte", "peak FLOP/s / HBM bytes/s",
+                   f"{fmt_num(peak)} / {fmt_num(gpu.hbm_bytes_per_s)}", ridge, "FLOP/byte", "datasheet")
+    put_derivation(d, "roofline.decode_intensity_flop_per_byte", "B × 2P / (W + B × S × K)",
+                   f"{batch_size} × 2 × {fmt_num(r.params.active)} / ({fmt_num(w)} + {batch_size} × "
+                   f"{fmt_num(live_context)} × {fmt_num(k)})", di, "FLOP/byte")
+    put_derivation(d, "roofline.prefill_intensity_flop_per_byte", "2P × N / W",
+                   f"2 × {fmt_num(r.params.active)} × {n} / {fmt_num(w)}", pi, "FLOP/byte")
     return RooflineResult(
         compute_dtype=cdt,
         peak_flops_per_s=peak,
@@ -132,25 +126,25 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
     tpp = cyc.tokens_per_pass
     ob, oc = r.origins["efficiency.bandwidth"], r.origins["efficiency.compute"]
     pp = s.parallel.pp
-    _d(d, "decode.step_s",
-       "PP × (t_gemm + t_experts + t_attention) + collectives + overhead, each kernel group on its own roofline "
-       "per GPU per pipeline stage: t_gemm = max(F_dense / (η_c × C_w), (W + activations) / (η_b × BW)), "
-       "t_attention = max(F_attention / (η_c × C_attn), KV bytes / (η_b × BW)); overhead = step "
-       "(decode replays a CUDA graph: no per-layer launches) [+ MoE: L_moe × (per layer + per routed slot × B·k/EP), "
-       "physics.kernels.moe_overhead_s]",
-       f"{pp} × ({fmt_num(float(st.gemm_s))} + {fmt_num(float(st.expert_s))} + {fmt_num(float(st.attention_s))}) + "
-       f"{fmt_num(float(st.comm_s))} + {fmt_num(float(st.overhead_s))}",
-       step, "s", ob if st.memory_bound else oc)
-    _d(d, "decode.tok_s_per_sequence", "1 / ITL" + (" (speculative: tokens per pass / cycle)" if k else ""),
-       f"1 / {fmt_num(itl)}", tok_seq, "tok/s")
+    put_derivation(d, "decode.step_s",
+                   "PP × (t_gemm + t_experts + t_attention) + collectives + overhead, each kernel group on its own roofline "
+                   "per GPU per pipeline stage: t_gemm = max(F_dense / (η_c × C_w), (W + activations) / (η_b × BW)), "
+                   "t_attention = max(F_attention / (η_c × C_attn), KV bytes / (η_b × BW)); overhead = step "
+                   "(decode replays a CUDA graph: no per-layer launches) [+ MoE: L_moe × (per layer + per routed slot × B·k/EP), "
+                   "physics.kernels.moe_overhead_s]",
+                   f"{pp} × ({fmt_num(float(st.gemm_s))} + {fmt_num(float(st.expert_s))} + {fmt_num(float(st.attention_s))}) + "
+                   f"{fmt_num(float(st.comm_s))} + {fmt_num(float(st.overhead_s))}",
+                   step, "s", ob if st.memory_bound else oc)
+    put_derivation(d, "decode.tok_s_per_sequence", "1 / ITL" + (" (speculative: tokens per pass / cycle)" if k else ""),
+                   f"1 / {fmt_num(itl)}", tok_seq, "tok/s")
     if k:
         _speculative_rows(r, d, cyc, batch_size=batch_size)
-    _d(d, "decode.tok_s_per_replica", "B × tok/s per sequence", f"{batch_size} × {fmt_num(tok_seq)}",
-       tok_rep, "tok/s")
-    _d(d, "decode.mbu", "bytes per step per GPU / step / peak bandwidth",
-       f"{fmt_num(float(st.bytes_per_gpu))} / {fmt_num(step)} / {fmt_num(gpu.hbm_bytes_per_s)}", u_b, "fraction")
-    _d(d, "decode.mfu", "tok/s per GPU × 2 × P_active / peak FLOP/s",
-       f"{fmt_num(tok_rep / g)} × 2 × {fmt_num(r.params.active)} / {fmt_num(peak)}", u_f, "fraction")
+    put_derivation(d, "decode.tok_s_per_replica", "B × tok/s per sequence", f"{batch_size} × {fmt_num(tok_seq)}",
+                   tok_rep, "tok/s")
+    put_derivation(d, "decode.mbu", "bytes per step per GPU / step / peak bandwidth",
+                   f"{fmt_num(float(st.bytes_per_gpu))} / {fmt_num(step)} / {fmt_num(gpu.hbm_bytes_per_s)}", u_b, "fraction")
+    put_derivation(d, "decode.mfu", "tok/s per GPU × 2 × P_active / peak FLOP/s",
+                   f"{fmt_num(tok_rep / g)} × 2 × {fmt_num(r.params.active)} / {fmt_num(peak)}", u_f, "fraction")
     layout_comm_derivations(r, d, step=st, batch_size=batch_size)
     return DecodeResult(
         batch_size=batch_size,
@@ -190,19 +184,19 @@ def _speculative_rows(r: Resolved, d: Deriv, cyc: DecodeCycle, *, batch_size: in
     acc = dr.acceptance
     terms = ["1"] + [" × ".join(fmt_num(a) for a in acc[:i]) for i in range(1, k + 1)]
     origin = _ACCEPTANCE_WORDS.get(dr.acceptance_origin, dr.acceptance_origin)
-    _d(d, "decode.speculative_tokens_per_pass",
-       f"1 + Σ_k Π_(i≤k) a_i over k = 1 … {k} draft tokens ({dr.method}: {dr.name}; acceptance per position "
-       f"{', '.join(fmt_num(a) for a in acc)}, {origin}: {dr.acceptance_source})",
-       " + ".join(terms), cyc.tokens_per_pass, "tokens", _ACCEPTANCE_ORIGIN.get(dr.acceptance_origin, "default"))
+    put_derivation(d, "decode.speculative_tokens_per_pass",
+                   f"1 + Σ_k Π_(i≤k) a_i over k = 1 … {k} draft tokens ({dr.method}: {dr.name}; acceptance per position "
+                   f"{', '.join(fmt_num(a) for a in acc)}, {origin}: {dr.acceptance_source})",
+                   " + ".join(terms), cyc.tokens_per_pass, "tokens", _ACCEPTANCE_ORIGIN.get(dr.acceptance_origin, "default"))
     step, cycle = float(cyc.step.step_s), float(cyc.cycle_s)
     how = (f"drafts = {k} × {fmt_num(dr.draft_cost)} × step (speculative.draft_cost)" if dr.draft_cost is not None
            else f"drafts = {dr.name}'s own forwards at batch {batch_size} by the step model, the first over the "
                 f"{k + 1} settled positions, {k - 1} more over one")
-    _d(d, "decode.speculative_speedup",
-       f"tokens per verify × step / (verify step over {k + 1} positions per sequence + drafts); {how}",
-       f"{fmt_num(cyc.tokens_per_pass)} × {fmt_num(step)} / ({fmt_num(float(cyc.verify_s))} + "
-       f"{fmt_num(float(cyc.draft_s))})",
-       cyc.tokens_per_pass * step / cycle, "×")
+    put_derivation(d, "decode.speculative_speedup",
+                   f"tokens per verify × step / (verify step over {k + 1} positions per sequence + drafts); {how}",
+                   f"{fmt_num(cyc.tokens_per_pass)} × {fmt_num(step)} / ({fmt_num(float(cyc.verify_s))} + "
+                   f"{fmt_num(float(cyc.draft_s))})",
+                   cyc.tokens_per_pass * step / cycle, "×")
 
 
 def _prefill_working(r: Resolved, pf: PrefillStep, t: float) -> str:
@@ -257,23 +251,23 @@ def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float, mean: MeanPr
     else:
         sub = _prefill_working(r, hit if h == 1 else miss, t)
     pf = hit if h == 1 else miss
-    _d(d, "prefill.time_s",
-       "t_gemm + t_experts + t_attention (each max(FLOPs / (TP·EP × η_c × C), bytes / (η_b × BW)), attention "
-       "at the 16-bit rate) + collectives + overhead (step + per layer × L [+ per MoE layer × L_moe]), F = 2 × P × n + "
-       "2·(d_qk+d_v)·L·H·(n·c + n²/2)"
-       + ("; averaged over prefix hits and misses: h × t_hit + (1 − h) × t_miss" if 0 < h < 1 else ""),
-       sub, t, "s", r.origins["efficiency.compute"] if pf.compute_bound else r.origins["efficiency.bandwidth"])
-    _d(d, "prefill.mfu", "prompt tok/s × 2 × P_active / (GPUs × peak)",
-       f"{fmt_num(new / t if t else 0)} × 2 × {fmt_num(r.params.active)} / ({r.gpus_per_replica} × {fmt_num(peak)})",
-       u, "fraction")
+    put_derivation(d, "prefill.time_s",
+                   "t_gemm + t_experts + t_attention (each max(FLOPs / (TP·EP × η_c × C), bytes / (η_b × BW)), attention "
+                   "at the 16-bit rate) + collectives + overhead (step + per layer × L [+ per MoE layer × L_moe]), F = 2 × P × n + "
+                   "2·(d_qk+d_v)·L·H·(n·c + n²/2)"
+                   + ("; averaged over prefix hits and misses: h × t_hit + (1 − h) × t_miss" if 0 < h < 1 else ""),
+                   sub, t, "s", r.origins["efficiency.compute"] if pf.compute_bound else r.origins["efficiency.bandwidth"])
+    put_derivation(d, "prefill.mfu", "prompt tok/s × 2 × P_active / (GPUs × peak)",
+                   f"{fmt_num(new / t if t else 0)} × 2 × {fmt_num(r.params.active)} / ({r.gpus_per_replica} × {fmt_num(peak)})",
+                   u, "fraction")
     terms = [f"{cp.chunks} × {fmt_num(decode_step_s)} + {fmt_num(total)}" for _, cp, total in parts]
-    _d(d, "prefill.chunked_ttft_s",
-       "Σ_i (decode step + chunk i), chunk i attending to the cached tokens and i earlier chunks "
-       "(its cost inside the decode iteration: the GEMMs' compute + the attention and expert groups + "
-       "collectives + the eager launches)"
-       + (" (hits and misses weighted)" if len(parts) > 1 else ""),
-       " + ".join(f"{fmt_num(wt)} × ({t_})" for (wt, _, _), t_ in zip(parts, terms, strict=True))
-       if len(parts) > 1 else terms[0], chunked_ttft, "s")
+    put_derivation(d, "prefill.chunked_ttft_s",
+                   "Σ_i (decode step + chunk i), chunk i attending to the cached tokens and i earlier chunks "
+                   "(its cost inside the decode iteration: the GEMMs' compute + the attention and expert groups + "
+                   "collectives + the eager launches)"
+                   + (" (hits and misses weighted)" if len(parts) > 1 else ""),
+                   " + ".join(f"{fmt_num(wt)} × ({t_})" for (wt, _, _), t_ in zip(parts, terms, strict=True))
+                   if len(parts) > 1 else terms[0], chunked_ttft, "s")
     main = parts[0][1]
     return PrefillResult(
         tokens=w.prompt_tokens,

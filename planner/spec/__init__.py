@@ -44,6 +44,7 @@ from planner.spec.derivation import (
     Derivation,
     Origin,
     fmt_num,
+    put_derivation,
 )
 from planner.spec.fitted import (
     FITTED_EFFICIENCY,
@@ -229,6 +230,7 @@ __all__ = [
     "compute_dtype_candidates",
     "diurnal_profile",
     "fmt_num",
+    "put_derivation",
     "get_gpu",
     "get_model",
     "is_model_path",

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Derivation", "Origin", "fmt_num"]
+__all__ = ["Derivation", "Origin", "fmt_num", "put_derivation"]
 
 Origin = Literal[
     "datasheet",
@@ -56,3 +56,10 @@ class Derivation(BaseModel):
             f"{self.name} = {self.formula} = {self.substituted} = "
             f"{fmt_num(self.value)} {self.unit} [{self.origin}]"
         )
+
+
+def put_derivation(out: dict[str, Derivation], key: str, formula: str, substituted: str, value: float, unit: str,
+                   origin: Origin = "derived") -> None:
+    """Record one derivation row under ``key`` (its name): the sections' one way to add a row."""
+    out[key] = Derivation(name=key, formula=formula, substituted=substituted, value=float(value), unit=unit,
+                          origin=origin)

@@ -52,11 +52,6 @@ from planner.spec.sections import (
     Slo,
     Workload,
 )
-from planner.spec.sections import NonNegInt as NonNegInt
-from planner.spec.sections import PosFloat as PosFloat
-from planner.spec.sections import PosFraction as PosFraction
-from planner.spec.sections import PosInt as PosInt
-from planner.spec.sections import TraceTokens as TraceTokens
 from planner.spec.specs import GpuSpec, ModelSpec
 
 __all__ = [

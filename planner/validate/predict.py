@@ -259,7 +259,7 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     if mem.max_sequences < 1:
         return (f"does not fit: KV budget {mem.kv_budget_bytes / 1e9:.1f} GB per GPU holds "
                 f"{mem.max_sequences:.2f} sequences of {n_mean + o_mean:g} tokens")
-    cap = ENGINE_MAX_BATCH.get(memory_engine, ENGINE_MAX_BATCH.get(family, ENGINE_MAX_BATCH["vllm"]))
+    cap = ENGINE_MAX_BATCH[memory_engine]
     ranks = scenario.parallel.attention_dp
     if ranks > 1:
         # Attention data parallelism: each rank runs its own scheduler with the engine's cap
