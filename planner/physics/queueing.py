@@ -136,9 +136,9 @@ def mgc_wait(*, arrival_per_s: ArrayLike, servers: ArrayLike, mean_s: ArrayLike,
     """M/G/c by Allen–Cunneen: W = C(c, λE[S]) × E[S] / (c − λE[S]) × (1 + c_s²)/2."""
     lam, c = _f(arrival_per_s), _f(servers)
     es, es2 = _f(mean_s), _f(second_moment_s2)
-    a = lam * es
-    rho = a / c
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a load past 1e308 is saturated: inf
+        a = lam * es
+        rho = a / c
         cs2 = np.where(es > 0, es2 / (es * es) - 1.0, 0.0)
         p_wait = np.where(rho < 1, erlang_c(c, np.minimum(a, c * (1 - ROUNDING_MARGIN))), 1.0)
         w = np.where(rho < 1, p_wait * es / (c - a) * (1.0 + cs2) / 2.0, np.inf)
