@@ -27,6 +27,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import os
@@ -229,6 +230,15 @@ def simulate_day(scenario: Scenario, result: AutoscaleResult, *, requests_per_st
             inqueue = getattr(pool, "_inqueue", None)
             if inqueue is not None and hasattr(inqueue, "_rlock"):
                 inqueue._rlock = multiprocessing.Lock()
+            # A worker killed while it wrote a result held the result queue's write lock, which the
+            # pool's task thread and terminate() both wait on to post their sentinels; nothing alive
+            # can release it but us (a plain Lock may be released by any process).
+            wlock = getattr(getattr(pool, "_outqueue", None), "_wlock", None)
+            if wlock is not None and not wlock.acquire(False):
+                with contextlib.suppress(ValueError):
+                    wlock.release()
+            elif wlock is not None:
+                wlock.release()
             pool.terminate()
             raise
         finally:
