@@ -87,6 +87,15 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                          "kv_capacity_tokens": 20_000, "seed": 62}),
     "spec_whole_prefills": ({"serving": {"chunk_tokens": 1024}, "speculative": {"draft_tokens": 2}},
                             {"requests": 150, "rate_req_s": 6.0, "chunked_prefill": False, "seed": 63}),
+    # SGLang's --scheduler-recv-interval: new requests taken in every k-th decode pass
+    "recv_30": ({"serving": {"engine": "sglang", "scheduler_recv_interval": 30}},
+                {"requests": 500, "rate_req_s": 20.0, "replicas": 2, "seed": 71}),
+    "recv_preempting": ({"serving": {"engine": "sglang", "scheduler_recv_interval": 10, "block_tokens": 32}},
+                        {"requests": 300, "rate_req_s": 24.0, "replicas": 2, "arrival": "gamma", "burstiness": 0.3,
+                         "kv_capacity_tokens": 20_000, "seed": 72}),
+    "spec_recv_10": ({"serving": {"engine": "sglang", "scheduler_recv_interval": 10},
+                      "speculative": {"draft_tokens": 3, "acceptance": 0.7}},
+                     {"requests": 300, "rate_req_s": 16.0, "replicas": 2, "seed": 73}),
     "spec_system_prefix": ({"workload": {"prefix_tokens": 1024, "prefix_hit_rate": 0.7},
                             "speculative": {"draft_tokens": 3, "acceptance": 0.6}},
                            {"requests": 200, "rate_req_s": 12.0, "replicas": 2, "seed": 64}),
@@ -98,7 +107,11 @@ def test_compiled_equals_the_python_replica(name: str, monkeypatch: pytest.Monke
     sc_kw, opt_kw = CASES[name]
     run, calls = _three_ways(Scenario(**sc_kw), sim_options(**opt_kw), monkeypatch)
     assert calls == 1  # the compiled path was taken
-    if name in ("preempting", "spec_preempting"):
+    if name in ("recv_30", "spec_recv_10"):  # below saturation: requests wait for the scheduler's take
+        plain = simulate(Scenario(**{**sc_kw, "serving": {**sc_kw["serving"], "scheduler_recv_interval": 1}}),
+                         sim_options(**opt_kw))
+        assert np.mean(run.first_token_s - run.arrival_s) > 1.2 * np.mean(plain.first_token_s - plain.arrival_s)
+    if name in ("preempting", "spec_preempting", "recv_preempting"):
         assert run.preemptions > 0  # the case exercises preemption
     if name.startswith("spec_"):
         assert run.verify_passes > 0 and run.verify_tokens > run.verify_passes  # bursts of several tokens
@@ -184,18 +197,21 @@ def test_many_prefixes_keep_the_python_replica(monkeypatch: pytest.MonkeyPatch) 
     per_replica_rate=st.floats(0.5, 20.0),
     prefix_tokens=st.sampled_from([0, 16, 700]),
     prefix_hit_rate=st.sampled_from([0.3, 1.0]),
+    recv_interval=st.sampled_from([1, 1, 2, 10, 30]),
     seed=st.integers(0, 2**16),
 )
 def test_compiled_equals_the_python_replica_anywhere(block_tokens: int, chunk_tokens: int, chunked: bool,
                                                      replicas: int, max_batch: int | None, kv_tokens: int | None,
                                                      prompt_tokens: int, output_tokens: int, lengths: str,
                                                      arrival: str, per_replica_rate: float, prefix_tokens: int,
-                                                     prefix_hit_rate: float, seed: int,
+                                                     prefix_hit_rate: float, recv_interval: int, seed: int,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    engine_kw: dict[str, Any] = ({"engine": "sglang", "scheduler_recv_interval": recv_interval}
+                                 if recv_interval > 1 else {})
     scenario = Scenario(workload={"prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
                                   "prefix_tokens": min(prefix_tokens, prompt_tokens),
                                   "prefix_hit_rate": prefix_hit_rate},
-                        serving={"block_tokens": block_tokens, "chunk_tokens": chunk_tokens})
+                        serving={"block_tokens": block_tokens, "chunk_tokens": chunk_tokens, **engine_kw})
     options = sim_options(requests=60 * replicas, rate_req_s=per_replica_rate * replicas, replicas=replicas,
                           chunked_prefill=chunked, max_batch=max_batch, kv_capacity_tokens=kv_tokens,
                           lengths=lengths, arrival=arrival, burstiness=0.4, seed=seed)

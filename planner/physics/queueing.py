@@ -58,6 +58,7 @@ __all__ = [
     "pipelined_prefill",
     "prefill_room_tokens",
     "rate_at_concurrency",
+    "recv_wait_cycles",
     "sojourn_quantile",
     "sojourn_quantile_bisect",
     "stall_quantile",
@@ -263,6 +264,31 @@ def ttft_pool(*, arrival_per_s: ArrayLike, servers: ArrayLike, server_s: ArrayLi
     own_mean = np.sum(w * own, axis=-1)
     return TtftPool(wait=qw, service_mean_s=own_mean, mean_s=qw.mean_s + own_mean,
                     quantile_s=sojourn_quantile(percentile, qw, own, w))
+
+
+def recv_wait_cycles(*, interval: ArrayLike, arrivals_per_cycle: ArrayLike) -> Arr:
+    """Mean extra wait, in decode passes, of a request for a scheduler that takes in new
+    requests every ``interval``-th pass (SGLang's --scheduler-recv-interval), beyond the
+    pass in progress at its arrival (the residual the load model already counts).
+
+    A take that finds requests is followed by a pass with prompt tokens, after which the
+    scheduler takes again (gap: 1 pass); a take that finds none waits ``interval`` passes
+    (gap: k).  With Poisson arrivals at p per pass, a gap of g passes ends in a take that
+    finds some with probability q_g = 1 − e^(−p·g): the gap lengths are a two-state Markov
+    chain, short with stationary probability π_1 = q_k / (1 − q_1 + q_k).  An arrival lands
+    in a gap with probability ∝ its length, and waits on average
+
+        W = E[G²] / (2 E[G]) − 1/2,  E[G] = π_1 + (1 − π_1)·k,  E[G²] = π_1 + (1 − π_1)·k²
+
+    passes: (k − 1)/2 at a trickle, 0 when a request arrives in every pass, 0 for k = 1."""
+    k = np.maximum(_f(interval), 1.0)
+    p = np.maximum(_f(arrivals_per_cycle), 0.0)
+    q1, qk = -np.expm1(-p), -np.expm1(-p * k)
+    short = qk / np.maximum(1.0 - q1 + qk, 1e-300)
+    g1 = short + (1.0 - short) * k
+    g2 = short + (1.0 - short) * k * k
+    w = np.where(k > 1.0, g2 / (2.0 * g1) - 0.5, 0.0)
+    return np.maximum(w, 0.0)
 
 
 def pipelined_prefill(*, prefill_s: ArrayLike, stages: ArrayLike, microbatches: ArrayLike) -> tuple[Arr, Arr]:

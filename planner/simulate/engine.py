@@ -124,9 +124,10 @@ class _Sim:
             if self.draws is not None:
                 return _SpecReplica(draws=self.draws, role=role, capacity_blocks=nb, block_tokens=bt,
                                     max_batch=max_batch, chunk_tokens=s.chunk_tokens, chunked=options.chunked_prefill,
-                                    steps=st)
+                                    steps=st, recv_interval=s.scheduler_recv_interval)
             return _Replica(role=role, capacity_blocks=nb, block_tokens=bt, max_batch=max_batch,
-                            chunk_tokens=s.chunk_tokens, chunked=options.chunked_prefill, steps=st)
+                            chunk_tokens=s.chunk_tokens, chunked=options.chunked_prefill, steps=st,
+                            recv_interval=s.scheduler_recv_interval)
 
         if s.mode == "disaggregated":
             self.front = [rep("prefill") for _ in range(options.prefill_replicas)]
@@ -258,7 +259,8 @@ class _Sim:
                 self.compiled = run_compiled(tables, stream_arrays(self.requests), replicas=n,
                                              capacity_blocks=rep.capacity, block_tokens=rep.bt,
                                              max_batch=rep.max_batch, chunk_tokens=rep.chunk_tokens,
-                                             chunked=rep.chunked, draws=self.draws)
+                                             chunked=rep.chunked, draws=self.draws,
+                                             recv_interval=rep.recv_interval)
                 return
             order = alone_order(self.requests).tolist()
             for ri, rp in enumerate(self.front):

@@ -43,6 +43,7 @@ from planner.simulate.kernellayout import E_TOKENS as E_TOKENS
 from planner.simulate.kernellayout import F_CW as F_CW
 from planner.simulate.kernellayout import F_EXACT_MARGINAL as F_EXACT_MARGINAL
 from planner.simulate.kernellayout import F_EXACT_TIME as F_EXACT_TIME
+from planner.simulate.kernellayout import F_RECV_T as F_RECV_T
 from planner.simulate.kernellayout import F_T as F_T
 from planner.simulate.kernellayout import IDLE as IDLE
 from planner.simulate.kernellayout import N_E as N_E
@@ -61,6 +62,7 @@ from planner.simulate.kernellayout import P_CHUNK as P_CHUNK
 from planner.simulate.kernellayout import P_CHUNKED as P_CHUNKED
 from planner.simulate.kernellayout import P_GRID as P_GRID
 from planner.simulate.kernellayout import P_MAX_BATCH as P_MAX_BATCH
+from planner.simulate.kernellayout import P_RECV as P_RECV
 from planner.simulate.kernellayout import P_SPEC_K as P_SPEC_K
 from planner.simulate.kernellayout import P_SPEC_SEED as P_SPEC_SEED
 from planner.simulate.kernellayout import PLAN as PLAN
@@ -150,7 +152,8 @@ class ReplicaRun:
 def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
                 prefix_key: np.ndarray, prefix_tokens: np.ndarray, *, keys: int, capacity_blocks: int,
                 block_tokens: int, max_batch: int, chunk_tokens: int, chunked: bool,
-                request_index: np.ndarray | None = None, draws: SpecDraws | None = None) -> ReplicaRun:
+                request_index: np.ndarray | None = None, draws: SpecDraws | None = None,
+                recv_interval: int = 1) -> ReplicaRun:
     """Serve one replica's requests (arrival order) alone, compiled.  ``prefix_key``: an index
     below ``keys`` per request (-1: none); ``draws``: speculation (``request_index`` keys them)."""
     m = int(prompt_tokens.size)
@@ -160,11 +163,13 @@ def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray
         capacity_blocks, block_tokens, max_batch, chunk_tokens, int(chunked), CONTEXT_GRID_TOKENS, CACHED_GRID_TOKENS)
     if draws is not None:
         params[P_SPEC_K], params[P_SPEC_SEED] = draws.draft_tokens, draws.seed_h
+    params[P_RECV] = recv_interval
     thresholds = np.array(draws.thresholds if draws is not None else (0,), dtype=np.int64)
     st = np.zeros(N_STATE, dtype=np.int64)
     st[S_FREE] = capacity_blocks
     st[S_EXACT_TOKENS] = st[S_EXACT_CACHED] = -1
     fst = np.zeros(N_FSTATE, dtype=np.float64)
+    fst[F_RECV_T] = math.inf if recv_interval <= 1 else -math.inf
     q = np.zeros((N_Q, m), dtype=np.int64)
     q[Q_PROMPT] = q[Q_TARGET] = prompt_tokens
     q[Q_OUT] = output_tokens
@@ -226,7 +231,8 @@ class Compiled:
 
 
 def run_compiled(tables: Tables, stream: Stream, *, replicas: int, capacity_blocks: int, block_tokens: int,
-                 max_batch: int, chunk_tokens: int, chunked: bool, draws: SpecDraws | None = None) -> Compiled:
+                 max_batch: int, chunk_tokens: int, chunked: bool, draws: SpecDraws | None = None,
+                 recv_interval: int = 1) -> Compiled:
     """Each of ``replicas`` replicas serves every replicas-th request in the order arrivals are
     handled (by time, then index: round robin), alone and compiled."""
     n_req = stream.arrival_s.size
@@ -242,7 +248,8 @@ def run_compiled(tables: Tables, stream: Stream, *, replicas: int, capacity_bloc
         run = run_replica(tables, stream.arrival_s[idx], stream.prompt_tokens[idx], stream.output_tokens[idx],
                           stream.prefix_key[idx], stream.prefix_tokens[idx], keys=stream.keys,
                           capacity_blocks=capacity_blocks, block_tokens=block_tokens, max_batch=max_batch,
-                          chunk_tokens=chunk_tokens, chunked=chunked, request_index=idx, draws=draws)
+                          chunk_tokens=chunk_tokens, chunked=chunked, request_index=idx, draws=draws,
+                          recv_interval=recv_interval)
         runs.append(run)
         log_req.append(idx[run.log_seq])
         log_count.append(run.log_count)

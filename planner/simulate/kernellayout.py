@@ -43,18 +43,21 @@ S_STAMP = 19  # prefix-cache uses so far (an entry's stamp: its last use; the ol
 S_NLOG = 20  # speculation: emissions logged (sequence, tokens)
 S_VPASS = 21  # speculation: verify passes (sequence × iteration)
 S_VTOK = 22  # speculation: tokens they emitted
-N_STATE = 23
+S_RECV_C = 23  # the scheduler's receive counter (serving.scheduler_recv_interval)
+N_STATE = 24
 
 # Float state (fst[...]).
 F_T = 0  # replica time
 F_CW = 1  # Σ prefill tokens × cached context (the planned chunk)
 F_EXACT_TIME = 2
 F_EXACT_MARGINAL = 3
-N_FSTATE = 4
+F_RECV_T = 4  # arrivals up to here are taken in (+inf: all; the interval is 1 or the replica idle)
+N_FSTATE = 5
 
 # Parameters (params[...]).
-P_CAPACITY, P_BT, P_MAX_BATCH, P_CHUNK, P_CHUNKED, P_GRID, P_CACHED_GRID, P_SPEC_K, P_SPEC_SEED = range(9)
-N_PARAMS = 9  # P_SPEC_K: draft tokens (0: no speculation); P_SPEC_SEED: the hashed seed (speculation.seed_hash)
+P_CAPACITY, P_BT, P_MAX_BATCH, P_CHUNK, P_CHUNKED, P_GRID, P_CACHED_GRID, P_SPEC_K, P_SPEC_SEED, P_RECV = range(10)
+N_PARAMS = 10  # P_SPEC_K: draft tokens (0: no speculation); P_SPEC_SEED: the hashed seed (speculation.seed_hash)
+# P_RECV: the scheduler's receive interval (planner.simulate.replica._Replica.recv_interval)
 
 # Per sequence (q[row, sequence]), in the order handled.
 Q_PROMPT = 0  # prompt tokens

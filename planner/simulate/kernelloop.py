@@ -31,6 +31,7 @@ from planner.simulate.kernellayout import (
     F_CW,
     F_EXACT_MARGINAL,
     F_EXACT_TIME,
+    F_RECV_T,
     F_T,
     IDLE,
     NEED_DECODE_ROW,
@@ -43,6 +44,7 @@ from planner.simulate.kernellayout import (
     P_CHUNKED,
     P_GRID,
     P_MAX_BATCH,
+    P_RECV,
     P_SPEC_K,
     P_SPEC_SEED,
     PLAN,
@@ -80,6 +82,7 @@ from planner.simulate.kernellayout import (
     S_NTIMES,
     S_NTOT,
     S_PHASE,
+    S_RECV_C,
     S_VPASS,
     S_VTOK,
     S_WHEAD,
@@ -118,6 +121,7 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
     cgrid = params[P_CACHED_GRID]
     spec = params[P_SPEC_K] > 0
     seed_h = params[P_SPEC_SEED]
+    recv_k = params[P_RECV]
     while True:
         phase = st[S_PHASE]
         if phase == IDLE:  # the next arrival starts it
@@ -140,6 +144,8 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
                 return NEED_SPACE
             if st[S_ATTEMPTS] < 0:
                 st[S_ATTEMPTS] = st[S_NRUN] + 2
+            if st[S_NRUN] == 0:
+                fst[F_RECV_T] = np.inf  # idle: new requests are taken in at once
             # 1. one token per decoding sequence: blocks for those opening one
             nd = 0
             need = 0
@@ -203,7 +209,7 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
                 cw += n * q[Q_KV, s]
             while st[S_WLEN] > 0 and nrun < max_batch:
                 s = waiting[st[S_WHEAD]]
-                if q[Q_KV, s] >= q[Q_TARGET, s] or (chunked and ntot >= room):
+                if q[Q_KV, s] >= q[Q_TARGET, s] or (chunked and ntot >= room) or arr[s] > fst[F_RECV_T]:
                     break
                 _attach(st, q, ent, s, bt)
                 n = _piece(st, q, ent, s, bt, chunked, room, ntot, npieces)
@@ -283,6 +289,15 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
         # 3. end the iteration
         idx = st[S_NTIMES]
         times[idx] = end
+        if recv_k > 1:  # the scheduler's receive counter (planner.simulate.replica._Replica._recv_tick)
+            if npieces:
+                st[S_RECV_C] = 0
+                fst[F_RECV_T] = end
+            else:
+                st[S_RECV_C] += 1
+                if st[S_RECV_C] >= recv_k:
+                    st[S_RECV_C] = 0
+                    fst[F_RECV_T] = end
         nrun = st[S_NRUN]
         ndone = 0  # finished this iteration: closed after the prefills (whose prefix entries see their references)
         for i in range(nrun):

@@ -70,8 +70,15 @@ class _Replica(_DecodeRuns):
     speculative = False  # one token per decoding sequence per iteration (planner.simulate.speculation: bursts)
 
     def __init__(self, *, role: str, capacity_blocks: int, block_tokens: int, max_batch: int,
-                 chunk_tokens: int, chunked: bool, steps: StepTimes) -> None:
+                 chunk_tokens: int, chunked: bool, steps: StepTimes, recv_interval: int = 1) -> None:
         self.role = role
+        # SGLang's --scheduler-recv-interval (serving.scheduler_recv_interval): new requests are
+        # taken in only when the weighted count of forward passes since the last take reaches it
+        # (a decode pass counts 1, a pass carrying prompt tokens counts past any interval); an
+        # idle replica takes them at once.  1: every iteration (the other engines).
+        self.recv_interval = recv_interval
+        self.recv_count = 0
+        self.recv_t = math.inf if recv_interval <= 1 else -math.inf  # arrivals up to here are taken in
         self.capacity = capacity_blocks
         self.free = capacity_blocks
         self.bt = block_tokens
@@ -194,6 +201,8 @@ class _Replica(_DecodeRuns):
 
     def _plan_once(self) -> float:
         """Plan one iteration (decode step + the prompt tokens riding on it); its duration."""
+        if not self.running:
+            self.recv_t = math.inf  # idle: the scheduler's loop spins and takes new requests at once
         self._admit_transferred()
         nd, ctx = self._reserve_decode()
         pieces, ntot, cw = self._plan_prefill_chunk(nd)
@@ -264,9 +273,10 @@ class _Replica(_DecodeRuns):
             pieces.append((s, n))
             ntot += n
             cw += n * s.kv
+        taken = self.recv_t
         while waiting and len(running) < self.max_batch:
             s = waiting[0]
-            if s.kv >= s.target or (self.chunked and ntot >= budget):
+            if s.kv >= s.target or (self.chunked and ntot >= budget) or s.arrival_s > taken:
                 break
             self._attach(s)
             n = s.target - s.kv
@@ -296,6 +306,8 @@ class _Replica(_DecodeRuns):
         k = self._apply_run() if self.seg_t else 1
         idx = len(self.times)
         self.times.append(t)
+        if self.recv_interval > 1:
+            self._recv_tick(k)
         self.clock = c = self.clock + k
         fin = self.dec_fin
         done = self._finishing() if fin and fin[0][0] <= c else []
@@ -305,6 +317,21 @@ class _Replica(_DecodeRuns):
             self._ndec = 0
             return
         self._settle(t, sim, idx, done)
+
+    def _recv_tick(self, iterations: int) -> None:
+        """The scheduler's receive counter over the ``iterations`` just ended (the last
+        ``iterations`` entries of ``times``): a pass with prompt tokens takes in new requests
+        at its end; decode passes count one each, and the count reaching the interval takes
+        them in (at the end of that pass) and starts again."""
+        times, ki = self.times, self.recv_interval
+        if self._pieces:
+            self.recv_count, self.recv_t = 0, times[-1]
+            return
+        c = self.recv_count + iterations
+        if c >= ki:
+            last = iterations - c % ki  # the last pass of the run at which the count reached the interval
+            self.recv_t = times[len(times) - iterations + last - 1]
+        self.recv_count = c % ki
 
     def _settle(self, t: float, sim: _Host, idx: int, done: list[_Seq]) -> None:
         """End iteration ``idx`` at ``t``: decoders in ``done`` reached their output; the

@@ -97,9 +97,9 @@ class _SpecReplica(_Replica):
     speculative = True
 
     def __init__(self, *, draws: SpecDraws, role: str, capacity_blocks: int, block_tokens: int, max_batch: int,
-                 chunk_tokens: int, chunked: bool, steps: StepTimes) -> None:
+                 chunk_tokens: int, chunked: bool, steps: StepTimes, recv_interval: int = 1) -> None:
         super().__init__(role=role, capacity_blocks=capacity_blocks, block_tokens=block_tokens, max_batch=max_batch,
-                         chunk_tokens=chunk_tokens, chunked=chunked, steps=steps)
+                         chunk_tokens=chunk_tokens, chunked=chunked, steps=steps, recv_interval=recv_interval)
         self.draws = draws
         self._spec_plan: list[tuple[_Seq, int]] = []
         self.spec_passes = 0  # verify passes (sequence × iteration)
@@ -148,6 +148,8 @@ class _SpecReplica(_Replica):
         """End the planned iteration at ``t``: every verify pass emits its burst."""
         idx = len(self.times)
         self.times.append(t)
+        if self.recv_interval > 1:
+            self._recv_tick(1)
         done: list[_Seq] = []
         for s, a in self._spec_plan:
             s.kv += a

@@ -217,14 +217,28 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
         value=opp.slo_attainment, unit="")
     wait, service = float(op.ttft_wait_s[i]), float(op.prefill_service_s[i])
     transfer = float(op.kv_transfer_exposed_s[i])
+    recv = float(op.ttft_recv_wait_s[i])
     disagg = s.serving.mode == "disaggregated"
+    k = s.serving.scheduler_recv_interval
     d["operating_point.ttft_s"] = Derivation(
         name="operating_point.ttft_s",
         formula="mean queueing wait + prefill service" + (
             " (pipelined over PP stages) + exposed KV transfer" if disagg
-            else " (chunk i: cycle + chunk over i earlier chunks)") + f"; wait: {QUEUEING_NOTE}",
+            else " (chunk i: cycle + chunk over i earlier chunks)") + f"; wait: {QUEUEING_NOTE}" + (
+            f"; the service includes the wait for SGLang's scheduler to take the request in "
+            f"(--scheduler-recv-interval {k}: operating_point.ttft_recv_wait_s)" if recv > 0 else ""),
         substituted=f"{fmt_num(wait)} + {fmt_num(service)}" + (f" + {fmt_num(transfer)}" if disagg else ""),
         value=opp.ttft_s, unit="s")
+    if k > 1 and not disagg:
+        lam = w.peak_rate / float(fl.replicas[i]) if float(fl.replicas[i]) > 0 else 0.0
+        d["operating_point.ttft_recv_wait_s"] = Derivation(
+            name="operating_point.ttft_recv_wait_s",
+            formula=("W = (E[G²] / (2 E[G]) − 1/2) × c × (1 − e^(−B)): takes every k decode passes, one pass after "
+                     "a take that found requests; gaps short (1 pass) with π = q_k / (1 − q_1 + q_k), "
+                     "q_g = 1 − e^(−λ c g); c the decode pass, B the fleet's batch (an idle replica takes at once)"),
+            substituted=(f"k = {k}, λ = {fmt_num(lam)} req/s per replica, c = {fmt_num(float(op.fleet_itl_s[i]))} s (the fleet's ITL), "
+                         f"B = {fmt_num(float(op.fleet_batch_size[i]))} → {fmt_num(recv)}"),
+            value=recv, unit="s")
     u = s.fleet.target_utilization
     per_dec = opp.goodput_req_s_per_replica
     dec_sub = f"max({s.fleet.min_replicas}, ⌈{fmt_num(w.peak_rate)} / ({u} × {fmt_num(per_dec)})⌉)"

@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from planner.physics.queueing import ROUNDING_MARGIN, ServiceTimes, colocated_decode, mgc_wait
+from planner.physics.queueing import ROUNDING_MARGIN, ServiceTimes, colocated_decode, mgc_wait, recv_wait_cycles
 from planner.physics.speculative import drafter_for
 from planner.physics.step import decode_cycle, prefill_chunks, prefill_step
 from planner.spec.context import Resolved
@@ -84,6 +84,13 @@ def _grid_state(r: Resolved, *, prompt: float, output: float, max_batch: int, cl
     own = (cycle[0] + sv.launch_s) * iters[0, :, 0] + work
     wait = mgc_wait(arrival_per_s=rate, servers=1, mean_s=server, second_moment_s2=server * server).mean_s
     ttft = wait + own + dec.residual_s[0]  # and the iteration in progress at arrival
+    k = r.scenario.serving.scheduler_recv_interval
+    if k > 1:
+        # SGLang's receive interval: the decode passes before the scheduler takes the request in, when
+        # it arrives to a decoding replica (closed loop: the others' sequences, from two users on;
+        # open loop: with probability 1 − e^(−batch)); an idle replica takes it at once.
+        busy = np.clip(grid - 1.0, 0.0, 1.0) if closed else -np.expm1(-grid)
+        ttft = ttft + recv_wait_cycles(interval=k, arrivals_per_cycle=rate * cycle[0]) * cycle[0] * busy
     e2e = ttft + (output - 1.0) * dec.itl_mean_s[0]
     return {"batch": grid, "rate": rate, "cycle": cycle[0], "itl": dec.itl_mean_s[0],
             "itl50": dec.itl_quantile_s[0], "ttft": ttft, "own": own, "e2e": e2e}

@@ -38,6 +38,7 @@ from planner.physics.queueing import (
     batch_at_rate,
     colocated_decode,
     pipelined_prefill,
+    recv_wait_cycles,
     ttft_pool,
 )
 from planner.physics.techniques import kv_transfer_s
@@ -84,6 +85,9 @@ class ModeLoad:
     # Colocated: the longest prompt needs more than one iteration's prompt room R = T − B at the batch
     # (raising serving.chunk_tokens would let it in whole); None where prompts never share iterations.
     budget_binds: NDArray[np.bool_] | None = None
+    # Of the TTFT's own latency: the decode passes before SGLang's scheduler takes a request in
+    # (serving.scheduler_recv_interval; None: every iteration takes them).
+    recv_wait_s: Arr | None = None
 
 
 def _replicas(peak: float, u: float, rate: Arr, floor: int) -> Arr:
@@ -156,6 +160,13 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
     server = cyc_f[..., None] * share + work[:, None, :] + sv.launch_s * np.asarray(fleet.launch_share)[..., None]
     # Its own latency: the iterations it spans (their launches), and the iteration in progress when it arrives.
     own_lat = (cyc_f[..., None] + sv.launch_s) * iters + work[:, None, :] + fleet.residual_s[..., None]
+    # and, on SGLang with --scheduler-recv-interval k, the decode passes before the scheduler takes it in
+    # (an arrival finds the replica decoding with probability 1 − e^(−batch); idle, it is taken at once)
+    k = s.serving.scheduler_recv_interval
+    recv = None
+    if k > 1:
+        recv = recv_wait_cycles(interval=k, arrivals_per_cycle=lam * cyc_f) * cyc_f * -np.expm1(-bf)
+        own_lat = own_lat + recv[..., None]
     pool = ttft_pool(arrival_per_s=peak, servers=np.where(np.isfinite(reps), reps, 1.0), server_s=server,
                      own_s=own_lat, weights=sv.weights)
     rho = pool.wait.utilization
@@ -170,7 +181,7 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
         ttft_wait_s=pool.wait.mean_s, prefill_service_s=pool.service_mean_s, prefill_utilization=rho,
         prefill_ok=(dec.chunk_share < 1.0) & (rho < 1.0), kv_transfer_s=zero, kv_transfer_exposed_s=zero,
         fleet_batch_size=bf, fleet_itl_s=fleet.itl_mean_s, fleet_itl_percentile_s=fleet.itl_quantile_s,
-        ttft_wait=pool.wait, ttft_own_s=own_lat, budget_binds=budget_binds)
+        ttft_wait=pool.wait, ttft_own_s=own_lat, budget_binds=budget_binds, recv_wait_s=recv)
 
 
 def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid: Arr, tp: Arr, pp: Arr,

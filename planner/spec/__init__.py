@@ -6,6 +6,7 @@ Imports only ``planner.errors`` and ``planner.io``.
 from planner.spec.bounds import (
     MAX_ID_CHARS,
     MAX_LENGTH_SIGMA,
+    MAX_RECV_INTERVAL,
     MAX_SEQUENCE_TOKENS,
     MAX_TRACE_ROWS,
     MAX_USD_PER_GPU_HOUR,
@@ -179,6 +180,7 @@ __all__ = [
     "MAX_EP",
     "MAX_ID_CHARS",
     "MAX_LENGTH_SIGMA",
+    "MAX_RECV_INTERVAL",
     "MAX_PP",
     "MAX_REDUNDANT_EXPERTS",
     "OLD_EP_MEANING",

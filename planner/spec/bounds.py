@@ -7,6 +7,7 @@ from __future__ import annotations
 __all__ = [
     "MAX_ID_CHARS",
     "MAX_LENGTH_SIGMA",
+    "MAX_RECV_INTERVAL",
     "MAX_SEQUENCE_TOKENS",
     "MAX_TRACE_ROWS",
     "MAX_USD_PER_GPU_HOUR",
@@ -38,3 +39,6 @@ MAX_ID_CHARS = 200
 # overflow (1e308 $/GPU-hour made every sweep cost NaN).
 MAX_USD_PER_GPU_HOUR = 10_000.0
 MAX_USD_PER_KWH = 1_000.0
+# SGLang's --scheduler-recv-interval: published recipes use 10 and 30; 1,000 decode steps
+# (tens of seconds) is past any that serves interactive traffic.
+MAX_RECV_INTERVAL = 1_000

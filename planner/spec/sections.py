@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from planner.spec.bounds import (
     MAX_ID_CHARS,
     MAX_LENGTH_SIGMA,
+    MAX_RECV_INTERVAL,
     MAX_SEQUENCE_TOKENS,
     MAX_TRACE_ROWS,
     MAX_USD_PER_GPU_HOUR,
@@ -136,6 +137,20 @@ class Serving(BaseModel):
     # Whose memory_utilization it is (planner.physics.memory.kv_budget_bytes): vLLM's
     # gpu_memory_utilization, TensorRT-LLM's kv_cache_free_gpu_mem_fraction, SGLang's mem_fraction_static.
     engine: Literal["vllm", "trtllm", "sglang"] = "vllm"
+    # SGLang's --scheduler-recv-interval: the scheduler takes in new requests only once the
+    # forward passes since its last take (a decode pass counts one, a pass with prompt tokens
+    # more than any interval) reach it, so a request waits up to that many decode steps before
+    # its prefill (planner.physics.queueing.recv_wait_cycles).  1: every iteration, as vLLM and
+    # TensorRT-LLM do.
+    scheduler_recv_interval: Annotated[int, Field(ge=1, le=MAX_RECV_INTERVAL)] = 1
+
+    @model_validator(mode="after")
+    def _recv_interval_is_sglang(self) -> Serving:
+        if self.scheduler_recv_interval > 1 and self.engine != "sglang":
+            raise ValueError(f"serving.scheduler_recv_interval is SGLang's --scheduler-recv-interval; "
+                             f"serving.engine '{self.engine}' takes new requests every iteration (set it to 1, "
+                             f"or serving.engine to 'sglang')")
+        return self
 
 
 class Efficiency(BaseModel):

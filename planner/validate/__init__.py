@@ -49,6 +49,7 @@ from planner.validate.names import (
     precision_dtypes,
     resolve_gpu_name,
     resolve_model_name,
+    scheduler_recv_interval,
 )
 from planner.validate.predict import (
     ENGINE_CHUNK_TOKENS,
@@ -144,6 +145,7 @@ __all__ = [
     "resolve_model_name",
     "row_result",
     "run_key",
+    "scheduler_recv_interval",
     "setup_row",
     "setup_rows",
     "summarize",

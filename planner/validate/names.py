@@ -26,6 +26,7 @@ __all__ = [
     "precision_dtypes",
     "resolve_gpu_name",
     "resolve_model_name",
+    "scheduler_recv_interval",
 ]
 
 EngineFamily = Literal["trtllm", "vllm"]
@@ -134,6 +135,35 @@ def length_range_ratio(ratio: float | None, source: str | None) -> tuple[float |
             return r, (f"length_range_ratio not stated: {r} (the benchmark's own setting), so the mean lengths are "
                        f"{(1 + r) / 2:g} × isl and osl")
     return None, None
+
+
+# InferenceX's single-node SGLang recipes for DeepSeek-R1 on B200 and B300
+# (benchmarks/single_node/fixed_seq_len/dsr1_{fp4,fp8}_{b200,b300}[_mtp].sh, since September
+# 2025) start the server with --scheduler-recv-interval: 10 below 16 clients and 30 from 16
+# on ("relax to ~30 requests between scheduler recv polls"), 10 at any load for FP8 on TP4,
+# and 1 with DP attention.  Other recipes (ROCm, Dynamo, TensorRT-LLM) leave SGLang's default 1.
+_INFERENCEX_SOURCE = "github.com/semianalysisai/inferencex"
+_INFERENCEX_RECV_GPUS = frozenset({"b200", "b300"})
+
+
+def scheduler_recv_interval(*, stated: int | None, engine: str, source: str | None, gpu: str, tp: int,
+                            precision: str, concurrency: float | None, dp_attention: bool | None,
+                            disaggregated: bool) -> tuple[int, str | None]:
+    """(SGLang's --scheduler-recv-interval the row ran with, a note when it was not stated): the
+    row's own value, else its recipe's known one (InferenceX's B200/B300 SGLang recipes), else 1."""
+    if stated is not None:
+        return stated, None
+    if (_INFERENCEX_SOURCE not in (source or "").lower() or engine.strip().lower() != "sglang"
+            or gpu.strip().lower() not in _INFERENCEX_RECV_GPUS or disaggregated or concurrency is None):
+        return 1, None
+    if dp_attention:
+        k = 1
+    elif tp == 4 and precision.strip().lower() == "fp8":
+        k = 10
+    else:
+        k = 30 if concurrency >= 16 else 10
+    return k, (f"scheduler_recv_interval not stated: {k} (InferenceX's SGLang recipe for {gpu} at "
+               f"{concurrency:g} clients)")
 
 
 def engine_family(engine: str) -> EngineFamily:

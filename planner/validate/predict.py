@@ -55,6 +55,7 @@ from planner.validate.names import (
     precision_dtypes,
     resolve_gpu_name,
     resolve_model_name,
+    scheduler_recv_interval,
 )
 from planner.validate.rows import METRICS, MeasurementRow, run_key, unstated_load_runs
 
@@ -219,6 +220,11 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
         per = row.request_rate / replicas
     memory_engine = "sglang" if "sglang" in row.engine.lower() else family
     util = ENGINE_MEMORY_UTILIZATION.get(memory_engine)
+    recv, why = scheduler_recv_interval(stated=row.scheduler_recv_interval, engine=row.engine, source=row.source,
+                                        gpu=gpu_id, tp=tp, precision=row.precision, concurrency=row.concurrency,
+                                        dp_attention=row.dp_attention, disaggregated=row.disaggregated is not None)
+    if why:
+        notes.append(why)
     try:
         scenario = Scenario(
             name=row.id, gpu=gpu_id, model=model_id, weights_dtype=dtypes[0], kv_dtype=dtypes[1],
@@ -226,7 +232,8 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
             workload=Workload(prompt_tokens=max(1, round(n_mean)), output_tokens=max(1, round(o_mean)),
                               requests_per_s=per if load == "request_rate" and per else 1.0),
             serving=Serving(memory_utilization=util, engine=memory_engine,
-                            chunk_tokens=ENGINE_CHUNK_TOKENS.get(memory_engine, 8192)),
+                            chunk_tokens=ENGINE_CHUNK_TOKENS.get(memory_engine, 8192),
+                            scheduler_recv_interval=recv),
             efficiency=Efficiency(bandwidth=eff.bandwidth, compute=eff.compute,
                                   step_overhead_s=eff.step_overhead_s),
         )

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from planner.errors import ScenarioError
 from planner.io.jsonfile import read_json
+from planner.spec.bounds import MAX_RECV_INTERVAL
 
 __all__ = [
     "LATENCY_METRICS",
@@ -111,6 +112,9 @@ class MeasurementRow(BaseModel):
     speculative_draft_tokens: PosInt | None = None
     multi_node: bool | None = None
     disaggregated: DisaggregatedSetup | None = None
+    # SGLang's --scheduler-recv-interval (serving.scheduler_recv_interval); None: not stated
+    # (planner.validate.names.scheduler_recv_interval: the recipe's, where it is known).
+    scheduler_recv_interval: Annotated[int, Field(ge=1, le=MAX_RECV_INTERVAL)] | None = None
     isl: PosInt | None = None
     osl: PosInt | None = None
     # The client drew each request's lengths uniformly in [r·isl, isl] and [r·osl, osl]

@@ -1,0 +1,142 @@
+"""SGLang's --scheduler-recv-interval (``serving.scheduler_recv_interval``): the scheduler takes
+in new requests only every k-th decode pass (a pass with prompt tokens, or an idle loop, takes
+them at once), so a request waits for the next take before its prefill.  The load model
+(``planner.physics.queueing.recv_wait_cycles`` in ``sizing.load`` and ``sizing.modes``) and
+the simulator (``planner.simulate.replica`` and its compiled twin) follow the same rule;
+``validate`` reads it from a row, or from InferenceX's SGLang recipes where the row is silent."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner import Scenario
+from planner.errors import ScenarioError
+from planner.physics.queueing import recv_wait_cycles
+from planner.simulate import sim_options, simulate
+from planner.sizing.load import replica_load
+from planner.spec.context import resolve
+from planner.validate.predict import setup_row
+from planner.validate.rows import MeasurementRow
+
+PROMPT, OUTPUT = 1024, 256
+
+
+def _scenario(k: int) -> Scenario:
+    return Scenario(serving={"engine": "sglang", "scheduler_recv_interval": k},
+                    workload={"prompt_tokens": PROMPT, "output_tokens": OUTPUT})
+
+
+def _plan_ttft(k: int, rate: float) -> tuple[float, float]:
+    lp = replica_load(resolve(_scenario(k)), load="request_rate", prompt_tokens=PROMPT, output_tokens=OUTPUT,
+                      max_batch=256, level=rate)
+    assert not lp.saturated
+    return lp.ttft_s, lp.step_s
+
+
+@settings(max_examples=200, deadline=None)
+@given(k=st.integers(1, 1000), p=st.floats(0.0, 50.0))
+def test_the_wait_lies_between_nothing_and_a_whole_interval(k: int, p: float) -> None:
+    w = float(recv_wait_cycles(interval=k, arrivals_per_cycle=p))
+    assert 0.0 <= w <= (k - 1) / 2.0 + 1e-9
+    if k == 1:
+        assert w == 0.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(k=st.integers(2, 200), p=st.floats(1e-4, 5.0), more=st.floats(1.01, 10.0))
+def test_more_arrivals_mean_earlier_takes_and_a_longer_interval_a_longer_wait(k: int, p: float, more: float) -> None:
+    w = float(recv_wait_cycles(interval=k, arrivals_per_cycle=p))
+    assert float(recv_wait_cycles(interval=k, arrivals_per_cycle=p * more)) <= w + 1e-12
+    assert float(recv_wait_cycles(interval=k + 1, arrivals_per_cycle=p)) >= w - 1e-12
+
+
+def test_the_wait_by_hand() -> None:
+    """A trickle waits (k − 1)/2 passes; at 0.0625 arrivals per pass and k = 30 the gaps are short
+    (one pass) with π = q_30 / (1 − q_1 + q_30) = 0.847 / 1.786 = 0.474, E[G] = 16.25, E[G²] = 473.8,
+    W = 473.8 / 32.51 − 1/2 = 14.08 passes."""
+    assert float(recv_wait_cycles(interval=30, arrivals_per_cycle=1e-9)) == pytest.approx(14.5, rel=1e-6)
+    q1, q30 = 1 - math.exp(-0.0625), 1 - math.exp(-0.0625 * 30)
+    short = q30 / (1 - q1 + q30)
+    g1, g2 = short + (1 - short) * 30, short + (1 - short) * 900
+    assert float(recv_wait_cycles(interval=30, arrivals_per_cycle=0.0625)) == pytest.approx(g2 / (2 * g1) - 0.5)
+    assert float(recv_wait_cycles(interval=30, arrivals_per_cycle=0.0625)) == pytest.approx(14.08, abs=0.01)
+
+
+def test_interval_one_changes_nothing() -> None:
+    base = Scenario(serving={"engine": "sglang"}, workload={"prompt_tokens": PROMPT, "output_tokens": OUTPUT})
+    lp = replica_load(resolve(base), load="request_rate", prompt_tokens=PROMPT, output_tokens=OUTPUT,
+                      max_batch=256, level=4.0)
+    assert lp.ttft_s == _plan_ttft(1, 4.0)[0]
+
+
+@pytest.mark.parametrize("k", [10, 30])
+def test_the_plan_and_the_simulator_agree_on_the_wait(k: int) -> None:
+    """Mean TTFT at 4 requests/s on one replica: the load model's against the simulator's, with
+    the interval and without; both see the same added wait (within 20%)."""
+    plan_1, step = _plan_ttft(1, 4.0)
+    plan_k, _ = _plan_ttft(k, 4.0)
+    opts = sim_options(replicas=1, rate_req_s=4.0, requests=1500, lengths="fixed", seed=3)
+    sim_1 = simulate(_scenario(1), opts)
+    sim_k = simulate(_scenario(k), opts)
+    steady = slice(200, 1400)
+    t1 = float(np.mean((sim_1.first_token_s - sim_1.arrival_s)[steady]))
+    tk = float(np.mean((sim_k.first_token_s - sim_k.arrival_s)[steady]))
+    assert plan_k - plan_1 > 2.0 * step  # several decode passes of wait
+    assert tk - t1 == pytest.approx(plan_k - plan_1, rel=0.2)
+    assert tk == pytest.approx(plan_k, rel=0.15)
+
+
+def test_the_plan_carries_it() -> None:
+    """The sizing path (sizing.modes) adds the wait to the TTFT the SLO is checked on."""
+    from planner.sizing.plan import plan
+
+    p1 = plan(_scenario(1))
+    p30 = plan(_scenario(30))
+    assert p30.ttft_s > p1.ttft_s
+
+
+def test_other_engines_refuse_it_naming_the_field() -> None:
+    with pytest.raises((ScenarioError, ValueError), match="serving.scheduler_recv_interval"):
+        Scenario(serving={"engine": "vllm", "scheduler_recv_interval": 10})
+    with pytest.raises((ScenarioError, ValueError), match="scheduler_recv_interval"):
+        Scenario(serving={"engine": "sglang", "scheduler_recv_interval": 10**6})
+
+
+def _row(**kw: object) -> MeasurementRow:
+    base: dict[str, object] = dict(
+        id="r", engine="SGLang", model="DeepSeek-R1", precision="fp8", gpu="b200", n_gpus=8, tp=8, ep=1,
+        dp_attention=False, isl=1024, osl=1024, concurrency=32, metric="ttft_ms", value=300.0,
+        source="https://github.com/SemiAnalysisAI/InferenceX/actions/runs/1")
+    base.update(kw)
+    return MeasurementRow.model_validate(base)
+
+
+def _recv(row: MeasurementRow) -> tuple[int, tuple[str, ...]]:
+    from planner.spec.fitted import FITTED_EFFICIENCY
+    from planner.validate.predict import efficiency_for
+
+    setup = setup_row(row, efficiency_for("vllm", {k: dict(v) for k, v in FITTED_EFFICIENCY.items()}))
+    assert not isinstance(setup, str), setup
+    return setup.scenario.serving.scheduler_recv_interval, setup.notes
+
+
+def test_validate_reads_the_recipe_where_the_row_is_silent() -> None:
+    k, notes = _recv(_row())
+    assert k == 30 and any("scheduler_recv_interval not stated: 30" in n for n in notes)
+    assert _recv(_row(concurrency=4))[0] == 10
+    assert _recv(_row(dp_attention=True, ep=8))[0] == 1
+    assert _recv(_row(gpu="mi355x"))[0] == 1  # ROCm recipes leave SGLang's default
+    assert _recv(_row(source="https://example.org/blog"))[0] == 1
+    assert _recv(_row(scheduler_recv_interval=5))[0] == 5  # the row's own value
+
+
+def test_a_row_stating_it_for_another_engine_is_skipped_with_the_reason() -> None:
+    from planner.validate.report import validate_rows
+
+    [res] = validate_rows([_row(engine="vLLM", scheduler_recv_interval=10)])
+    assert res.predicted is None and "scheduler_recv_interval" in (res.skipped_reason or "")
