@@ -95,6 +95,12 @@ EXISTING: dict[str, dict[str, Any]] = {
         "model": "deepseek-v3", "gpu": "h200-sxm", "weights_dtype": "fp8", "kv_dtype": "fp8",
         "parallel": {"tp": 8, "ep": 8}, "workload": {"requests_per_s": 20, "prompt_tokens": 2000, "output_tokens": 250},
     },
+    # SGLang taking new requests every 30 decode passes (--scheduler-recv-interval 30, as InferenceX's recipes)
+    "deepseek-v3 fp8 8xh200 ep8 sglang recv 30": {
+        "model": "deepseek-v3", "gpu": "h200-sxm", "weights_dtype": "fp8", "kv_dtype": "fp8",
+        "parallel": {"tp": 8, "ep": 8}, "serving": {"engine": "sglang", "scheduler_recv_interval": 30},
+        "workload": {"requests_per_s": 20, "prompt_tokens": 2000, "output_tokens": 250},
+    },
 }
 SCENARIOS: dict[str, dict[str, Any]] = {**SHORT_PROMPTS, **EXISTING}
 # Arrivals span this many planned end-to-end latencies (the first fills the empty fleet).

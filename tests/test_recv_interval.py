@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from planner import Scenario
 from planner.errors import ScenarioError
-from planner.physics.queueing import recv_wait_cycles
+from planner.physics.queueing import recv_wait_cycles, recv_wait_points
 from planner.simulate import sim_options, simulate
 from planner.sizing.load import replica_load
 from planner.spec.context import resolve
@@ -53,6 +53,18 @@ def test_more_arrivals_mean_earlier_takes_and_a_longer_interval_a_longer_wait(k:
     w = float(recv_wait_cycles(interval=k, arrivals_per_cycle=p))
     assert float(recv_wait_cycles(interval=k, arrivals_per_cycle=p * more)) <= w + 1e-12
     assert float(recv_wait_cycles(interval=k + 1, arrivals_per_cycle=p)) >= w - 1e-12
+
+
+@settings(max_examples=200, deadline=None)
+@given(k=st.integers(2, 500), p=st.floats(0.0, 20.0), busy=st.floats(0.0, 1.0))
+def test_the_spread_has_the_mean_and_stays_within_the_gaps(k: int, p: float, busy: float) -> None:
+    """The TTFT distribution's receive-wait points: equal-probability quantiles whose mean is the
+    closed form's, sorted, never before the pass in progress ends nor past the longest gap."""
+    pts = np.asarray(recv_wait_points(interval=k, arrivals_per_cycle=p, busy=busy))
+    mean = float(recv_wait_cycles(interval=k, arrivals_per_cycle=p)) * busy
+    assert float(pts.mean()) == pytest.approx(mean, rel=1e-9, abs=1e-9)
+    assert np.all(np.diff(pts) >= -1e-12)
+    assert pts.min() >= -0.5 - 1e-12 and pts.max() <= k - 0.5 + 1e-12
 
 
 def test_the_wait_by_hand() -> None:
@@ -92,12 +104,15 @@ def test_the_plan_and_the_simulator_agree_on_the_wait(k: int) -> None:
 
 
 def test_the_plan_carries_it() -> None:
-    """The sizing path (sizing.modes) adds the wait to the TTFT the SLO is checked on."""
+    """The sizing path (sizing.modes) adds the wait, and its spread, to the TTFT the SLO is checked
+    on: the p90 rises by more than the mean (bench/agreement.py and tests/test_agreement.py hold
+    the plan's p90 to the simulator's on DeepSeek-V3 with k = 30)."""
     from planner.sizing.plan import plan
 
-    p1 = plan(_scenario(1))
-    p30 = plan(_scenario(30))
+    p1 = plan(_scenario(1)).operating_point
+    p30 = plan(_scenario(30)).operating_point
     assert p30.ttft_s > p1.ttft_s
+    assert p30.ttft_p90_s - p1.ttft_p90_s > p30.ttft_s - p1.ttft_s
 
 
 def test_other_engines_refuse_it_naming_the_field() -> None:
@@ -140,3 +155,19 @@ def test_a_row_stating_it_for_another_engine_is_skipped_with_the_reason() -> Non
 
     [res] = validate_rows([_row(engine="vLLM", scheduler_recv_interval=10)])
     assert res.predicted is None and "scheduler_recv_interval" in (res.skipped_reason or "")
+
+
+def test_the_deployment_runs_what_was_planned() -> None:
+    """The SGLang command carries --scheduler-recv-interval; another engine's says it has none."""
+    from deploy_support import parse_command
+
+    from planner.deploy import deploy
+
+    s = _scenario(30)
+    ns = parse_command("sglang", deploy(s, "sglang").commands[0].argv)
+    assert ns.scheduler_recv_interval == "30"
+    [c] = deploy(s, "vllm").commands
+    assert "--scheduler-recv-interval" not in c.argv
+    assert any("scheduler_recv_interval 30" in n for n in c.notes)
+    plain = parse_command("sglang", deploy(_scenario(1), "sglang").commands[0].argv)
+    assert plain.scheduler_recv_interval is None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planner.deploy.flags import flag
@@ -129,6 +129,9 @@ def _sglang(inputs: DeployInputs, pool: Pool, model: str, weights: str | None) -
           flag(e, "--context-length"), str(pool.context_tokens)]
     if inputs.scenario.kv_dtype == "fp8":
         a += [flag(e, "--kv-cache-dtype"), "fp8_e4m3"]
+    recv = inputs.scenario.serving.scheduler_recv_interval
+    if recv > 1:  # the plan's TTFT includes the wait it costs (operating_point.ttft_recv_wait_s)
+        a += [flag(e, "--scheduler-recv-interval"), str(recv)]
     a += _quant_args(e, inputs, weights)
     sp = inputs.spec
     if sp is not None:
@@ -203,7 +206,13 @@ def engine_commands(inputs: DeployInputs, engine: str, *, weights: str | None = 
         raise DeployError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
     _check_common(inputs, engine, weights)
     model = weights or inputs.model_ref
-    return tuple(_BUILDERS[engine](inputs, p, model, weights) for p in inputs.pools)
+    out = tuple(_BUILDERS[engine](inputs, p, model, weights) for p in inputs.pools)
+    recv = inputs.scenario.serving.scheduler_recv_interval
+    if recv > 1 and engine != "sglang":
+        note = (f"serving.scheduler_recv_interval {recv} is SGLang's --scheduler-recv-interval: {engine} takes new "
+                f"requests every iteration, so its TTFT runs below the plan's (operating_point.ttft_recv_wait_s)")
+        out = tuple(replace(c, notes=(*c.notes, note)) for c in out)
+    return out
 
 
 def flatten_keys(cfg: dict[str, Any], prefix: str = "") -> dict[str, Any]:

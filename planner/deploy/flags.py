@@ -151,6 +151,9 @@ _TABLE: tuple[FlagSpec, ...] = (
     FlagSpec("sglang", "--disaggregation-transfer-backend", True, "sglang.server_args", _SGL,
              "ServerArgs.disaggregation_transfer_backend", ("nixl", "mooncake")),
     FlagSpec("sglang", "--context-length", True, "sglang.server_args", _SGL, "ServerArgs.context_length"),
+    FlagSpec("sglang", "--scheduler-recv-interval", True, "sglang.server_args", _SGL,
+             "ServerArgs.scheduler_recv_interval: take in new requests every N forward passes (decode passes count "
+             "1; serving.scheduler_recv_interval)"),
     # TensorRT-LLM: `trtllm-serve MODEL --extra_llm_api_options FILE.yaml`, and the YAML's keys (LlmArgs fields)
     FlagSpec("trtllm", "--backend", True, "trtllm.serve", _TRT, "trtllm-serve --backend", ("pytorch",)),
     FlagSpec("trtllm", "--extra_llm_api_options", True, "trtllm.serve", _TRT,

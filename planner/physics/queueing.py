@@ -59,6 +59,7 @@ __all__ = [
     "prefill_room_tokens",
     "rate_at_concurrency",
     "recv_wait_cycles",
+    "recv_wait_points",
     "sojourn_quantile",
     "sojourn_quantile_bisect",
     "stall_quantile",
@@ -289,6 +290,44 @@ def recv_wait_cycles(*, interval: ArrayLike, arrivals_per_cycle: ArrayLike) -> A
     g2 = short + (1.0 - short) * k * k
     w = np.where(k > 1.0, g2 / (2.0 * g1) - 0.5, 0.0)
     return np.maximum(w, 0.0)
+
+
+RECV_WAIT_POINTS = 16  # equal-probability points of the receive wait in the TTFT distribution
+
+
+def recv_wait_points(*, interval: ArrayLike, arrivals_per_cycle: ArrayLike, busy: ArrayLike,
+                     points: int = RECV_WAIT_POINTS) -> Arr:
+    """The receive wait's distribution beyond the residual pass, in passes: the mean wait of
+    each of ``points`` equal-probability bins (last axis), their mean :func:`recv_wait_cycles` × ``busy``.
+
+    An arrival finds the replica idle with probability 1 − ``busy`` (taken at once: 0), else
+    lands in a short gap (time to the take U(0, 1) passes) or, with probability
+    P_k = (1 − π_1)·k / E[G], in a long one (U(0, k)); less the half pass already counted.
+    The CDF is piecewise linear between −1/2, 0 (the idle mass), 1/2 and k − 1/2."""
+    k = np.maximum(_f(interval), 1.0)
+    p = np.maximum(_f(arrivals_per_cycle), 0.0)
+    b = np.clip(_f(busy), 0.0, 1.0)
+    q1, qk = -np.expm1(-p), -np.expm1(-p * k)
+    short = qk / np.maximum(1.0 - q1 + qk, 1e-300)
+    long_share = (1.0 - short) * k / (short + (1.0 - short) * k)  # of busy arrivals, those in a long gap
+    a_s, a_l = b * (1.0 - long_share), b * long_share
+    xs = [np.full_like(b, -0.5), np.zeros_like(b), np.zeros_like(b), np.full_like(b, 0.5), k - 0.5]
+    f0 = 0.5 * a_s + 0.5 * a_l / k
+    fs = [np.zeros_like(b), f0, f0 + (1.0 - b), a_s + a_l / k + (1.0 - b), np.ones_like(b)]
+    edges = np.arange(points + 1) / points  # equal-probability bins; each point is its bin's mean wait
+    shape = np.broadcast_shapes(*(np.shape(x) for x in xs), *(np.shape(f) for f in fs))
+    out = np.zeros(shape + (points,))
+    u0, u1 = edges[:-1], edges[1:]
+    for i in range(4):  # the quantile function is linear on each piece of the CDF: integrate it exactly
+        lo, hi = np.broadcast_to(fs[i], shape)[..., None], np.broadcast_to(fs[i + 1], shape)[..., None]
+        x0, x1 = np.broadcast_to(xs[i], shape)[..., None], np.broadcast_to(xs[i + 1], shape)[..., None]
+        a, z = np.maximum(u0, lo), np.minimum(u1, hi)
+        overlap = np.maximum(z - a, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            frac = np.where(hi > lo, ((a + z) / 2.0 - lo) / np.where(hi > lo, hi - lo, 1.0), 0.0)
+        mid = x0 + (x1 - x0) * np.clip(np.nan_to_num(frac), 0.0, 1.0)
+        out = out + overlap * mid * points
+    return np.where(np.asarray(k)[..., None] > 1.0, out, 0.0)
 
 
 def pipelined_prefill(*, prefill_s: ArrayLike, stages: ArrayLike, microbatches: ArrayLike) -> tuple[Arr, Arr]:

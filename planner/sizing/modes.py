@@ -39,6 +39,7 @@ from planner.physics.queueing import (
     colocated_decode,
     pipelined_prefill,
     recv_wait_cycles,
+    recv_wait_points,
     ttft_pool,
 )
 from planner.physics.techniques import kv_transfer_s
@@ -88,6 +89,9 @@ class ModeLoad:
     # Of the TTFT's own latency: the decode passes before SGLang's scheduler takes a request in
     # (serving.scheduler_recv_interval; None: every iteration takes them).
     recv_wait_s: Arr | None = None
+    # The weights of ttft_own_s's last axis where it has more points than the request classes
+    # (the receive wait's spread); None: the classes' own (ServiceTimes.weights).
+    ttft_weights: Arr | None = None
 
 
 def _replicas(peak: float, u: float, rate: Arr, floor: int) -> Arr:
@@ -164,11 +168,18 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
     # (an arrival finds the replica decoding with probability 1 − e^(−batch); idle, it is taken at once)
     k = s.serving.scheduler_recv_interval
     recv = None
+    weights = sv.weights
     if k > 1:
-        recv = recv_wait_cycles(interval=k, arrivals_per_cycle=lam * cyc_f) * cyc_f * -np.expm1(-bf)
-        own_lat = own_lat + recv[..., None]
+        busy = -np.expm1(-bf)
+        recv = recv_wait_cycles(interval=k, arrivals_per_cycle=lam * cyc_f) * cyc_f * busy
+        # its spread: each request class × RECV_WAIT_POINTS equal-probability waits (TTFT's distribution only)
+        pts = recv_wait_points(interval=k, arrivals_per_cycle=lam * cyc_f, busy=busy) * cyc_f[..., None]
+        n_s, n_p = own_lat.shape[-1], pts.shape[-1]
+        own_lat = (own_lat[..., :, None] + pts[..., None, :]).reshape(own_lat.shape[:-1] + (n_s * n_p,))
+        server = np.repeat(server, n_p, axis=-1)
+        weights = np.repeat(np.asarray(sv.weights, float) / n_p, n_p, axis=-1)
     pool = ttft_pool(arrival_per_s=peak, servers=np.where(np.isfinite(reps), reps, 1.0), server_s=server,
-                     own_s=own_lat, weights=sv.weights)
+                     own_s=own_lat, weights=weights)
     rho = pool.wait.utilization
     zero = np.zeros_like(goodput)
     room = sv.room_tokens(b)
@@ -181,7 +192,8 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
         ttft_wait_s=pool.wait.mean_s, prefill_service_s=pool.service_mean_s, prefill_utilization=rho,
         prefill_ok=(dec.chunk_share < 1.0) & (rho < 1.0), kv_transfer_s=zero, kv_transfer_exposed_s=zero,
         fleet_batch_size=bf, fleet_itl_s=fleet.itl_mean_s, fleet_itl_percentile_s=fleet.itl_quantile_s,
-        ttft_wait=pool.wait, ttft_own_s=own_lat, budget_binds=budget_binds, recv_wait_s=recv)
+        ttft_wait=pool.wait, ttft_own_s=own_lat, budget_binds=budget_binds, recv_wait_s=recv,
+        ttft_weights=None if recv is None else weights)
 
 
 def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid: Arr, tp: Arr, pp: Arr,

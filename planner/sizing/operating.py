@@ -275,7 +275,8 @@ def operating_arrays(
     shape = np.broadcast_shapes(np.shape(ld.itl_s), np.shape(ld.goodput_req_s), (n_c, grid.size))
     riding = mode == "colocated"
     tl = _tpot_load(np.broadcast_to(ld.itl_s, shape), np.broadcast_to(ld.goodput_req_s, shape), sv, st, riding=riding)
-    ttft_share = _ttft_share(slo.ttft_s, ld, sv.weights, shape)
+    ttft_w = sv.weights if ld.ttft_weights is None else ld.ttft_weights
+    ttft_share = _ttft_share(slo.ttft_s, ld, ttft_w, shape)
     tpot_share = tpot_within(slo.itl_s, tl)
     att = attainment(ttft_share=ttft_share, tpot_share=tpot_share)
     gap = np.broadcast_to(np.asarray(ld.itl_percentile_s, float), shape)
@@ -325,7 +326,7 @@ def operating_arrays(
         tpot_attainment=pick(tpot_share),
         ttft_s=pick(ld.ttft_s),
         ttft_p90_s=pick(ld.ttft_p90_s),
-        ttft_p99_s=_ttft_p99(ld, sv.weights, rows, idx, shape),
+        ttft_p99_s=_ttft_p99(ld, ttft_w, rows, idx, shape),
         ttft_wait_s=pick(ld.ttft_wait_s),
         ttft_recv_wait_s=pick(0.0 if ld.recv_wait_s is None else ld.recv_wait_s),
         prefill_service_s=pick(ld.prefill_service_s),
