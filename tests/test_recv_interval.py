@@ -79,6 +79,18 @@ def test_the_wait_by_hand() -> None:
     assert float(recv_wait_cycles(interval=30, arrivals_per_cycle=0.0625)) == pytest.approx(14.08, abs=0.01)
 
 
+@settings(max_examples=25, deadline=None)
+@given(k=st.integers(2, 60), rate=st.floats(0.05, 20.0))
+def test_the_wait_never_shortens_a_ttft_below_its_prefill(k: int, rate: float) -> None:
+    lp = replica_load(resolve(_scenario(k)), load="request_rate", prompt_tokens=PROMPT, output_tokens=OUTPUT,
+                      max_batch=256, level=rate)
+    base = replica_load(resolve(_scenario(1)), load="request_rate", prompt_tokens=PROMPT, output_tokens=OUTPUT,
+                        max_batch=256, level=rate)
+    assert lp.ttft_s >= lp.prefill_s
+    assert lp.ttft_s >= base.ttft_s - 1e-12
+    assert lp.ttft_s - base.ttft_s <= (k - 1) / 2.0 * lp.step_s * (1 + 1e-9) + 1e-12 or lp.saturated
+
+
 def test_interval_one_changes_nothing() -> None:
     base = Scenario(serving={"engine": "sglang"}, workload={"prompt_tokens": PROMPT, "output_tokens": OUTPUT})
     lp = replica_load(resolve(base), load="request_rate", prompt_tokens=PROMPT, output_tokens=OUTPUT,
