@@ -63,6 +63,7 @@ TPS, PPS, EPS = [1, 2, 4, 8, 16, 32, 64], [1, 2, 4, 8], [1, 2, 4, 8, 16, 32, 64]
 DP_ATTENTION = [False, True]
 DISTRIBUTIONS = ["fixed", "lognormal", "trace"]
 LINKS = ["rdma", "nvlink"]
+ENGINES = ["vllm", "sglang", "trtllm"]
 DEFAULT = Scenario()  # widget defaults are the Scenario's own defaults
 
 
@@ -133,6 +134,11 @@ SIDEBAR: tuple[tuple[str, str, tuple[Widget, ...]], ...] = (
         _w("chunk", "Prefill chunk tokens", 128, "vLLM's max_num_batched_tokens (default 2,048)"),
         _w("util", "Memory utilization (0 = HBM − weights − reserved)", 0.05,
            "vLLM's gpu_memory_utilization (default 0.9)"),
+        _w("engine", "Engine", options="engine",
+           help="whose memory fraction and scheduler the plan follows: vLLM, SGLang or TensorRT-LLM"),
+        _w("recv", "SGLang receive interval (decode passes)", 1, min_value=1,
+           help="SGLang --scheduler-recv-interval: new requests are taken in every N decode passes "
+                "(1 = every iteration; InferenceX's recipes use 10 and 30); the wait is in the TTFT"),
     )),
 )
 # Widgets drawn by pages/_capacity.py: only the message words that name them.
@@ -212,7 +218,7 @@ def _choices(cat: Any) -> dict[str, list[Any]]:
     return {"gpu": sorted(cat.gpus) + sorted(k for k in gpus if k not in cat.gpus),
             "model": sorted(cat.models) + sorted(k for k in extra if k not in cat.models),
             "wd": DTYPES, "kd": KV_DTYPES, "tp": TPS, "pp": PPS, "ep": EPS, "dpa": DP_ATTENTION, "mode": MODES,
-            "dist": DISTRIBUTIONS, "link": LINKS, "smethod": list(SPECULATIVE_METHODS)}
+            "dist": DISTRIBUTIONS, "link": LINKS, "smethod": list(SPECULATIVE_METHODS), "engine": ENGINES}
 
 
 def _banner(gpu: str, model: str) -> None:

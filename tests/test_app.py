@@ -184,6 +184,27 @@ def test_invalid_input_shows_a_message_next_to_the_widget(app: AppTest, key: str
     assert any("not valid" in e.value for e in app.main.error)
 
 
+def test_sglang_receive_interval_is_in_the_ttft_and_refused_on_another_engine(app: AppTest) -> None:
+    """The Serving engine expander: SGLang with --scheduler-recv-interval 30 raises the Plan page's
+    TTFT by the plan's own wait (the scheduler takes new requests every 30 decode passes); on vLLM
+    the same interval is a message naming the field, not a traceback."""
+    _goto(app, "plan")
+    app.selectbox(key="engine").set_value("sglang").run()
+    assert not app.exception
+    before = _num(_metric(app, "TTFT mean · queueing included"))
+    app.number_input(key="recv").set_value(30).run()
+    assert not app.exception and not app.sidebar.error, [e.value for e in app.sidebar.error]
+    after = _num(_metric(app, "TTFT mean · queueing included"))
+    one = plan(Scenario(serving={"engine": "sglang"})).operating_point.ttft_s
+    thirty = plan(Scenario(serving={"engine": "sglang", "scheduler_recv_interval": 30})).operating_point.ttft_s
+    assert after > before
+    assert after / before == pytest.approx(thirty / one, rel=0.02)  # the page shows the plan's numbers
+    app.selectbox(key="engine").set_value("vllm").run()
+    assert not app.exception
+    assert any("serving.scheduler_recv_interval" in e.value for e in app.sidebar.error), \
+        [e.value for e in app.sidebar.error]
+
+
 def test_query_params_reproduce_the_view() -> None:
     at = new_app_test()
     at.query_params.update({"gpu": "h200-sxm", "model": "llama-3.1-70b", "wd": "fp8", "tp": "2"})

@@ -84,6 +84,8 @@ LINK_FIELDS: tuple[LinkField, ...] = (
     LinkField("ctx", "serving.context_tokens", "int", zero_is_none=True, minimum=0),
     LinkField("chunk", "serving.chunk_tokens", "int"),
     LinkField("util", "serving.memory_utilization", "float", zero_is_none=True),
+    LinkField("engine", "serving.engine", "choice"),
+    LinkField("recv", "serving.scheduler_recv_interval", "int", minimum=1),
     LinkField("price", "cost.usd_per_gpu_hour", "float", optional=True),
     LinkField("target", "fleet.target_utilization", "float", scale=100.0),
     LinkField("minrep", "fleet.min_replicas", "int", minimum=1),
