@@ -5,6 +5,7 @@ running on for a minute for nobody.  Counts the server's child processes, polled
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -57,6 +58,7 @@ def test_closing_the_tab_stops_the_simulated_day(server: str, browser: Browser) 
     button.wait_for(timeout=240_000)  # after the page's analytic sizing of every interval
     click(button, wait=False)
     assert _poll(lambda: _children(pid) > 0, 120.0), "the simulated day never started its workers"
-    page.get_by_text("interval").first.wait_for(timeout=120_000)  # the workers are running intervals
+    # the workers are running intervals: the progress bar's text (not the sidebar's "SGLang receive interval")
+    page.get_by_text(re.compile(r"simulating intervals|: interval \d+ of \d+")).first.wait_for(timeout=120_000)
     ctx.close()  # the visitor leaves
     assert _poll(lambda: _children(pid) == 0, GONE_WITHIN_S), f"{_children(pid)} worker processes still running"
