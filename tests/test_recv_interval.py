@@ -183,3 +183,17 @@ def test_the_deployment_runs_what_was_planned() -> None:
     assert any("scheduler_recv_interval 30" in n for n in c.notes)
     plain = parse_command("sglang", deploy(_scenario(1), "sglang").commands[0].argv)
     assert plain.scheduler_recv_interval is None
+
+
+def test_the_derivation_substitutes_the_values_that_give_the_wait() -> None:
+    """operating_point.ttft_recv_wait_s: W = recv_wait_cycles(k, λc) × c × (1 − e^(−B)) from the
+    values it prints (λ per replica, c the decode pass at the fleet's batch, B that batch)."""
+    import re as _re
+
+    from planner.sizing.plan import plan
+
+    d = plan(_scenario(30)).derivations["operating_point.ttft_recv_wait_s"]
+    lam, c, b = (float(x) for x in _re.findall(r"λ = ([\d.e+-]+) .* c = ([\d.e+-]+) s, B = ([\d.e+-]+)",
+                                              d.substituted)[0])
+    w = float(recv_wait_cycles(interval=30, arrivals_per_cycle=lam * c)) * c * -math.expm1(-b)
+    assert d.value == pytest.approx(w, rel=2e-3)  # the printed values carry four significant digits

@@ -267,6 +267,14 @@ def ttft_pool(*, arrival_per_s: ArrayLike, servers: ArrayLike, server_s: ArrayLi
                     quantile_s=sojourn_quantile(percentile, qw, own, w))
 
 
+def _recv_gaps(interval: ArrayLike, arrivals_per_cycle: ArrayLike) -> tuple[Arr, Arr]:
+    """(k, π_1): the interval and the stationary share of short (one-pass) gaps between takes."""
+    k = np.maximum(_f(interval), 1.0)
+    p = np.maximum(_f(arrivals_per_cycle), 0.0)
+    q1, qk = -np.expm1(-p), -np.expm1(-p * k)
+    return k, qk / np.maximum(1.0 - q1 + qk, 1e-300)
+
+
 def recv_wait_cycles(*, interval: ArrayLike, arrivals_per_cycle: ArrayLike) -> Arr:
     """Mean extra wait, in decode passes, of a request for a scheduler that takes in new
     requests every ``interval``-th pass (SGLang's --scheduler-recv-interval), beyond the
@@ -282,10 +290,7 @@ def recv_wait_cycles(*, interval: ArrayLike, arrivals_per_cycle: ArrayLike) -> A
         W = E[G²] / (2 E[G]) − 1/2,  E[G] = π_1 + (1 − π_1)·k,  E[G²] = π_1 + (1 − π_1)·k²
 
     passes: (k − 1)/2 at a trickle, 0 when a request arrives in every pass, 0 for k = 1."""
-    k = np.maximum(_f(interval), 1.0)
-    p = np.maximum(_f(arrivals_per_cycle), 0.0)
-    q1, qk = -np.expm1(-p), -np.expm1(-p * k)
-    short = qk / np.maximum(1.0 - q1 + qk, 1e-300)
+    k, short = _recv_gaps(interval, arrivals_per_cycle)
     g1 = short + (1.0 - short) * k
     g2 = short + (1.0 - short) * k * k
     w = np.where(k > 1.0, g2 / (2.0 * g1) - 0.5, 0.0)
@@ -304,11 +309,8 @@ def recv_wait_points(*, interval: ArrayLike, arrivals_per_cycle: ArrayLike, busy
     lands in a short gap (time to the take U(0, 1) passes) or, with probability
     P_k = (1 − π_1)·k / E[G], in a long one (U(0, k)); less the half pass already counted.
     The CDF is piecewise linear between −1/2, 0 (the idle mass), 1/2 and k − 1/2."""
-    k = np.maximum(_f(interval), 1.0)
-    p = np.maximum(_f(arrivals_per_cycle), 0.0)
+    k, short = _recv_gaps(interval, arrivals_per_cycle)
     b = np.clip(_f(busy), 0.0, 1.0)
-    q1, qk = -np.expm1(-p), -np.expm1(-p * k)
-    short = qk / np.maximum(1.0 - q1 + qk, 1e-300)
     long_share = (1.0 - short) * k / (short + (1.0 - short) * k)  # of busy arrivals, those in a long gap
     a_s, a_l = b * (1.0 - long_share), b * long_share
     xs = [np.full_like(b, -0.5), np.zeros_like(b), np.zeros_like(b), np.full_like(b, 0.5), k - 0.5]

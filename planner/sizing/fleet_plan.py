@@ -236,7 +236,7 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
             formula=("W = (E[G²] / (2 E[G]) − 1/2) × c × (1 − e^(−B)): takes every k decode passes, one pass after "
                      "a take that found requests; gaps short (1 pass) with π = q_k / (1 − q_1 + q_k), "
                      "q_g = 1 − e^(−λ c g); c the decode pass, B the fleet's batch (an idle replica takes at once)"),
-            substituted=(f"k = {k}, λ = {fmt_num(lam)} req/s per replica, c = {fmt_num(float(op.fleet_itl_s[i]))} s (the fleet's ITL), "
+            substituted=(f"k = {k}, λ = {fmt_num(lam)} req/s per replica, c = {fmt_num(float(op.fleet_cycle_s[i]))} s, "
                          f"B = {fmt_num(float(op.fleet_batch_size[i]))} → {fmt_num(recv)}"),
             value=recv, unit="s")
     u = s.fleet.target_utilization

@@ -38,7 +38,6 @@ from planner.physics.queueing import (
     batch_at_rate,
     colocated_decode,
     pipelined_prefill,
-    recv_wait_cycles,
     recv_wait_points,
     ttft_pool,
 )
@@ -92,6 +91,8 @@ class ModeLoad:
     # The weights of ttft_own_s's last axis where it has more points than the request classes
     # (the receive wait's spread); None: the classes' own (ServiceTimes.weights).
     ttft_weights: Arr | None = None
+    # Colocated: the decode pass (iteration) at the fleet's batch, the unit of the receive wait.
+    fleet_cycle_s: Arr | None = None
 
 
 def _replicas(peak: float, u: float, rate: Arr, floor: int) -> Arr:
@@ -170,10 +171,10 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
     recv = None
     weights = sv.weights
     if k > 1:
-        busy = -np.expm1(-bf)
-        recv = recv_wait_cycles(interval=k, arrivals_per_cycle=lam * cyc_f) * cyc_f * busy
-        # its spread: each request class × RECV_WAIT_POINTS equal-probability waits (TTFT's distribution only)
-        pts = recv_wait_points(interval=k, arrivals_per_cycle=lam * cyc_f, busy=busy) * cyc_f[..., None]
+        # the wait's spread: each request class × RECV_WAIT_POINTS equal-probability waits (their mean is
+        # recv_wait_cycles × busy passes; TTFT's distribution only)
+        pts = recv_wait_points(interval=k, arrivals_per_cycle=lam * cyc_f, busy=-np.expm1(-bf)) * cyc_f[..., None]
+        recv = pts.mean(axis=-1)
         n_s, n_p = own_lat.shape[-1], pts.shape[-1]
         own_lat = (own_lat[..., :, None] + pts[..., None, :]).reshape(own_lat.shape[:-1] + (n_s * n_p,))
         server = np.repeat(server, n_p, axis=-1)
@@ -193,7 +194,7 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
         prefill_ok=(dec.chunk_share < 1.0) & (rho < 1.0), kv_transfer_s=zero, kv_transfer_exposed_s=zero,
         fleet_batch_size=bf, fleet_itl_s=fleet.itl_mean_s, fleet_itl_percentile_s=fleet.itl_quantile_s,
         ttft_wait=pool.wait, ttft_own_s=own_lat, budget_binds=budget_binds, recv_wait_s=recv,
-        ttft_weights=None if recv is None else weights)
+        ttft_weights=None if recv is None else weights, fleet_cycle_s=cyc_f)
 
 
 def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid: Arr, tp: Arr, pp: Arr,

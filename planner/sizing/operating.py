@@ -329,6 +329,7 @@ def operating_arrays(
         ttft_p99_s=_ttft_p99(ld, ttft_w, rows, idx, shape),
         ttft_wait_s=pick(ld.ttft_wait_s),
         ttft_recv_wait_s=pick(0.0 if ld.recv_wait_s is None else ld.recv_wait_s),
+        fleet_cycle_s=pick(np.nan if ld.fleet_cycle_s is None else ld.fleet_cycle_s),
         prefill_service_s=pick(ld.prefill_service_s),
         goodput_req_s_per_replica=np.where(feasible, pick(ld.goodput_req_s), 0.0),
         prefill_req_s_per_replica=np.where(feasible, pick(ld.prefill_req_s), 0.0),
