@@ -39,7 +39,7 @@ EXACT = dict(bandwidth_efficiency=1.0, compute_efficiency=1.0, step_overhead_s=0
 def _no_overheads() -> Iterator[None]:
     """"No overheads" includes the fitted MoE layer and all-to-all terms (tests/test_moe_terms.py holds those)."""
     with physics_terms(moe_layer_overhead_s=0.0, moe_token_overhead_s=0.0, moe_prefill_layer_overhead_s=0.0,
-                       moe_prefill_token_overhead_s=0.0, all_to_all_call_s=0.0):
+                       moe_prefill_token_overhead_s=0.0, all_to_all_call_s=0.0, moe_prefill_slot_passes=0.0):
         yield
 
 

@@ -45,7 +45,7 @@ def test_a_dense_model_never_pays_them(alpha: float, beta: float) -> None:
 
 
 _PREFILL_OFF = {"moe_layer_overhead_s": 0.0, "moe_token_overhead_s": 0.0, "moe_prefill_layer_overhead_s": 0.0,
-                "moe_prefill_token_overhead_s": 0.0}
+                "moe_prefill_token_overhead_s": 0.0, "moe_prefill_slot_passes": 0.0}
 
 
 @settings(max_examples=15, deadline=None)
@@ -68,8 +68,60 @@ def test_a_dense_prefill_never_pays_them() -> None:
         return float(prefill_step(model=get_model("llama-3.1-70b"), gpu=H200, weights_dtype="fp8", kv_dtype="fp8",
                                   tokens=4096, tp=8).time_s)
     base = t()
-    with physics_terms(moe_prefill_layer_overhead_s=1e-3, moe_prefill_token_overhead_s=1e-7):
+    with physics_terms(moe_prefill_layer_overhead_s=1e-3, moe_prefill_token_overhead_s=1e-7,
+                       moe_prefill_slot_passes=50.0):
         assert t() == base
+
+
+def _prefill(model: str, *, tokens: float, ep: int, bandwidth_efficiency: float = 1.0, tp: int = 8) -> float:
+    return float(prefill_step(model=get_model(model), gpu=H200, weights_dtype="fp8", kv_dtype="fp8", tokens=tokens,
+                              tp=tp, ep=ep, bandwidth_efficiency=bandwidth_efficiency).time_s)
+
+
+def test_slot_passes_golden_deepseek_v3_2000_tokens_ep8_on_h200() -> None:
+    """moe_prefill_slot_passes N: each routed slot's hidden vector crosses HBM N times in the
+    prefill's memory-bound MoE kernels.  DeepSeek-V3 (h = 7,168, k = 8, 58 MoE layers), 2,000
+    prompt tokens over EP 8, N = 10, H200 at its datasheet 4.8 TB/s (η_b = 1):
+        per slot   10 × 7,168 × 2 B / 4.8e12 B/s      = 2.986667e-8 s
+        slots      2,000 × 8 / 8                      = 2,000 per GPU per layer
+        58 layers × 2,000 × 2.986667e-8 s             = 3.464533e-3 s"""
+    with physics_terms(**_PREFILL_OFF):
+        base = _prefill("deepseek-v3", tokens=2000, ep=8)
+    with physics_terms(**{**_PREFILL_OFF, "moe_prefill_slot_passes": 10.0}):
+        assert _prefill("deepseek-v3", tokens=2000, ep=8) - base == pytest.approx(3.464533e-3, rel=1e-6)
+
+
+@settings(max_examples=15, deadline=None)
+@given(tokens=st.integers(1, 16384), ep=st.sampled_from([1, 2, 8]), passes=st.floats(0.5, 100.0),
+       eta=st.floats(0.3, 1.0))
+def test_slot_passes_move_hidden_vectors_at_the_sustained_bandwidth(tokens: int, ep: int, passes: float,
+                                                                     eta: float) -> None:
+    """The slot term is L_moe × N × h × 2 B / (η_b × BW) × T × k / EP: linear in the tokens and
+    the passes, divided by EP and by the sustained bandwidth; a decode step never pays it."""
+    def extra(e: float) -> float:
+        with physics_terms(**_PREFILL_OFF):
+            base = _prefill("deepseek-v3", tokens=tokens, ep=ep, bandwidth_efficiency=e)
+        with physics_terms(**{**_PREFILL_OFF, "moe_prefill_slot_passes": passes}):
+            return _prefill("deepseek-v3", tokens=tokens, ep=ep, bandwidth_efficiency=e) - base
+    expect = 58 * passes * 7168 * 2 / (eta * H200.hbm_bytes_per_s) * tokens * 8 / ep
+    assert extra(eta) == pytest.approx(expect, rel=1e-6, abs=1e-12)
+    with physics_terms(**_PREFILL_OFF):
+        step = _step("deepseek-v3", 64, ep=8)
+    with physics_terms(**{**_PREFILL_OFF, "moe_prefill_slot_passes": passes}):
+        assert _step("deepseek-v3", 64, ep=8) == step
+
+
+def test_slot_passes_scale_with_the_hidden_width() -> None:
+    """A slot moves its hidden vector: Qwen3-30B-A3B's (h = 2,048, 48 MoE layers, k = 8) costs
+    2,048 / 7,168 of DeepSeek-V3's (h = 7,168, 58 MoE layers, k = 8) per slot per layer."""
+    def per_slot(model: str) -> float:
+        m = get_model(model)
+        with physics_terms(**_PREFILL_OFF):
+            base = _prefill(model, tokens=1000, ep=1, tp=1)
+        with physics_terms(**{**_PREFILL_OFF, "moe_prefill_slot_passes": 20.0}):
+            extra = _prefill(model, tokens=1000, ep=1, tp=1) - base
+        return extra / (param_counts(m).moe_layers * 1000 * m.experts_per_token)
+    assert per_slot("qwen3-30b-a3b") / per_slot("deepseek-v3") == pytest.approx(2048 / 7168, rel=1e-6)
 
 
 def test_the_fit_recovers_terms_it_generated() -> None:
@@ -106,3 +158,20 @@ def test_each_all_to_all_call_pays_its_own_latency(batch: int, lam: float) -> No
         assert step("deepseek-v3", False) == base["deepseek-v3", False]
         assert step("llama-3.1-70b", True) == base["llama-3.1-70b", True]
         assert step("llama-3.1-70b", False) == base["llama-3.1-70b", False]
+
+
+def test_the_fit_recovers_slot_passes_from_step_metrics() -> None:
+    """The slot passes are fitted on the step metrics (TTFT rows are not fitted on): long prompts'
+    prefills interrupt a colocated decode, so TPOT and throughput at 8k prompts carry them."""
+    truth = {**_PREFILL_OFF, "moe_prefill_slot_passes": 25.0}
+    raw = [{"id": f"r{c}{m}", "engine": "SGLang", "model": "deepseek-r1", "precision": "fp8", "gpu": "h200_sxm",
+            "n_gpus": 8, "tp": 8, "ep": 8, "isl": 8192, "osl": 1024, "concurrency": c, "metric": m, "value": 1.0}
+           for c in (4, 32, 128) for m in ("tpot_ms", "output_tok_s_per_gpu")]
+    rows = parse_measurements(raw)
+    from planner.spec.fitted import FITTED_EFFICIENCY
+    table = {k: {**v, **truth} for k, v in FITTED_EFFICIENCY.items()}
+    measured = {r.id: r.predicted for r in validate_rows(rows, efficiency=table)}
+    rows = parse_measurements([{**x, "value": measured[x["id"]]} for x in raw])
+    with physics_terms(**_PREFILL_OFF):
+        got = fit_terms(predictable_setups(rows), terms=("moe_prefill_slot_passes",))
+    assert got["moe_prefill_slot_passes"] == pytest.approx(25.0, rel=0.05)

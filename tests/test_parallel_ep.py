@@ -61,7 +61,7 @@ def _layout_physics_alone() -> Iterator[None]:
     """The golden rows are the layout's physics by hand; the fitted MoE layer terms
     (tests/test_moe_terms.py) are off here so the hand arithmetic stays the layout's."""
     with physics_terms(moe_layer_overhead_s=0.0, moe_token_overhead_s=0.0, moe_prefill_layer_overhead_s=0.0,
-                       moe_prefill_token_overhead_s=0.0, all_to_all_call_s=0.0):
+                       moe_prefill_token_overhead_s=0.0, all_to_all_call_s=0.0, moe_prefill_slot_passes=0.0):
         yield
 
 

@@ -31,6 +31,7 @@ from planner.physics.kernels import (
     expert_active_params,
     kernel_groups,
     moe_overhead_s,
+    moe_prefill_slot_s,
 )
 from planner.physics.kvledger import (
     KvLedgerRow,
@@ -193,6 +194,7 @@ from planner.physics.terms import (
 
 __all__ = [
     "moe_overhead_s",
+    "moe_prefill_slot_s",
     "kv_handoff_factor",
     "kv_handoff_s",
     "draft_memory",

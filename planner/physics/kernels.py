@@ -29,8 +29,8 @@ from planner.physics.terms import term
 from planner.spec.params import param_counts
 from planner.spec.specs import GpuSpec, ModelSpec
 
-__all__ = ["ACTIVATION_BYTES", "moe_overhead_s", "KernelGroups", "activation_elements_per_token", "expert_active_params",
-           "experts_touched", "experts_touched_busiest", "kernel_groups"]
+__all__ = ["ACTIVATION_BYTES", "moe_overhead_s", "moe_prefill_slot_s", "KernelGroups", "activation_elements_per_token",
+           "expert_active_params", "experts_touched", "experts_touched_busiest", "kernel_groups"]
 
 # Activations are read and written in 16-bit.
 ACTIVATION_BYTES = 2.0
@@ -142,7 +142,31 @@ def kernel_groups(
                         gemm_compute_s=g_c, compute_s=g_c + e_c + a_c, memory_s=g_m + e_m + a_m)
 
 
-def moe_overhead_s(model: ModelSpec, *, tokens: ArrayLike, ep: ArrayLike, decode: bool = True) -> Arr:
+def moe_prefill_slot_s(model: ModelSpec, *, hbm_bytes_per_s: ArrayLike) -> Arr:
+    """What one routed token slot costs a prefill pass in one MoE layer, beyond the expert
+    GEMMs (fitted terms, planner.physics.terms):
+
+        t_slot = moe_prefill_token_overhead_s + N_pass × h × 2 B / (η_b × BW)
+
+    The memory-bound kernels around a prefill's grouped GEMM move each routed slot's
+    hidden vector (h elements, 16-bit) through HBM several times: the gather into expert
+    order, the activation quantization, the scatter back and the weighted combine.  They
+    run between the GEMMs, so the GEMM's roofline (compute-bound at prefill) hides none of
+    it.  N_pass (``moe_prefill_slot_passes``) counts those hidden-vector passes, an
+    effective count fitted on the MoE rows (it also carries the grouped GEMM's own per-slot
+    losses); ``hbm_bytes_per_s`` is the sustained bandwidth η_b × BW (0: the bytes term off).
+    A decode pass has its own per-slot term (``moe_token_overhead_s``: its kernels are fused
+    and latency-bound at small batches)."""
+    bw = _f(hbm_bytes_per_s)
+    hidden = float(model.hidden or model.heads * model.head_dim)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        hbm = np.where(bw > 0, term("moe_prefill_slot_passes") * hidden * ACTIVATION_BYTES / np.where(bw > 0, bw, 1.0),
+                       0.0)
+    return np.asarray(term("moe_prefill_token_overhead_s") + hbm, dtype=float)
+
+
+def moe_overhead_s(model: ModelSpec, *, tokens: ArrayLike, ep: ArrayLike, decode: bool = True,
+                   hbm_bytes_per_s: ArrayLike = 0.0) -> Arr:
     """What a MoE layer costs beyond its GEMMs, over the model's MoE layers (fitted terms,
     off unless fitted; planner.physics.terms):
 
@@ -153,11 +177,12 @@ def moe_overhead_s(model: ModelSpec, *, tokens: ArrayLike, ep: ArrayLike, decode
     the gather/scatter and the small-M grouped GEMM's inefficiency, a decode pass's.  A
     prefill pass (``decode`` False) has its own: the eager pass's extra per-layer cost
     (``moe_prefill_layer_overhead_s``, beyond ``moe_layer_overhead_s``) and a per-slot cost
-    (``moe_prefill_token_overhead_s``: the dispatch, block-scaled activation quantization and
-    permute of every routed token, which the GEMM roofline does not see):
+    (:func:`moe_prefill_slot_s`: the gather, activation quantization, scatter and combine of
+    every routed token, memory-bound kernels the GEMM roofline does not see; it needs the
+    sustained bandwidth ``hbm_bytes_per_s`` = η_b × BW):
 
         t_moe,prefill = L_moe × (moe_layer_overhead_s + moe_prefill_layer_overhead_s
-                                 + moe_prefill_token_overhead_s × T × k / EP)
+                                 + t_slot × T × k / EP)
 
     0 for a dense model."""
     t = _f(tokens)
@@ -168,4 +193,4 @@ def moe_overhead_s(model: ModelSpec, *, tokens: ArrayLike, ep: ArrayLike, decode
     if decode:
         return layers * (term("moe_layer_overhead_s") + term("moe_token_overhead_s") * slots)
     per_layer = term("moe_layer_overhead_s") + term("moe_prefill_layer_overhead_s")
-    return layers * (per_layer + term("moe_prefill_token_overhead_s") * slots)
+    return layers * (per_layer + moe_prefill_slot_s(model, hbm_bytes_per_s=hbm_bytes_per_s) * slots)

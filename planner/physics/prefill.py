@@ -6,6 +6,8 @@ experts are spread over them and attention runs data-parallel across EP ranks):
     F = 2 × P_active × n + attention per token-context × (n·c + n²/2)   (causal)
     t = t_gemm + t_experts + t_attention (each on its roofline, over TP·EP GPUs)
         + all-reduces + all-to-alls + step_overhead_s + layer_overhead_s × L
+        + MoE: L_moe × (per layer + t_slot × n·k/EP), t_slot = N_pass × h × 2 B / (η_b × BW)
+          (kernels.moe_overhead_s: the routed slots' gather, quantize, scatter and combine)
     riding in a decode iteration (marginal_s): the dense GEMMs' compute only (the decode
     step streams the weights), + t_experts + t_attention + collectives + layer_overhead_s × L
 
@@ -174,7 +176,9 @@ def prefill_step(
                     tokens=n, rank_tokens=n, latency_s=collective_latency_s, redundant_experts=redundant_experts)
     comm = lc.total_s
     launches = _f(layer_overhead_s) * model.layers
-    moe = moe_overhead_s(model, tokens=n, ep=ep_a, decode=False)  # routing, permute (fitted terms)
+    # routing, permute, and each routed slot's memory-bound kernels at the sustained bandwidth (fitted terms)
+    moe = moe_overhead_s(model, tokens=n, ep=ep_a, decode=False,
+                         hbm_bytes_per_s=_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
     overhead = _f(step_overhead_s) + launches + moe
     t = kg.total_s + comm + overhead
     t = np.where(n > 0, t, 0.0)

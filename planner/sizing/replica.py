@@ -199,16 +199,23 @@ def _speculative_rows(r: Resolved, d: Deriv, cyc: DecodeCycle, *, batch_size: in
                    cyc.tokens_per_pass * step / cycle, "×")
 
 
-def _prefill_working(r: Resolved, pf: PrefillStep, t: float) -> str:
-    """The substituted kernel sum of one prefill: t_gemm + t_experts + t_attention +
-    collectives + overhead (step + per layer × L)."""
+def _prefill_working(r: Resolved, pf: PrefillStep, t: float, new_tokens: float) -> str:
+    """The substituted kernel sum of one prefill of ``new_tokens``: t_gemm + t_experts +
+    t_attention + collectives + overhead (step + per layer × L [+ the MoE layers' own cost])."""
     if t <= 0:
         return "0"  # every prompt token hits the prefix cache
     out = (f"{fmt_num(float(pf.gemm_s))} + {fmt_num(float(pf.expert_s))} + {fmt_num(float(pf.attention_s))} + "
            f"{fmt_num(float(pf.comm_s))} + {fmt_num(r.step_overhead_s)} + {fmt_num(r.layer_overhead_s)} × "
            f"{r.model.layers}")
-    if r.model.is_moe:  # the MoE layers' routing and permute (physics.kernels.moe_overhead_s, fitted)
-        out += f" + {param_counts(r.model).moe_layers} × {fmt_num(term('moe_layer_overhead_s'))}"
+    if r.model.is_moe:  # the MoE layers' routing, permute and slot kernels (physics.kernels.moe_overhead_s, fitted)
+        m = r.model
+        per_layer = term("moe_layer_overhead_s") + term("moe_prefill_layer_overhead_s")
+        fixed = term("moe_prefill_token_overhead_s")
+        slot = (f"{fmt_num(fixed)} + " if fixed else "") + (
+            f"{fmt_num(term('moe_prefill_slot_passes'))} × {fmt_num(float(m.hidden or m.heads * m.head_dim))} × 2 / "
+            f"({fmt_num(r.bandwidth_efficiency)} × {fmt_num(r.gpu.hbm_bytes_per_s)})")
+        out += (f" + {param_counts(m).moe_layers} × ({fmt_num(per_layer)} + ({slot}) × {fmt_num(new_tokens)} × "
+                f"{m.experts_per_token} / {r.scenario.parallel.ep})")
     return out
 
 
@@ -247,13 +254,16 @@ def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float, mean: MeanPr
     new = w.prompt_tokens - cached_mean
     u = float(mfu(tokens_per_s=new / t, params=r.params.active, peak_flops_per_s=peak)) / r.gpus_per_replica if t else 0.0
     if 0 < h < 1:
-        sub = f"{h} × {fmt_num(t_hit)} + {fmt_num(1.0 - h)} × ({_prefill_working(r, miss, t_miss)})"
+        sub = (f"{h} × {fmt_num(t_hit)} + {fmt_num(1.0 - h)} × "
+               f"({_prefill_working(r, miss, t_miss, float(w.prompt_tokens))})")
     else:
-        sub = _prefill_working(r, hit if h == 1 else miss, t)
+        sub = _prefill_working(r, hit if h == 1 else miss, t,
+                               float(w.prompt_tokens) - (hit_cached if h == 1 else 0.0))
     pf = hit if h == 1 else miss
     put_derivation(d, "prefill.time_s",
                    "t_gemm + t_experts + t_attention (each max(FLOPs / (TP·EP × η_c × C), bytes / (η_b × BW)), attention "
-                   "at the 16-bit rate) + collectives + overhead (step + per layer × L [+ per MoE layer × L_moe]), F = 2 × P × n + "
+                   "at the 16-bit rate) + collectives + overhead (step + per layer × L [+ MoE: L_moe × (per layer + t_slot × "
+                   "n·k/EP), t_slot = N_pass × h × 2 B / (η_b × BW), physics.kernels.moe_prefill_slot_s]), F = 2 × P × n + "
                    "2·(d_qk+d_v)·L·H·(n·c + n²/2)"
                    + ("; averaged over prefix hits and misses: h × t_hit + (1 − h) × t_miss" if 0 < h < 1 else ""),
                    sub, t, "s", r.origins["efficiency.compute"] if pf.compute_bound else r.origins["efficiency.bandwidth"])

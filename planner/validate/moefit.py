@@ -30,10 +30,11 @@ __all__ = ["FIT_EXCLUDED_METRICS", "MOE_TERMS", "fitted_on", "cross_validate_ter
 
 MOE_TERMS: tuple[str, ...] = MOE_TERM_NAMES
 # The metrics the MoE terms are fitted on: the step's (TPOT, ITL, throughput).  TTFT rows are
-# scored, not fitted on: a measured TTFT carries costs the model has no term for (InferenceX:
-# about twice the modelled prefill at every concurrency; the prefill terms that would carry it,
-# kernels.moe_overhead_s with decode False, are off), and fitting the step terms to them would
-# slow every decode step to pay for it.
+# scored, not fitted on: a measured TTFT carries costs the model has no term for (a fixed part
+# per request, 40-150 ms at one client on InferenceX, that differs between clusters running one
+# recipe), and fitting the step terms to them would slow every decode step to pay for it.  The
+# prefill's own MoE cost (kernels.moe_prefill_slot_s) is fitted on the step metrics too: the
+# prompts' passes interrupt the colocated decode and bound a disaggregated prefill pool.
 FIT_EXCLUDED_METRICS: frozenset[str] = frozenset({"ttft_ms", "e2e_s"})
 
 

@@ -122,6 +122,7 @@ class EfficiencySet(BaseModel):
     moe_prefill_token_overhead_s: float | None = Field(default=None, ge=0)
     all_to_all_call_s: float | None = Field(default=None, ge=0)
     mtp_acceptance_trtllm: float | None = Field(default=None, ge=0, lt=1)
+    moe_prefill_slot_passes: float | None = Field(default=None, ge=0)
 
     def terms(self) -> dict[str, float]:
         """The physics terms this set states."""
