@@ -41,7 +41,7 @@ def shard_gemm_factor(model: ModelSpec, tp: ArrayLike) -> Arr:
     """GEMM efficiency relative to a wide matrix when each GPU holds 1/TP of it:
     n / (n + n½), n = hidden / TP (the per-GPU N of a column-parallel or K of a
     row-parallel GEMM), n½ the fitted term ``gemm_half_width`` (0: no effect)."""
-    n = float(model.hidden or model.heads * model.head_dim) / np.asarray(tp, dtype=float)
+    n = float(model.hidden_width) / np.asarray(tp, dtype=float)
     return np.asarray(n / (n + term("gemm_half_width")), dtype=float)
 
 

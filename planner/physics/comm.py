@@ -174,7 +174,7 @@ def layer_comm(*, model: ModelSpec, gpu: GpuSpec, weights_dtype: str, tp: ArrayL
     """
     tp_a, pp_a, ep_a = _f(tp), _f(pp), _f(ep)
     dp = np.asarray(dp_attention, bool)
-    h = float(model.hidden or model.heads * model.head_dim)
+    h = float(model.hidden_width)
     t, tr = _f(tokens), _f(rank_tokens)
     m = t * h * ACT_BYTES
     moe_layers = model.layers - model.dense_layers if model.is_moe else 0

@@ -71,7 +71,7 @@ NO_DRAFT = DraftMemory(kind="none", name="", params=0.0, bytes_per_weight=0.0, w
 def eagle_head_params(target: ModelSpec, *, layers: int) -> float:
     """L_d × (P − embedding − LM head) / n_layers + 2h² (the head's feature fusion 2h → h)."""
     pc = param_counts(target)
-    h = float(target.hidden or target.heads * target.head_dim)
+    h = float(target.hidden_width)
     vocab = float(target.vocab or 0)
     emb = vocab * h * (1.0 if target.tie_embeddings else 2.0)
     body = max(pc.total - emb, 0.0)

@@ -93,7 +93,7 @@ def activation_elements_per_token(model: ModelSpec, tp: ArrayLike) -> tuple[Arr,
     Dense layer: QKV in h, out (H + 2·H_kv)·d/TP; O in H·d/TP, out h; MLP gate-up in h,
     out 2I/TP; down in I/TP, out h.  A MoE layer's MLP is the k experts' instead."""
     t = _f(tp)
-    h = float(model.hidden or model.heads * model.head_dim)
+    h = float(model.hidden_width)
     qkv = float((model.heads + 2 * model.kv_heads) * model.head_dim)
     att = h + qkv / t + model.heads * model.head_dim / t + h
     inter = float(model.intermediate or 4 * h)
@@ -158,7 +158,7 @@ def moe_prefill_slot_s(model: ModelSpec, *, hbm_bytes_per_s: ArrayLike) -> Arr:
     A decode pass has its own per-slot term (``moe_token_overhead_s``: its kernels are fused
     and latency-bound at small batches)."""
     bw = _f(hbm_bytes_per_s)
-    hidden = float(model.hidden or model.heads * model.head_dim)
+    hidden = float(model.hidden_width)
     with np.errstate(divide="ignore", invalid="ignore"):
         hbm = np.where(bw > 0, term("moe_prefill_slot_passes") * hidden * ACTIVATION_BYTES / np.where(bw > 0, bw, 1.0),
                        0.0)

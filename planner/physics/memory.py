@@ -197,7 +197,7 @@ def activation_peak_bytes(
     budget: tokens × factor × (hidden + intermediate/TP) × 2 bytes, plus fp32
     logits for one sampled token per sequence (≤ tokens) × vocab/TP, plus the
     CUDA-graph pool."""
-    hidden = float(model.hidden or model.heads * model.head_dim)
+    hidden = float(model.hidden_width)
     inter = float(model.moe_intermediate if model.is_moe and model.moe_intermediate
                   else (model.intermediate or DEFAULT_MLP_RATIO * hidden))
     if model.is_moe:

@@ -138,7 +138,7 @@ def mtp_module_params(target: ModelSpec) -> float:
     from planner.spec.params import param_counts
 
     pc = param_counts(_one_block(target))
-    h = float(target.hidden or target.heads * target.head_dim)
+    h = float(target.hidden_width)
     block = pc.total if pc.declared else pc.total - (float(target.vocab or 0) * h + h)  # less the shared head
     return target.mtp_layers * (block + 2.0 * h * h + 2.0 * h)
 

@@ -155,9 +155,9 @@ def draft_section(r: Resolved, d: Deriv, *, target_kv_bytes_per_token_per_gpu: f
     if dm.kind == "none":
         return dm
     m = draft or r.model
-    h = float(m.hidden or m.heads * m.head_dim)
+    h = float(m.hidden_width)
     if dm.kind == "mtp":
-        hm = float(m.hidden or m.heads * m.head_dim)
+        hm = float(m.hidden_width)
         block = dm.params / m.mtp_layers - 2.0 * hm * hm - 2.0 * hm
         put_derivation(d, "memory.draft_params", "mtp_layers × (one MoE transformer block + projection 2h² + 2 norms 2h) "
                        "(the MTP module; embedding and output head shared with the target)",

@@ -212,7 +212,7 @@ def _prefill_working(r: Resolved, pf: PrefillStep, t: float, new_tokens: float) 
         per_layer = term("moe_layer_overhead_s") + term("moe_prefill_layer_overhead_s")
         fixed = term("moe_prefill_token_overhead_s")
         slot = (f"{fmt_num(fixed)} + " if fixed else "") + (
-            f"{fmt_num(term('moe_prefill_slot_passes'))} × {fmt_num(float(m.hidden or m.heads * m.head_dim))} × 2 / "
+            f"{fmt_num(term('moe_prefill_slot_passes'))} × {fmt_num(float(m.hidden_width))} × 2 / "
             f"({fmt_num(r.bandwidth_efficiency)} × {fmt_num(r.gpu.hbm_bytes_per_s)})")
         out += (f" + {param_counts(m).moe_layers} × ({fmt_num(per_layer)} + ({slot}) × {fmt_num(new_tokens)} × "
                 f"{m.experts_per_token} / {r.scenario.parallel.ep})")

@@ -183,6 +183,11 @@ class ModelSpec(BaseModel):
         return self.experts > 0
 
     @property
+    def hidden_width(self) -> int:
+        """The residual stream's width h: ``hidden``, else heads × head_dim."""
+        return self.hidden or self.heads * self.head_dim
+
+    @property
     def moe_layer_count(self) -> int:
         """MoE layers: those at or after ``dense_layers`` whose index + 1 is a multiple of ``moe_layer_step``."""
         if not self.is_moe:
