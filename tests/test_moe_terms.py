@@ -18,22 +18,23 @@ DSV3 = get_model("deepseek-v3")
 H200 = get_gpu("h200-sxm")
 
 
-def _step(model: str, batch: float, ep: int = 1) -> float:
+def _step(model: str, batch: float, ep: int = 1, dp_attention: bool = False) -> float:
     return float(decode_step(model=get_model(model), gpu=H200, weights_dtype="fp8", kv_dtype="fp8", batch_size=batch,
-                             context_tokens=2048, tp=8, ep=ep).step_s)
+                             context_tokens=2048, tp=8, ep=ep, dp_attention=dp_attention).step_s)
 
 
 @settings(max_examples=25, deadline=None)
-@given(batch=st.integers(1, 512), alpha=st.floats(0, 1e-4), beta=st.floats(0, 1e-6))
-def test_decode_pays_every_moe_layer_and_routed_slot(batch: int, alpha: float, beta: float) -> None:
+@given(batch=st.integers(1, 512), alpha=st.floats(0, 1e-4), beta=st.floats(0, 1e-6), dp=st.booleans())
+def test_decode_pays_every_moe_layer_and_routed_slot(batch: int, alpha: float, beta: float, dp: bool) -> None:
     with physics_terms(moe_layer_overhead_s=0.0, moe_token_overhead_s=0.0):
-        base = _step("deepseek-v3", batch, ep=8)
+        base = _step("deepseek-v3", batch, ep=8, dp_attention=dp)
     with physics_terms(moe_layer_overhead_s=alpha, moe_token_overhead_s=beta):
-        more = _step("deepseek-v3", batch, ep=8)
+        more = _step("deepseek-v3", batch, ep=8, dp_attention=dp)
     layers = param_counts(DSV3).moe_layers  # 58: 61 layers less the first 3 dense
     assert layers == 58
-    # L_moe × (α + β × B × k / EP), k = 8 experts per token over EP 8 GPUs
-    assert more - base == pytest.approx(layers * (alpha + beta * batch * 8 / 8), rel=1e-6, abs=1e-12)
+    # L_moe × (α + β × B × k / EP_slots), k = 8 experts per token; EP_slots = EP 8 with DP attention
+    # (the dispatch hands a rank its experts' slots), 1 without (every rank runs all B × k slots)
+    assert more - base == pytest.approx(layers * (alpha + beta * batch * 8 / (8 if dp else 1)), rel=1e-6, abs=1e-12)
 
 
 @settings(max_examples=10, deadline=None)
@@ -54,12 +55,12 @@ def test_a_prefill_pays_its_own_moe_terms_not_the_decode_slot_term(tokens: int, 
                                                                      delta: float) -> None:
     def t() -> float:
         return float(prefill_step(model=DSV3, gpu=H200, weights_dtype="fp8", kv_dtype="fp8", tokens=tokens, tp=8,
-                                  ep=ep).time_s)
+                                  ep=ep, dp_attention=True).time_s)
     with physics_terms(**_PREFILL_OFF):
         base = t()
     with physics_terms(**{**_PREFILL_OFF, "moe_layer_overhead_s": 50e-6, "moe_token_overhead_s": 1e-6,
                           "moe_prefill_layer_overhead_s": gamma, "moe_prefill_token_overhead_s": delta}):
-        # L_moe × (α + γ + δ × T × k / EP); the decode slot term β never enters a prefill
+        # L_moe × (α + γ + δ × T × k / EP) with DP attention; the decode slot term β never enters a prefill
         assert t() - base == pytest.approx(58 * (50e-6 + gamma + delta * tokens * 8 / ep), rel=1e-6, abs=1e-12)
 
 
@@ -73,37 +74,44 @@ def test_a_dense_prefill_never_pays_them() -> None:
         assert t() == base
 
 
-def _prefill(model: str, *, tokens: float, ep: int, bandwidth_efficiency: float = 1.0, tp: int = 8) -> float:
+def _prefill(model: str, *, tokens: float, ep: int, bandwidth_efficiency: float = 1.0, tp: int = 8,
+             dp_attention: bool = False) -> float:
     return float(prefill_step(model=get_model(model), gpu=H200, weights_dtype="fp8", kv_dtype="fp8", tokens=tokens,
-                              tp=tp, ep=ep, bandwidth_efficiency=bandwidth_efficiency).time_s)
+                              tp=tp, ep=ep, dp_attention=dp_attention,
+                              bandwidth_efficiency=bandwidth_efficiency).time_s)
 
 
 def test_slot_passes_golden_deepseek_v3_2000_tokens_ep8_on_h200() -> None:
     """moe_prefill_slot_passes N: each routed slot's hidden vector crosses HBM N times in the
     prefill's memory-bound MoE kernels.  DeepSeek-V3 (h = 7,168, k = 8, 58 MoE layers), 2,000
-    prompt tokens over EP 8, N = 10, H200 at its datasheet 4.8 TB/s (η_b = 1):
+    prompt tokens over EP 8 with DP attention, N = 10, H200 at its datasheet 4.8 TB/s (η_b = 1):
         per slot   10 × 7,168 × 2 B / 4.8e12 B/s      = 2.986667e-8 s
-        slots      2,000 × 8 / 8                      = 2,000 per GPU per layer
-        58 layers × 2,000 × 2.986667e-8 s             = 3.464533e-3 s"""
-    with physics_terms(**_PREFILL_OFF):
-        base = _prefill("deepseek-v3", tokens=2000, ep=8)
-    with physics_terms(**{**_PREFILL_OFF, "moe_prefill_slot_passes": 10.0}):
-        assert _prefill("deepseek-v3", tokens=2000, ep=8) - base == pytest.approx(3.464533e-3, rel=1e-6)
+        slots      2,000 × 8 / 8                      = 2,000 per GPU per layer (the dispatch
+                                                        hands each rank its experts' slots)
+        58 layers × 2,000 × 2.986667e-8 s             = 3.464533e-3 s
+    TP8·EP8 without DP attention: every rank holds all 2,000 tokens and its EP MoE kernels run
+    over all 16,000 slots (the other ranks' experts masked): 8 × that, 2.771627e-2 s."""
+    for dp, expect in ((True, 3.464533e-3), (False, 2.771627e-2)):
+        with physics_terms(**_PREFILL_OFF):
+            base = _prefill("deepseek-v3", tokens=2000, ep=8, dp_attention=dp)
+        with physics_terms(**{**_PREFILL_OFF, "moe_prefill_slot_passes": 10.0}):
+            assert _prefill("deepseek-v3", tokens=2000, ep=8, dp_attention=dp) - base == pytest.approx(expect, rel=1e-6)
 
 
 @settings(max_examples=15, deadline=None)
 @given(tokens=st.integers(1, 16384), ep=st.sampled_from([1, 2, 8]), passes=st.floats(0.5, 100.0),
-       eta=st.floats(0.3, 1.0))
+       eta=st.floats(0.3, 1.0), dp=st.booleans())
 def test_slot_passes_move_hidden_vectors_at_the_sustained_bandwidth(tokens: int, ep: int, passes: float,
-                                                                     eta: float) -> None:
-    """The slot term is L_moe × N × h × 2 B / (η_b × BW) × T × k / EP: linear in the tokens and
-    the passes, divided by EP and by the sustained bandwidth; a decode step never pays it."""
+                                                                     eta: float, dp: bool) -> None:
+    """The slot term is L_moe × N × h × 2 B / (η_b × BW) × T × k / EP_slots: linear in the tokens
+    and the passes, divided by the sustained bandwidth and, with DP attention, by EP (without it
+    every rank runs every slot); a decode step never pays it."""
     def extra(e: float) -> float:
         with physics_terms(**_PREFILL_OFF):
-            base = _prefill("deepseek-v3", tokens=tokens, ep=ep, bandwidth_efficiency=e)
+            base = _prefill("deepseek-v3", tokens=tokens, ep=ep, bandwidth_efficiency=e, dp_attention=dp)
         with physics_terms(**{**_PREFILL_OFF, "moe_prefill_slot_passes": passes}):
-            return _prefill("deepseek-v3", tokens=tokens, ep=ep, bandwidth_efficiency=e) - base
-    expect = 58 * passes * 7168 * 2 / (eta * H200.hbm_bytes_per_s) * tokens * 8 / ep
+            return _prefill("deepseek-v3", tokens=tokens, ep=ep, bandwidth_efficiency=e, dp_attention=dp) - base
+    expect = 58 * passes * 7168 * 2 / (eta * H200.hbm_bytes_per_s) * tokens * 8 / (ep if dp else 1)
     assert extra(eta) == pytest.approx(expect, rel=1e-6, abs=1e-12)
     with physics_terms(**_PREFILL_OFF):
         step = _step("deepseek-v3", 64, ep=8)

@@ -32,6 +32,7 @@ from planner.physics.kernels import (
     kernel_groups,
     moe_overhead_s,
     moe_prefill_slot_s,
+    moe_slot_ranks,
 )
 from planner.physics.kvledger import (
     KvLedgerRow,
@@ -195,6 +196,7 @@ from planner.physics.terms import (
 __all__ = [
     "moe_overhead_s",
     "moe_prefill_slot_s",
+    "moe_slot_ranks",
     "kv_handoff_factor",
     "kv_handoff_s",
     "draft_memory",

@@ -29,7 +29,7 @@ from planner.physics.terms import term
 from planner.spec.params import param_counts
 from planner.spec.specs import GpuSpec, ModelSpec
 
-__all__ = ["ACTIVATION_BYTES", "moe_overhead_s", "moe_prefill_slot_s", "KernelGroups", "activation_elements_per_token",
+__all__ = ["ACTIVATION_BYTES", "moe_overhead_s", "moe_prefill_slot_s", "moe_slot_ranks", "KernelGroups", "activation_elements_per_token",
            "expert_active_params", "experts_touched", "experts_touched_busiest", "kernel_groups"]
 
 # Activations are read and written in 16-bit.
@@ -165,31 +165,50 @@ def moe_prefill_slot_s(model: ModelSpec, *, hbm_bytes_per_s: ArrayLike) -> Arr:
     return np.asarray(term("moe_prefill_token_overhead_s") + hbm, dtype=float)
 
 
-def moe_overhead_s(model: ModelSpec, *, tokens: ArrayLike, ep: ArrayLike, decode: bool = True,
-                   hbm_bytes_per_s: ArrayLike = 0.0) -> Arr:
+def moe_slot_ranks(*, ep: ArrayLike, dp_attention: ArrayLike = False) -> Arr:
+    """The ranks a MoE layer's routed token slots are divided over, for its per-slot kernels
+    (routing, the permute into expert order, the combine back):
+
+        EP_slots = EP with data-parallel attention, else 1
+
+    With data-parallel attention each rank holds its own sequences and the all-to-all
+    dispatch hands every rank only the slots routed to its experts: T·k/EP of them.  With
+    tensor-parallel attention every rank holds every token after the attention's
+    all-reduce, and the EP MoE kernels of the engines run over all T·k slots on each rank,
+    the other ranks' experts masked (SGLang's EP MoE gathers into a T·k buffer and its
+    post-reorder kernel combines over every token of the batch; TensorRT-LLM's fused MoE
+    expands and finalizes every row), before the all-reduce sums the partial outputs.  So
+    laying the experts over EP GPUs divides the expert GEMMs and their weights, not these
+    kernels' slots."""
+    return np.asarray(np.where(np.asarray(dp_attention, bool), _f(ep), 1.0), dtype=float)
+
+
+def moe_overhead_s(model: ModelSpec, *, tokens: ArrayLike, ep: ArrayLike, dp_attention: ArrayLike = False,
+                   decode: bool = True, hbm_bytes_per_s: ArrayLike = 0.0) -> Arr:
     """What a MoE layer costs beyond its GEMMs, over the model's MoE layers (fitted terms,
     off unless fitted; planner.physics.terms):
 
-        t_moe = L_moe × (moe_layer_overhead_s + moe_token_overhead_s × T × k / EP)
+        t_moe = L_moe × (moe_layer_overhead_s + moe_token_overhead_s × T × k / EP_slots)
 
     per layer: routing (gate, top-k), the permute into expert order and back, the grouped
-    GEMM's launch; per routed token slot on one GPU (T tokens × k experts over EP GPUs):
-    the gather/scatter and the small-M grouped GEMM's inefficiency, a decode pass's.  A
-    prefill pass (``decode`` False) has its own: the eager pass's extra per-layer cost
-    (``moe_prefill_layer_overhead_s``, beyond ``moe_layer_overhead_s``) and a per-slot cost
-    (:func:`moe_prefill_slot_s`: the gather, activation quantization, scatter and combine of
-    every routed token, memory-bound kernels the GEMM roofline does not see; it needs the
-    sustained bandwidth ``hbm_bytes_per_s`` = η_b × BW):
+    GEMM's launch; per routed token slot on one GPU (T tokens × k experts over the
+    ``moe_slot_ranks``: EP with data-parallel attention, else 1): the gather/scatter and the
+    small-M grouped GEMM's inefficiency, a decode pass's.  A prefill pass (``decode`` False)
+    has its own: the eager pass's extra per-layer cost (``moe_prefill_layer_overhead_s``,
+    beyond ``moe_layer_overhead_s``) and a per-slot cost (:func:`moe_prefill_slot_s`: the
+    gather, activation quantization, scatter and combine of every routed token,
+    memory-bound kernels the GEMM roofline does not see; it needs the sustained bandwidth
+    ``hbm_bytes_per_s`` = η_b × BW):
 
         t_moe,prefill = L_moe × (moe_layer_overhead_s + moe_prefill_layer_overhead_s
-                                 + t_slot × T × k / EP)
+                                 + t_slot × T × k / EP_slots)
 
     0 for a dense model."""
     t = _f(tokens)
     if not model.is_moe:
         return np.zeros_like(t)
     layers = float(param_counts(model).moe_layers)
-    slots = t * model.experts_per_token / _f(ep)
+    slots = t * model.experts_per_token / moe_slot_ranks(ep=ep, dp_attention=dp_attention)
     if decode:
         return layers * (term("moe_layer_overhead_s") + term("moe_token_overhead_s") * slots)
     per_layer = term("moe_layer_overhead_s") + term("moe_prefill_layer_overhead_s")

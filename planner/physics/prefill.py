@@ -6,8 +6,9 @@ experts are spread over them and attention runs data-parallel across EP ranks):
     F = 2 × P_active × n + attention per token-context × (n·c + n²/2)   (causal)
     t = t_gemm + t_experts + t_attention (each on its roofline, over TP·EP GPUs)
         + all-reduces + all-to-alls + step_overhead_s + layer_overhead_s × L
-        + MoE: L_moe × (per layer + t_slot × n·k/EP), t_slot = N_pass × h × 2 B / (η_b × BW)
-          (kernels.moe_overhead_s: the routed slots' gather, quantize, scatter and combine)
+        + MoE: L_moe × (per layer + t_slot × n·k/EP_slots), t_slot = N_pass × h × 2 B / (η_b × BW)
+          (kernels.moe_overhead_s: the routed slots' gather, quantize, scatter and combine;
+          EP_slots = EP with DP attention, else 1: kernels.moe_slot_ranks)
     riding in a decode iteration (marginal_s): the dense GEMMs' compute only (the decode
     step streams the weights), + t_experts + t_attention + collectives + layer_overhead_s × L
 
@@ -177,7 +178,7 @@ def prefill_step(
     comm = lc.total_s
     launches = _f(layer_overhead_s) * model.layers
     # routing, permute, and each routed slot's memory-bound kernels at the sustained bandwidth (fitted terms)
-    moe = moe_overhead_s(model, tokens=n, ep=ep_a, decode=False,
+    moe = moe_overhead_s(model, tokens=n, ep=ep_a, dp_attention=dp, decode=False,
                          hbm_bytes_per_s=_f(bandwidth_efficiency) * gpu.hbm_bytes_per_s)
     overhead = _f(step_overhead_s) + launches + moe
     t = kg.total_s + comm + overhead

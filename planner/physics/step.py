@@ -210,7 +210,7 @@ def decode_step(
     launches = (term("graph_layer_overhead_s") if cuda_graphs else _f(layer_overhead_s)) * model.layers
     # MoE layers beyond their GEMMs (routing, permute; fitted terms): each stage's microbatch
     # passes its share of the MoE layers, so over PP stages: every MoE layer once per microbatch.
-    moe = moe_overhead_s(model, tokens=micro * tps, ep=ep_a)
+    moe = moe_overhead_s(model, tokens=micro * tps, ep=ep_a, dp_attention=dp)
     overhead = np.broadcast_to(_f(step_overhead_s) + launches + term("sequence_overhead_s") * b + moe,
                                np.shape(stage_s)).astype(float)
     step = pp_a * stage_s + comm + overhead

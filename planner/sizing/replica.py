@@ -11,6 +11,7 @@ import math
 
 from numpy.typing import ArrayLike
 
+from planner.physics.kernels import moe_slot_ranks
 from planner.physics.memory import kv_bytes_per_token, weight_bytes
 from planner.physics.roofline import (
     attainable_flops_per_s,
@@ -130,7 +131,7 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
                    "PP × (t_gemm + t_experts + t_attention) + collectives + overhead, each kernel group on its own roofline "
                    "per GPU per pipeline stage: t_gemm = max(F_dense / (η_c × C_w), (W + activations) / (η_b × BW)), "
                    "t_attention = max(F_attention / (η_c × C_attn), KV bytes / (η_b × BW)); overhead = step "
-                   "(decode replays a CUDA graph: no per-layer launches) [+ MoE: L_moe × (per layer + per routed slot × B·k/EP), "
+                   "(decode replays a CUDA graph: no per-layer launches) [+ MoE: L_moe × (per layer + per routed slot × B·k/EP_slots), EP_slots = EP with DP attention, else 1, "
                    "physics.kernels.moe_overhead_s]",
                    f"{pp} × ({fmt_num(float(st.gemm_s))} + {fmt_num(float(st.expert_s))} + {fmt_num(float(st.attention_s))}) + "
                    f"{fmt_num(float(st.comm_s))} + {fmt_num(float(st.overhead_s))}",
@@ -214,8 +215,10 @@ def _prefill_working(r: Resolved, pf: PrefillStep, t: float, new_tokens: float) 
         slot = (f"{fmt_num(fixed)} + " if fixed else "") + (
             f"{fmt_num(term('moe_prefill_slot_passes'))} × {fmt_num(float(m.hidden_width))} × 2 / "
             f"({fmt_num(r.bandwidth_efficiency)} × {fmt_num(r.gpu.hbm_bytes_per_s)})")
+        par = r.scenario.parallel
+        ranks = float(moe_slot_ranks(ep=par.ep, dp_attention=par.dp_attention))  # EP with DP attention, else 1
         out += (f" + {param_counts(m).moe_layers} × ({fmt_num(per_layer)} + ({slot}) × {fmt_num(new_tokens)} × "
-                f"{m.experts_per_token} / {r.scenario.parallel.ep})")
+                f"{m.experts_per_token} / {fmt_num(ranks)})")
     return out
 
 
@@ -263,7 +266,8 @@ def prefill_section(r: Resolved, d: Deriv, *, decode_step_s: float, mean: MeanPr
     put_derivation(d, "prefill.time_s",
                    "t_gemm + t_experts + t_attention (each max(FLOPs / (TP·EP × η_c × C), bytes / (η_b × BW)), attention "
                    "at the 16-bit rate) + collectives + overhead (step + per layer × L [+ MoE: L_moe × (per layer + t_slot × "
-                   "n·k/EP), t_slot = N_pass × h × 2 B / (η_b × BW), physics.kernels.moe_prefill_slot_s]), F = 2 × P × n + "
+                   "n·k/EP_slots), t_slot = N_pass × h × 2 B / (η_b × BW), physics.kernels.moe_prefill_slot_s; EP_slots = EP with DP "
+                   "attention, else 1, physics.kernels.moe_slot_ranks]), F = 2 × P × n + "
                    "2·(d_qk+d_v)·L·H·(n·c + n²/2)"
                    + ("; averaged over prefix hits and misses: h × t_hit + (1 − h) × t_miss" if 0 < h < 1 else ""),
                    sub, t, "s", r.origins["efficiency.compute"] if pf.compute_bound else r.origins["efficiency.bandwidth"])

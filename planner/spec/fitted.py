@@ -27,7 +27,9 @@ MIN_ROWS_COVERED = 5
 # own start-up and tail on the GPU, which a graph does not remove);
 # collective_call_s: latency added once per TP all-reduce call (a TP1 step pays none);
 # moe_layer_overhead_s / moe_token_overhead_s: a MoE layer's cost beyond its GEMMs, per layer
-# and per routed token slot on a GPU (planner.physics.kernels.moe_overhead_s), fitted on the
+# and per routed token slot on a GPU (planner.physics.kernels.moe_overhead_s; a GPU's slots are
+# T·k/EP with data-parallel attention, all T·k with tensor-parallel attention, where every rank's
+# EP MoE kernels run over every token: kernels.moe_slot_ranks), fitted on the
 # MoE rows with the dense efficiencies held: planner.validate.moefit.fit_terms on 120 seeded runs
 # (seed 7) of inferencex_dsr1.json, on the step metrics (TTFT rows are scored, not fitted on;
 # python bench/fit_moe_terms.py), with mtp_acceptance: MTP's acceptance per chained position
@@ -35,18 +37,20 @@ MIN_ROWS_COVERED = 5
 # serving.engine trtllm (planner.physics.speculative.ENGINE_MTP_TERMS; 0: mtp_acceptance), fitted
 # apart because TensorRT-LLM's MTP runs accept more per position than SGLang's and ROCm's (one
 # shared α left TensorRT-LLM's MTP TPOT 38-51% slow and SGLang's 19-40% fast), all_to_all_call_s:
-# a dispatch or combine all-to-all's own latency per call (planner.physics.comm.all_to_all_s; 92 µs,
+# a dispatch or combine all-to-all's own latency per call (planner.physics.comm.all_to_all_s; 103 µs,
 # the order of DeepEP's published low-latency kernels) and moe_prefill_slot_passes: the passes of a
 # routed slot's hidden vector through HBM in a prefill's memory-bound MoE kernels (gather, quantize,
 # scatter, combine; planner.physics.kernels.moe_prefill_slot_s, an effective count); these six are
 # kept because leave-one-GPU-out and leave-one-engine-out errors fell with them (the slot passes:
 # TPOT 17.5% -> 16.5%, TTFT 62.3% -> 48.5% leave one GPU out; published_moe.json, not fitted on,
-# 31.7% -> 28.3%).  moe_prefill_layer_overhead_s (a prefill pass's own per-layer MoE cost) is off:
+# 31.7% -> 28.3%; counting every slot on each rank without DP attention, refitted: TPOT 16.5% ->
+# 16.2%, TTFT 48.5% -> 44.8% leave one GPU out, leave one engine out 16.8/51.8/16.2/16.2% ->
+# 16.3/43.8/16.1/15.2%, published_moe.json 28.3% -> 28.5%).  moe_prefill_layer_overhead_s (a prefill pass's own per-layer MoE cost) is off:
 # fitted, it lowered InferenceX's cross-validated errors but raised published_moe.json's median
 # from 28.1% to 37.2%; moe_prefill_token_overhead_s (a constant time per prefill slot, the
 # alternative to the slot passes) cross-validated worse than the passes (TPOT 16.9%, TTFT 50.1%
 # leave one GPU out) and is off (README "How accurate is it on MoE?").
-FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 2.636e-05, "moe_layer_overhead_s": 1.689e-05, "moe_token_overhead_s": 5.94e-09, "mtp_acceptance": 0.4134, "moe_prefill_layer_overhead_s": 0, "moe_prefill_token_overhead_s": 0, "all_to_all_call_s": 9.225e-05, "mtp_acceptance_trtllm": 0.6368, "moe_prefill_slot_passes": 31.45}
+FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 2.636e-05, "moe_layer_overhead_s": 1.546e-05, "moe_token_overhead_s": 7.155e-09, "mtp_acceptance": 0.4558, "moe_prefill_layer_overhead_s": 0, "moe_prefill_token_overhead_s": 0, "all_to_all_call_s": 0.000103, "mtp_acceptance_trtllm": 0.6578, "moe_prefill_slot_passes": 31.49}
 
 # bench/fit_defaults.py on published_calibration.json
 FITTED_EFFICIENCY: dict[str, dict[str, float]] = {
