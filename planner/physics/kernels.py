@@ -29,8 +29,9 @@ from planner.physics.terms import term
 from planner.spec.params import param_counts
 from planner.spec.specs import GpuSpec, ModelSpec
 
-__all__ = ["ACTIVATION_BYTES", "moe_overhead_s", "moe_prefill_slot_s", "moe_slot_ranks", "KernelGroups", "activation_elements_per_token",
-           "expert_active_params", "experts_touched", "experts_touched_busiest", "kernel_groups"]
+__all__ = ["ACTIVATION_BYTES", "moe_overhead_s", "moe_prefill_slot_s", "moe_slot_ranks", "KernelGroups",
+           "activation_elements_per_token", "expert_active_params", "experts_touched", "experts_touched_busiest",
+           "kernel_groups"]
 
 # Activations are read and written in 16-bit.
 ACTIVATION_BYTES = 2.0

@@ -131,8 +131,8 @@ def decode_section(r: Resolved, d: Deriv, *, batch_size: int, live_context: floa
                    "PP × (t_gemm + t_experts + t_attention) + collectives + overhead, each kernel group on its own roofline "
                    "per GPU per pipeline stage: t_gemm = max(F_dense / (η_c × C_w), (W + activations) / (η_b × BW)), "
                    "t_attention = max(F_attention / (η_c × C_attn), KV bytes / (η_b × BW)); overhead = step "
-                   "(decode replays a CUDA graph: no per-layer launches) [+ MoE: L_moe × (per layer + per routed slot × B·k/EP_slots), EP_slots = EP with DP attention, else 1, "
-                   "physics.kernels.moe_overhead_s]",
+                   "(decode replays a CUDA graph: no per-layer launches) [+ MoE: L_moe × (per layer + per routed slot × "
+                   "B·k/EP_slots), EP_slots = EP with DP attention, else 1, physics.kernels.moe_overhead_s]",
                    f"{pp} × ({fmt_num(float(st.gemm_s))} + {fmt_num(float(st.expert_s))} + {fmt_num(float(st.attention_s))}) + "
                    f"{fmt_num(float(st.comm_s))} + {fmt_num(float(st.overhead_s))}",
                    step, "s", ob if st.memory_bound else oc)

@@ -45,7 +45,8 @@ MIN_ROWS_COVERED = 5
 # TPOT 17.5% -> 16.5%, TTFT 62.3% -> 48.5% leave one GPU out; published_moe.json, not fitted on,
 # 31.7% -> 28.3%; counting every slot on each rank without DP attention, refitted: TPOT 16.5% ->
 # 16.2%, TTFT 48.5% -> 44.8% leave one GPU out, leave one engine out 16.8/51.8/16.2/16.2% ->
-# 16.3/43.8/16.1/15.2%, published_moe.json 28.3% -> 28.5%).  moe_prefill_layer_overhead_s (a prefill pass's own per-layer MoE cost) is off:
+# 16.3/43.8/16.1/15.2%, published_moe.json 28.3% -> 28.5%).  moe_prefill_layer_overhead_s (a
+# prefill pass's own per-layer MoE cost) is off:
 # fitted, it lowered InferenceX's cross-validated errors but raised published_moe.json's median
 # from 28.1% to 37.2%; moe_prefill_token_overhead_s (a constant time per prefill slot, the
 # alternative to the slot passes) cross-validated worse than the passes (TPOT 16.9%, TTFT 50.1%
