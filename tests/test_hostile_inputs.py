@@ -386,3 +386,21 @@ def test_a_price_past_its_cap_is_refused_naming_the_field(tmp_path: Path, cost: 
     rc, _, err = run_main(argv)
     assert rc == 2 and "Traceback" not in err and err.startswith("error: ") and err.count("\n") == 1, (rc, err)
     assert f"cost.{next(iter(cost))}" in err, err
+
+
+@pytest.mark.parametrize("fleet", [{"link_bytes_per_s": 1e-300}, {"link_bytes_per_s": 1e308},
+                                   {"load_bytes_per_s": 1e-300}, {"load_bytes_per_s": 1e308}])
+def test_a_bandwidth_past_its_bounds_is_refused_naming_the_field(tmp_path: Path, fleet: dict) -> None:
+    """Hypothesis drew a link of 1e-300 B/s: the KV transfer overflowed to infinity.  A link or
+    load bandwidth lies in [MIN_LINK_BYTES_PER_S, MAX_LINK_BYTES_PER_S]: one line naming the
+    field; at the bounds the plan runs."""
+    from planner.spec.scenario import MAX_LINK_BYTES_PER_S, MIN_LINK_BYTES_PER_S
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"fleet": fleet}))
+    rc, _, err = run_main(["plan", str(path)])
+    assert rc == 2 and "Traceback" not in err and err.startswith("error: ") and err.count("\n") == 1, (rc, err)
+    assert f"fleet.{next(iter(fleet))}" in err, err
+    for edge in (MIN_LINK_BYTES_PER_S, MAX_LINK_BYTES_PER_S):
+        path.write_text(json.dumps({"fleet": {next(iter(fleet)): edge}}))
+        rc, _, err = run_main(["plan", str(path)])
+        assert rc == 0, err

@@ -6,12 +6,14 @@ Imports only ``planner.errors`` and ``planner.io``.
 from planner.spec.bounds import (
     MAX_ID_CHARS,
     MAX_LENGTH_SIGMA,
+    MAX_LINK_BYTES_PER_S,
     MAX_RECV_INTERVAL,
     MAX_SEQUENCE_TOKENS,
     MAX_TRACE_ROWS,
     MAX_USD_PER_GPU_HOUR,
     MAX_USD_PER_KWH,
     MAX_WARM_POOL_REPLICAS,
+    MIN_LINK_BYTES_PER_S,
     MIN_SCALE_INTERVAL_S,
 )
 from planner.spec.catalog import (
@@ -180,6 +182,7 @@ __all__ = [
     "MAX_EP",
     "MAX_ID_CHARS",
     "MAX_LENGTH_SIGMA",
+    "MAX_LINK_BYTES_PER_S",
     "MAX_RECV_INTERVAL",
     "MAX_PP",
     "MAX_REDUNDANT_EXPERTS",
@@ -197,6 +200,7 @@ __all__ = [
     "MAX_USD_PER_GPU_HOUR",
     "MAX_USD_PER_KWH",
     "MAX_WARM_POOL_REPLICAS",
+    "MIN_LINK_BYTES_PER_S",
     "MIN_ROWS_COVERED",
     "MIN_SCALE_INTERVAL_S",
     "MODEL_PATH_MESSAGE",

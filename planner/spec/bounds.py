@@ -6,6 +6,7 @@ from __future__ import annotations
 
 __all__ = [
     "MAX_ID_CHARS",
+    "MAX_LINK_BYTES_PER_S",
     "MAX_LENGTH_SIGMA",
     "MAX_RECV_INTERVAL",
     "MAX_SEQUENCE_TOKENS",
@@ -13,6 +14,7 @@ __all__ = [
     "MAX_USD_PER_GPU_HOUR",
     "MAX_USD_PER_KWH",
     "MAX_WARM_POOL_REPLICAS",
+    "MIN_LINK_BYTES_PER_S",
     "MIN_SCALE_INTERVAL_S",
 ]
 
@@ -42,3 +44,10 @@ MAX_USD_PER_KWH = 1_000.0
 # SGLang's --scheduler-recv-interval: published recipes use 10 and 30; 1,000 decode steps
 # (tens of seconds) is past any that serves interactive traffic.
 MAX_RECV_INTERVAL = 1_000
+# A link or weight-loading bandwidth a scenario may state (fleet.link_bytes_per_s,
+# fleet.load_bytes_per_s): 1 MB/s is below any network a KV cache or a model is moved
+# over (a 1 Gb/s NIC is 125 MB/s), 1 PB/s ~500× NVLink 5's 1.8 TB/s.  Outside them a KV
+# transfer or a cold start overflows to infinity (the hostile-input property drew a link
+# of 1e-300 B/s).
+MIN_LINK_BYTES_PER_S = 1.0e6
+MAX_LINK_BYTES_PER_S = 1.0e15

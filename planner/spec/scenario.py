@@ -29,11 +29,13 @@ from planner.io.jsonfile import MAX_JSON_DEPTH, SURROGATE_MESSAGE, lone_surrogat
 from planner.spec.bounds import (
     MAX_ID_CHARS,
     MAX_LENGTH_SIGMA,
+    MAX_LINK_BYTES_PER_S,
     MAX_SEQUENCE_TOKENS,
     MAX_TRACE_ROWS,
     MAX_USD_PER_GPU_HOUR,
     MAX_USD_PER_KWH,
     MAX_WARM_POOL_REPLICAS,
+    MIN_LINK_BYTES_PER_S,
     MIN_SCALE_INTERVAL_S,
 )
 from planner.spec.catalog import get_gpu, get_model
@@ -58,6 +60,7 @@ __all__ = [
     "MAX_EP",
     "MAX_ID_CHARS",
     "MAX_LENGTH_SIGMA",
+    "MAX_LINK_BYTES_PER_S",
     "MAX_PP",
     "MAX_SEQUENCE_TOKENS",
     "MAX_TP",
@@ -65,6 +68,7 @@ __all__ = [
     "MAX_USD_PER_GPU_HOUR",
     "MAX_USD_PER_KWH",
     "MAX_WARM_POOL_REPLICAS",
+    "MIN_LINK_BYTES_PER_S",
     "MIN_SCALE_INTERVAL_S",
     "MODEL_PATH_MESSAGE",
     "SCHEMA_VERSION",

@@ -15,12 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from planner.spec.bounds import (
     MAX_ID_CHARS,
     MAX_LENGTH_SIGMA,
+    MAX_LINK_BYTES_PER_S,
     MAX_RECV_INTERVAL,
     MAX_SEQUENCE_TOKENS,
     MAX_TRACE_ROWS,
     MAX_USD_PER_GPU_HOUR,
     MAX_USD_PER_KWH,
     MAX_WARM_POOL_REPLICAS,
+    MIN_LINK_BYTES_PER_S,
     MIN_SCALE_INTERVAL_S,
 )
 from planner.spec.profile import DAY_S, MAX_PROFILE_POINTS, ProfilePoint, check_profile
@@ -172,9 +174,13 @@ class Fleet(BaseModel):
     target_utilization: PosFraction = 0.7
     min_replicas: Annotated[int, Field(ge=1, le=10_000)] = 2
     link: Literal["nvlink", "rdma"] = "rdma"
-    link_bytes_per_s: PosFloat | None = None  # None: the GPU's NVLink, or 400 Gb/s RDMA
+    # None: the GPU's NVLink, or 400 Gb/s RDMA
+    link_bytes_per_s: Annotated[float, Field(ge=MIN_LINK_BYTES_PER_S, le=MAX_LINK_BYTES_PER_S,
+                                             allow_inf_nan=False)] | None = None
     kv_transfer_setup_s: NonNegFloat = 0.0
-    load_bytes_per_s: PosFloat = 2.0e9  # weight loading per GPU for a cold start
+    # weight loading per GPU for a cold start
+    load_bytes_per_s: Annotated[float, Field(ge=MIN_LINK_BYTES_PER_S, le=MAX_LINK_BYTES_PER_S,
+                                             allow_inf_nan=False)] = 2.0e9
     # Autoscaling over a day (planner.sizing.autoscale).  static: the peak fleet
     # around the clock (today's sizing); reactive: each control interval sizes for
     # the load its signals see and added replicas serve after the scale-up delay;
