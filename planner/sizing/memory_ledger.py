@@ -157,11 +157,10 @@ def draft_section(r: Resolved, d: Deriv, *, target_kv_bytes_per_token_per_gpu: f
     m = draft or r.model
     h = float(m.hidden_width)
     if dm.kind == "mtp":
-        hm = float(m.hidden_width)
-        block = dm.params / m.mtp_layers - 2.0 * hm * hm - 2.0 * hm
+        block = dm.params / m.mtp_layers - 2.0 * h * h - 2.0 * h
         put_derivation(d, "memory.draft_params", "mtp_layers × (one MoE transformer block + projection 2h² + 2 norms 2h) "
                        "(the MTP module; embedding and output head shared with the target)",
-                       f"{m.mtp_layers} × ({fmt_num(block)} + 2 × {fmt_num(hm)} × {fmt_num(hm)} + 2 × {fmt_num(hm)})",
+                       f"{m.mtp_layers} × ({fmt_num(block)} + 2 × {fmt_num(h)} × {fmt_num(h)} + 2 × {fmt_num(h)})",
                        dm.params, "parameters")
         kv_sub = f"{m.mtp_layers} × {fmt_num(kv_bytes_per_token(m, s.kv_dtype))} / {m.layers}"
         kv_formula = "mtp_layers × target KV bytes/token / n_layers"

@@ -42,6 +42,8 @@ PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 PosFraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+# A link or weight-loading bandwidth (planner.spec.bounds: MIN_/MAX_LINK_BYTES_PER_S).
+LinkBytesPerS = Annotated[float, Field(ge=MIN_LINK_BYTES_PER_S, le=MAX_LINK_BYTES_PER_S, allow_inf_nan=False)]
 
 TraceTokens = Annotated[int, Field(ge=1, le=MAX_SEQUENCE_TOKENS)]
 CatalogId = Annotated[str, Field(max_length=MAX_ID_CHARS)]
@@ -174,13 +176,9 @@ class Fleet(BaseModel):
     target_utilization: PosFraction = 0.7
     min_replicas: Annotated[int, Field(ge=1, le=10_000)] = 2
     link: Literal["nvlink", "rdma"] = "rdma"
-    # None: the GPU's NVLink, or 400 Gb/s RDMA
-    link_bytes_per_s: Annotated[float, Field(ge=MIN_LINK_BYTES_PER_S, le=MAX_LINK_BYTES_PER_S,
-                                             allow_inf_nan=False)] | None = None
+    link_bytes_per_s: LinkBytesPerS | None = None  # None: the GPU's NVLink, or 400 Gb/s RDMA
     kv_transfer_setup_s: NonNegFloat = 0.0
-    # weight loading per GPU for a cold start
-    load_bytes_per_s: Annotated[float, Field(ge=MIN_LINK_BYTES_PER_S, le=MAX_LINK_BYTES_PER_S,
-                                             allow_inf_nan=False)] = 2.0e9
+    load_bytes_per_s: LinkBytesPerS = 2.0e9  # weight loading per GPU for a cold start
     # Autoscaling over a day (planner.sizing.autoscale).  static: the peak fleet
     # around the clock (today's sizing); reactive: each control interval sizes for
     # the load its signals see and added replicas serve after the scale-up delay;
