@@ -5,8 +5,9 @@
                                   [--seed 7] [--terms moe]
 
 ``planner.validate.moefit.fit_terms`` on a seeded sample of ``--runs`` whole runs of each file
-(every metric of a run kept together; TTFT rows are not fitted on), the dense efficiencies held
-as shipped.
+(every metric of a run kept together; TTFT rows are fitted on only through their rise with the
+prompt, over every run of the files: planner.validate.moefit.rise_pairs), the dense efficiencies
+held as shipped.
 Then each MoE file is scored with the fitted terms: rows predicted and the median absolute
 error per metric, so a value is only copied into ``fitted.py`` with the figures it gives.
 """
@@ -60,10 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     terms = list(MOE_TERMS) if args.terms == "moe" else [t.strip() for t in args.terms.split(",") if t.strip()]
     paths = [Path(p.strip()) for p in args.data.split(",") if p.strip()]
-    rows = [r for p in paths for r in sample_runs(list(load_measurements(p)), args.runs, args.seed)]
-    setups = [s for s in setup_rows(rows, efficiency_for("generic", FITTED_EFFICIENCY)) if not isinstance(s, str)]
+    every = [list(load_measurements(p)) for p in paths]
+    rows = [r for f in every for r in sample_runs(f, args.runs, args.seed)]
+    eff = efficiency_for("generic", FITTED_EFFICIENCY)
+    setups = [s for s in setup_rows(rows, eff, [r for f in every for r in f]) if not isinstance(s, str)]
+    rises = [s for f in every for s in setup_rows(f, eff) if not isinstance(s, str)]
     t = time.process_time()
-    values = fit_terms(setups, terms)
+    values = fit_terms(setups, terms, rise_from=rises)
     print(f"fitted on {len(setups)} rows ({', '.join(p.name for p in paths)}; up to {args.runs} runs each, "
           f"seed {args.seed}) in {time.process_time() - t:.0f} s CPU:")
     print("  " + ", ".join(f'"{k}": {v:.4g}' for k, v in values.items()))

@@ -183,3 +183,46 @@ def test_the_fit_recovers_slot_passes_from_step_metrics() -> None:
     with physics_terms(**_PREFILL_OFF):
         got = fit_terms(predictable_setups(rows), terms=("moe_prefill_slot_passes",))
     assert got["moe_prefill_slot_passes"] == pytest.approx(25.0, rel=0.05)
+
+
+_RISE_ROW = {"engine": "SGLang", "model": "deepseek-r1", "precision": "fp8", "gpu": "h200_sxm", "n_gpus": 8, "tp": 8,
+             "ep": 8, "osl": 1024, "metric": "ttft_ms", "value": 1.0}
+
+
+def test_rise_pairs_join_one_layout_and_light_load_at_two_prompt_lengths() -> None:
+    """A pair is the shortest and the longest prompt of one colocated layout at one closed-loop load
+    of at most RISE_MAX_CONCURRENCY users, the longer's TTFT the higher; anything else forms none."""
+    from planner.validate import RISE_MAX_CONCURRENCY, rise_pairs
+
+    def row(i: str, isl: int, c: int, value: float, **kw: object) -> dict[str, object]:
+        return {**_RISE_ROW, "id": i, "isl": isl, "concurrency": c, "value": value, **kw}
+    heavy = RISE_MAX_CONCURRENCY * 2
+    rows = parse_measurements([
+        row("a1", 1024, 4, 150.0), row("a2", 4096, 4, 200.0), row("a8", 8192, 4, 330.0),  # one pair: a1-a8
+        row("b1", 1024, 8, 150.0), row("b8", 8192, 8, 140.0),  # the longer prompt not slower: none
+        row("c1", 1024, heavy, 150.0), row("c8", 8192, heavy, 900.0),  # queueing load: none
+        row("d1", 1024, 4, 150.0, ep=1), row("d8", 8192, 4, 300.0, ep=4),  # two layouts: none
+        row("e1", 1024, 4, 150.0, metric="tpot_ms"), row("e8", 8192, 4, 300.0, metric="tpot_ms"),  # not TTFT
+    ])
+    pairs = rise_pairs(predictable_setups(rows))
+    assert [(a.row.id, b.row.id) for a, b in pairs] == [("a1", "a8")]
+
+
+def test_the_fit_recovers_slot_passes_from_the_ttft_rise_whatever_the_fixed_part() -> None:
+    """TTFT rows enter the fit through their rise with the prompt: rows generated at 20 slot passes,
+    each TTFT with a fixed 80 ms the model has no term for (a client's or front end's), give back 20;
+    the step rows alone (one user at 1k prompts: no prompt interrupts its decode) carry no passes."""
+    truth = {**_PREFILL_OFF, "moe_prefill_slot_passes": 20.0}
+    raw = [{**_RISE_ROW, "id": f"t{n}c{c}", "isl": n, "concurrency": c} for n in (1024, 8192) for c in (1, 4)]
+    raw.append({**_RISE_ROW, "id": "step", "isl": 1024, "concurrency": 1, "metric": "tpot_ms"})
+    from planner.spec.fitted import FITTED_EFFICIENCY
+    table = {k: {**v, **truth} for k, v in FITTED_EFFICIENCY.items()}
+    measured = {r.id: r.predicted for r in validate_rows(parse_measurements(raw), efficiency=table)}
+    fixed = {x["id"]: 80.0 if x["metric"] == "ttft_ms" else 0.0 for x in raw}
+    rows = parse_measurements([{**x, "value": measured[x["id"]] + fixed[x["id"]]} for x in raw])
+    with physics_terms(**_PREFILL_OFF):
+        got = fit_terms(predictable_setups(rows), terms=("moe_prefill_slot_passes",))
+        alone = fit_terms(predictable_setups([r for r in rows if r.metric == "tpot_ms"]),
+                          terms=("moe_prefill_slot_passes",))
+    assert got["moe_prefill_slot_passes"] == pytest.approx(20.0, rel=0.05)
+    assert alone["moe_prefill_slot_passes"] != pytest.approx(20.0, rel=0.05)

@@ -175,8 +175,9 @@ def test_dp_attention_prefill_worker_on_deepseek() -> None:
 
 
 def test_moe_terms_are_fitted_on_step_metrics_not_ttft() -> None:
-    """TTFT rows are scored, never fitted on (the model lacks their per-request costs): a fit
-    given only TTFT rows has nothing to fit and returns the terms off."""
+    """TTFT rows are scored, not fitted on as values (the model lacks their per-request costs;
+    only a colocated layout's rise with the prompt enters the fit, moefit.rise_pairs): a fit given
+    only TTFT rows of a disaggregated run has nothing to fit and returns the terms off."""
     from planner.spec.fitted import FITTED_EFFICIENCY
     from planner.validate import FIT_EXCLUDED_METRICS, MOE_TERMS, efficiency_for, fit_terms, setup_rows
 

@@ -32,9 +32,11 @@ from planner.validate.layout import (
 from planner.validate.moefit import (
     FIT_EXCLUDED_METRICS,
     MOE_TERMS,
+    RISE_MAX_CONCURRENCY,
     cross_validate_terms,
     fit_terms,
     fitted_on,
+    rise_pairs,
     sample_runs,
 )
 from planner.validate.names import (
@@ -171,9 +173,11 @@ __all__ = [
     "multi_node_problem",
     "row_speculative",
     "FIT_EXCLUDED_METRICS",
+    "RISE_MAX_CONCURRENCY",
     "MOE_TERMS",
     "cross_validate_terms",
     "fit_terms",
     "fitted_on",
+    "rise_pairs",
     "sample_runs",
 ]

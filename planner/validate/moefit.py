@@ -5,7 +5,8 @@ rows (``planner.spec.fitted``); the MoE terms (``moe_layer_overhead_s``,
 ``moe_token_overhead_s``: planner.physics.kernels.moe_overhead_s) touch only MoE
 models, so they are fitted on MoE rows alone with every family's efficiencies as
 shipped: least squares on log(predicted / measured), the same robust loss as the
-efficiency fit.  ``cross_validate_terms`` scores each row with terms fitted without
+efficiency fit, over the step metrics and the TTFT's rise with the prompt
+(:func:`rise_pairs`: log(predicted rise / measured rise)).  ``cross_validate_terms`` scores each row with terms fitted without
 its fold (leave one GPU / engine / publication out), the test of whether a term
 generalises: a term is kept only where its cross-validated error is lower than
 without it.
@@ -26,16 +27,25 @@ from planner.validate.predict import EfficiencySet, RowSetup, efficiency_for, pr
 from planner.validate.report import RowResult, row_result
 from planner.validate.rows import MeasurementRow, run_key
 
-__all__ = ["FIT_EXCLUDED_METRICS", "MOE_TERMS", "fitted_on", "cross_validate_terms", "fit_terms", "sample_runs"]
+__all__ = ["FIT_EXCLUDED_METRICS", "MOE_TERMS", "RISE_MAX_CONCURRENCY", "cross_validate_terms", "fit_terms",
+           "fitted_on", "rise_pairs", "sample_runs"]
 
 MOE_TERMS: tuple[str, ...] = MOE_TERM_NAMES
-# The metrics the MoE terms are fitted on: the step's (TPOT, ITL, throughput).  TTFT rows are
+# The metrics the MoE terms are fitted on: the step's (TPOT, ITL, throughput).  TTFT values are
 # scored, not fitted on: a measured TTFT carries costs the model has no term for (a fixed part
 # per request, 40-150 ms at one client on InferenceX, that differs between clusters running one
 # recipe), and fitting the step terms to them would slow every decode step to pay for it.  The
-# prefill's own MoE cost (kernels.moe_prefill_slot_s) is fitted on the step metrics too: the
-# prompts' passes interrupt the colocated decode and bound a disaggregated prefill pool.
+# prefill's own MoE cost (kernels.moe_prefill_slot_s) is fitted on the step metrics too (the
+# prompts' passes interrupt the colocated decode and bound a disaggregated prefill pool) and on
+# the TTFT's rise with the prompt, where the fixed part cancels (RISE_MAX_CONCURRENCY below).
 FIT_EXCLUDED_METRICS: frozenset[str] = frozenset({"ttft_ms", "e2e_s"})
+# What TTFT rows do enter the fit: their rise with the prompt.  Two runs of one colocated layout
+# at one concurrency that differ only in the prompt length share the fixed part, so the TTFT's
+# rise from the shorter prompt to the longer is the prefill's own per-token cost, the part the
+# step metrics leave loose (the prompts' share of a decode step trades against the decode's own
+# costs: on InferenceX the step metrics' loss is the same to 0.01% at 16 and at 31 slot passes).
+# Only light loads, where a prompt seldom queues behind another, so the rise is the prefill's.
+RISE_MAX_CONCURRENCY = 16
 
 
 def fitted_on(setup: RowSetup) -> bool:
@@ -43,7 +53,35 @@ def fitted_on(setup: RowSetup) -> bool:
     return setup.row.metric not in FIT_EXCLUDED_METRICS
 
 
+def _rise_key(row: MeasurementRow) -> tuple[object, ...]:
+    # run_key without the prompt length, the publication and the engine build (InferenceX runs
+    # each length as its own job, often on another build of the same recipe)
+    return (row.engine, row.model, row.precision, row.gpu, row.n_gpus, row.tp, row.pp, row.ep, row.dp_attention,
+            row.speculative, row.speculative_draft_tokens, row.multi_node, row.disaggregated, row.osl,
+            row.length_range_ratio, row.concurrency, row.request_rate)
+
+
+def rise_pairs(setups: Sequence[RowSetup]) -> list[tuple[RowSetup, RowSetup]]:
+    """(shortest prompt, longest prompt) TTFT rows of each colocated layout and closed-loop load
+    of at most RISE_MAX_CONCURRENCY users measured at two or more prompt lengths, the longer's
+    TTFT above the shorter's: the pairs whose rise the fit matches (module comment)."""
+    groups: dict[tuple[object, ...], list[RowSetup]] = {}
+    for s in setups:
+        r = s.row
+        if (r.metric == "ttft_ms" and s.pools is None and s.load == "concurrency" and r.concurrency is not None
+                and r.concurrency <= RISE_MAX_CONCURRENCY):
+            groups.setdefault(_rise_key(r), []).append(s)
+    pairs = []
+    for g in groups.values():
+        short = min(g, key=lambda s: (s.prompt_tokens, s.row.id))
+        long = max(g, key=lambda s: (s.prompt_tokens, s.row.id))
+        if long.prompt_tokens > short.prompt_tokens and long.row.value > short.row.value:
+            pairs.append((short, long))
+    return pairs
+
+
 _TOL = 1e-4
+_MIN_RISE_MS = 1e-3  # a predicted rise at or below zero counts as this (a finite, large residual)
 
 
 def _with_terms(eff: EfficiencySet, values: dict[str, float]) -> EfficiencySet:
@@ -55,12 +93,20 @@ def _effs(setups: Sequence[RowSetup], table: dict[str, dict[str, float]]) -> lis
 
 
 def fit_terms(setups: Sequence[RowSetup], terms: Sequence[str] = MOE_TERMS,
-              table: dict[str, dict[str, float]] | None = None) -> dict[str, float]:
-    """argmin over ``terms`` of Σ ρ(log(predicted / measured)), efficiencies from ``table``."""
+              table: dict[str, dict[str, float]] | None = None,
+              rise_from: Sequence[RowSetup] | None = None) -> dict[str, float]:
+    """argmin over ``terms`` of Σ ρ(log(predicted / measured)) over the step metrics of
+    ``setups`` and the TTFT rises (:func:`rise_pairs`) of ``rise_from`` (default: ``setups``;
+    a sampled fit passes every training row, a pair's two runs seldom both in the sample),
+    efficiencies from ``table``."""
+    pairs = rise_pairs(setups if rise_from is None else rise_from)
     setups = [s for s in setups if fitted_on(s)]
     if not terms or not setups:
         return {k: 0.0 for k in terms}
-    base = _effs(setups, table or FITTED_EFFICIENCY)
+    tab = table or FITTED_EFFICIENCY
+    base = _effs(setups, tab)
+    pair_effs = [(efficiency_for(engine_family(a.row.engine), tab), efficiency_for(engine_family(b.row.engine), tab))
+                 for a, b in pairs]
     space = [TERM_SEARCH[k] for k in terms]
 
     def values(x: np.ndarray) -> dict[str, float]:
@@ -69,8 +115,12 @@ def fit_terms(setups: Sequence[RowSetup], terms: Sequence[str] = MOE_TERMS,
     def residuals(x: np.ndarray) -> np.ndarray:
         v = values(x)
         with shared_runs():
-            return np.array([np.log(predict_row(s, _with_terms(e, v))[0] / s.row.value)
-                             for s, e in zip(setups, base, strict=True)])
+            rows = [np.log(predict_row(s, _with_terms(e, v))[0] / s.row.value)
+                    for s, e in zip(setups, base, strict=True)]
+            for (a, b), (ea, eb) in zip(pairs, pair_effs, strict=True):
+                rise = predict_row(b, _with_terms(eb, v))[0] - predict_row(a, _with_terms(ea, v))[0]
+                rows.append(np.log(max(rise, _MIN_RISE_MS) / (b.row.value - a.row.value)))
+            return np.array(rows)
 
     lower = np.array([sp[1] for sp in space])
     upper = np.array([sp[2] for sp in space])
@@ -103,7 +153,8 @@ def cross_validate_terms(rows: Sequence[MeasurementRow], scheme: CvScheme, terms
     for fold in sorted(set(assignment.values())):
         train = sample_runs([r for r in rows if assignment[r.id] != fold], fit_runs, seed)
         fit_setups = [s for r in train if not isinstance(s := setup_of[r.id], str)]
-        v = fit_terms(fit_setups, terms, tab)
+        every = [s for r in rows if assignment[r.id] != fold and not isinstance(s := setup_of[r.id], str)]
+        v = fit_terms(fit_setups, terms, tab, rise_from=every)
         fitted[fold] = v
         with shared_runs():
             for r in rows:
