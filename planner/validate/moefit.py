@@ -6,10 +6,10 @@ rows (``planner.spec.fitted``); the MoE terms (``moe_layer_overhead_s``,
 models, so they are fitted on MoE rows alone with every family's efficiencies as
 shipped: least squares on log(predicted / measured), the same robust loss as the
 efficiency fit, over the step metrics and the TTFT's rise with the prompt
-(:func:`rise_pairs`: log(predicted rise / measured rise)).  ``cross_validate_terms`` scores each row with terms fitted without
-its fold (leave one GPU / engine / publication out), the test of whether a term
-generalises: a term is kept only where its cross-validated error is lower than
-without it.
+(:func:`rise_pairs`: log(predicted rise / measured rise)).  ``cross_validate_terms``
+scores each row with terms fitted without its fold (leave one GPU / engine /
+publication out), the test of whether a term generalises: a term is kept only where
+its cross-validated error is lower than without it.
 """
 
 from __future__ import annotations
@@ -105,8 +105,7 @@ def fit_terms(setups: Sequence[RowSetup], terms: Sequence[str] = MOE_TERMS,
         return {k: 0.0 for k in terms}
     tab = table or FITTED_EFFICIENCY
     base = _effs(setups, tab)
-    pair_effs = [(efficiency_for(engine_family(a.row.engine), tab), efficiency_for(engine_family(b.row.engine), tab))
-                 for a, b in pairs]
+    pair_effs = list(zip(_effs([a for a, _ in pairs], tab), _effs([b for _, b in pairs], tab), strict=True))
     space = [TERM_SEARCH[k] for k in terms]
 
     def values(x: np.ndarray) -> dict[str, float]:
