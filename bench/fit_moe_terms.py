@@ -1,7 +1,7 @@
 """Fit the MoE physics terms on the MoE measurements and print them (the values
 ``planner.spec.fitted.FITTED_TERMS`` ships):
 
-    python bench/fit_moe_terms.py [--data ../shared/data/inferencex_dsr1.json[,more.json…]] [--runs 120]
+    python bench/fit_moe_terms.py [--data ../shared/data/inferencex_dsr1.json[,more.json…]] [--runs 240]
                                   [--seed 7] [--terms moe]
 
 ``planner.validate.moefit.fit_terms`` on a seeded sample of ``--runs`` whole runs of each file
@@ -55,7 +55,7 @@ def _summary(path: Path, values: dict[str, float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=str(DATA / "inferencex_dsr1.json"))
-    ap.add_argument("--runs", type=int, default=120)
+    ap.add_argument("--runs", type=int, default=240)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--terms", default="moe", help="comma-separated terms ('moe': planner.validate.MOE_TERMS)")
     args = ap.parse_args(argv)

@@ -30,7 +30,7 @@ MIN_ROWS_COVERED = 5
 # and per routed token slot on a GPU (planner.physics.kernels.moe_overhead_s; a GPU's slots are
 # T·k/EP with data-parallel attention, all T·k with tensor-parallel attention, where every rank's
 # EP MoE kernels run over every token: kernels.moe_slot_ranks), fitted on the
-# MoE rows with the dense efficiencies held: planner.validate.moefit.fit_terms on 120 seeded runs
+# MoE rows with the dense efficiencies held: planner.validate.moefit.fit_terms on 240 seeded runs
 # (seed 7) of inferencex_dsr1.json, on the step metrics and the TTFT's rise with the prompt (TTFT
 # values are scored, not fitted on;
 # python bench/fit_moe_terms.py), with mtp_acceptance: MTP's acceptance per chained position
@@ -38,7 +38,7 @@ MIN_ROWS_COVERED = 5
 # serving.engine trtllm (planner.physics.speculative.ENGINE_MTP_TERMS; 0: mtp_acceptance), fitted
 # apart because TensorRT-LLM's MTP runs accept more per position than SGLang's and ROCm's (one
 # shared α left TensorRT-LLM's MTP TPOT 38-51% slow and SGLang's 19-40% fast), all_to_all_call_s:
-# a dispatch or combine all-to-all's own latency per call (planner.physics.comm.all_to_all_s; 93 µs,
+# a dispatch or combine all-to-all's own latency per call (planner.physics.comm.all_to_all_s; 79 µs,
 # the order of DeepEP's published low-latency kernels) and moe_prefill_slot_passes: the passes of a
 # routed slot's hidden vector through HBM in a prefill's memory-bound MoE kernels (gather, quantize,
 # scatter, combine; planner.physics.kernels.moe_prefill_slot_s, an effective count); these six are
@@ -50,13 +50,15 @@ MIN_ROWS_COVERED = 5
 # rise with the prompt as well as the step metrics (planner.validate.moefit.rise_pairs: the step
 # metrics' loss is flat from 16 to 31 passes, the rise pins 15.6): leave one GPU out 16.2/44.8/
 # 15.2/15.6% -> 15.3/46.7/14.7/14.5%, leave one engine out -> 16.3/47.9/15.4/15.7%,
-# published_moe.json 28.5% -> 29.8%).  moe_prefill_layer_overhead_s (a
+# published_moe.json 28.5% -> 29.8%; each fit, the folds' and this one, on 240 runs instead of 120:
+# leave one GPU out 15.3/45.4/14.6/14.7%, leave one engine out 15.6/47.7/14.9/15.2%,
+# published_moe.json 29.2%).  moe_prefill_layer_overhead_s (a
 # prefill pass's own per-layer MoE cost) is off:
 # fitted, it lowered InferenceX's cross-validated errors but raised published_moe.json's median
 # from 28.1% to 37.2%; moe_prefill_token_overhead_s (a constant time per prefill slot, the
 # alternative to the slot passes) cross-validated worse than the passes (TPOT 16.9%, TTFT 50.1%
 # leave one GPU out) and is off (README "How accurate is it on MoE?").
-FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 2.636e-05, "moe_layer_overhead_s": 1.781e-05, "moe_token_overhead_s": 7.213e-09, "mtp_acceptance": 0.4343, "moe_prefill_layer_overhead_s": 0, "moe_prefill_token_overhead_s": 0, "all_to_all_call_s": 9.262e-05, "mtp_acceptance_trtllm": 0.6475, "moe_prefill_slot_passes": 15.57}
+FITTED_TERMS: dict[str, float] = {"collective_hop_s": 0, "sequence_overhead_s": 0, "gemm_half_width": 0, "graph_layer_overhead_s": 0, "collective_call_s": 2.636e-05, "moe_layer_overhead_s": 2.591e-05, "moe_token_overhead_s": 8.978e-09, "mtp_acceptance": 0.4408, "moe_prefill_layer_overhead_s": 0, "moe_prefill_token_overhead_s": 0, "all_to_all_call_s": 7.908e-05, "mtp_acceptance_trtllm": 0.6747, "moe_prefill_slot_passes": 15.33}
 
 # bench/fit_defaults.py on published_calibration.json
 FITTED_EFFICIENCY: dict[str, dict[str, float]] = {
