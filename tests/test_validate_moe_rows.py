@@ -225,3 +225,22 @@ def test_sglang_runs_at_its_own_running_request_cap_not_vllms() -> None:
     assert sg.operating_point.batch_size == pytest.approx(512, rel=0.02)
     assert vl.operating_point.max_batch == 256 and vl.operating_point.saturated
     assert vl.operating_point.ttft_s > 5 * sg.operating_point.ttft_s
+
+
+@pytest.mark.parametrize(("text", "tp", "expected"), [
+    ("MoE llm_options enable attention DP and CUDA-graph padding; EP size not given.", 8, True),
+    ("extra options: enable_attention_dp: true", 4, True),
+    ("llm options: attention DP, CUTLASS MoE", 8, False),  # names the option, does not say it was on
+    ("MoE llm_options enable attention DP", 1, False),  # one rank: nothing to run data-parallel
+    ("no attention options", 8, False),
+])
+def test_a_row_whose_notes_say_attention_dp_was_enabled_runs_it(text: str, tp: int, expected: bool) -> None:
+    """A row without ``dp_attention`` whose notes say the engine enabled attention DP (TensorRT-LLM's
+    perf tables' wording) is predicted with it, and says so; otherwise it is not."""
+    row = {**BASE, "engine": "TensorRT-LLM", "model": "Qwen3-30B-A3B", "precision": "fp8", "gpu": "h200_sxm",
+           "n_gpus": tp, "tp": tp, "metric": "output_tok_s_total", "notes": text, "value": 1000.0}
+    (r,) = validate_rows(parse_measurements([row]))
+    assert r.predicted is not None, r.skipped_reason
+    assert r.scenario is not None
+    assert bool(r.scenario.get("parallel", {}).get("dp_attention", False)) is expected
+    assert any("enabled attention DP" in n for n in r.notes) is expected

@@ -5,6 +5,7 @@ dropped)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -55,14 +56,25 @@ def row_speculative(row: MeasurementRow, family: str, notes: list[str]) -> Specu
         return f"speculative: {validation_message(exc)}"
 
 
+# TensorRT-LLM's option as its perf tables' notes write it ("llm_options enable attention DP",
+# ``enable_attention_dp: true``).
+_ENABLE_ATTENTION_DP = re.compile(r"enable[sd]?[ _]attention[ _]dp\b")
+
+
 def _stated_dp_attention(row: MeasurementRow, *, tp: int, ep: int, family: str, notes: list[str]) -> bool:
     """The row's dp_attention; unstated, what its own text says: SGLang's
-    ``--enable-dp-attention`` in the notes, or TensorRT-LLM's DEPn (EP = TP) tables."""
+    ``--enable-dp-attention`` in the notes, notes saying the engine enabled attention DP
+    (TensorRT-LLM's perf tables: "MoE llm_options enable attention DP"; the EP stays the
+    row's: 1 where the row does not give it), or TensorRT-LLM's DEPn (EP = TP)
+    tables."""
     if row.dp_attention is not None:
         return row.dp_attention
     text = f"{row.id} {row.notes or ''}".lower()
     if "enable-dp-attention" in text or "dp-attention" in text or "dpattn" in text:
         notes.append("dp_attention not stated: the row's notes say --enable-dp-attention")
+        return True
+    if tp > 1 and _ENABLE_ATTENTION_DP.search(text):
+        notes.append("dp_attention not stated: the row's notes say the engine enabled attention DP")
         return True
     if family == "trtllm" and ep > 1 and ep == tp and "dep" in row.id.lower():
         notes.append("dp_attention not stated: TensorRT-LLM's DEP layouts run attention data-parallel")
