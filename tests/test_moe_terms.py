@@ -11,8 +11,12 @@ from hypothesis import strategies as st
 from planner.physics.step import decode_step, prefill_step
 from planner.physics.terms import physics_terms
 from planner.spec.catalog import get_gpu, get_model
+from planner.spec.context import resolve
+from planner.spec.defaults import DEFAULT_STEP_OVERHEAD_S
+from planner.spec.fitted import FITTED_EFFICIENCY, FITTED_TERMS
 from planner.spec.params import param_counts
-from planner.validate import fit_terms, parse_measurements, predictable_setups, validate_rows
+from planner.spec.scenario import scenario_from_dict
+from planner.validate import efficiency_for, fit_terms, parse_measurements, predictable_setups, validate_rows
 
 DSV3 = get_model("deepseek-v3")
 H200 = get_gpu("h200-sxm")
@@ -226,3 +230,36 @@ def test_the_fit_recovers_slot_passes_from_the_ttft_rise_whatever_the_fixed_part
                           terms=("moe_prefill_slot_passes",))
     assert got["moe_prefill_slot_passes"] == pytest.approx(20.0, rel=0.05)
     assert alone["moe_prefill_slot_passes"] != pytest.approx(20.0, rel=0.05)
+
+
+def test_a_moe_iteration_pays_its_share_of_the_default_step_overhead() -> None:
+    """moe_step_overhead_share scales the fitted per-iteration overhead a MoE scenario runs at
+    where it states none (planner.spec.context.moe_step_overhead_share); a dense model pays it
+    whole, a stated (probe-calibrated) overhead is the whole overhead, and validate's scenarios
+    carry the family's overhead × the share the fit is trying."""
+    share = FITTED_TERMS["moe_step_overhead_share"]
+    assert 0.0 < share < 1.0
+    moe = {"gpu": "h200-sxm", "model": "deepseek-v3", "weights_dtype": "fp8", "kv_dtype": "fp8",
+           "parallel": {"tp": 8, "ep": 8}}
+    assert resolve(scenario_from_dict({"model": "llama-3.1-8b"})).step_overhead_s == DEFAULT_STEP_OVERHEAD_S
+    assert resolve(scenario_from_dict(moe)).step_overhead_s == pytest.approx(DEFAULT_STEP_OVERHEAD_S * share)
+    with physics_terms(moe_step_overhead_share=1.0):
+        assert resolve(scenario_from_dict(moe)).step_overhead_s == pytest.approx(DEFAULT_STEP_OVERHEAD_S)
+    stated = resolve(scenario_from_dict({**moe, "efficiency": {"step_overhead_s": 0.003}}))
+    assert stated.step_overhead_s == 0.003
+
+    # the decode step at batch 1 moves by exactly the overhead it no longer pays
+    full = resolve(scenario_from_dict({**moe, "efficiency": {"step_overhead_s": DEFAULT_STEP_OVERHEAD_S}}))
+    part = resolve(scenario_from_dict(moe))
+    t_full = float(decode_step(batch_size=1, context_tokens=2048, **full.step_kwargs()).step_s)
+    t_part = float(decode_step(batch_size=1, context_tokens=2048, **part.step_kwargs()).step_s)
+    assert t_full - t_part == pytest.approx(DEFAULT_STEP_OVERHEAD_S * (1 - share), rel=1e-9)
+
+    rows = parse_measurements([{"id": "m", "engine": "SGLang", "model": "DeepSeek-R1", "precision": "fp8",
+                                "gpu": "h200_sxm", "n_gpus": 8, "tp": 8, "ep": 8, "isl": 1024, "osl": 1024,
+                                "concurrency": 4, "metric": "tpot_ms", "value": 10.0}])
+    (setup,) = predictable_setups(rows)
+    eff = efficiency_for("generic", {k: dict(v) for k, v in FITTED_EFFICIENCY.items()})
+    assert setup.with_efficiency(eff).efficiency.step_overhead_s == pytest.approx(eff.step_overhead_s * share)
+    tried = eff.model_copy(update={"moe_step_overhead_share": 0.5})
+    assert setup.with_efficiency(tried).efficiency.step_overhead_s == pytest.approx(eff.step_overhead_s * 0.5)

@@ -1,5 +1,6 @@
 """What is planned: frozen GPU and model specs, the catalog, Hugging Face import, precisions,
-parameter counts, the Scenario schema, share tokens, fitted defaults and the resolved context.
+parameter counts, the Scenario schema, share tokens, fitted defaults and terms (with their scoped
+override) and the resolved context.
 Imports only ``planner.errors`` and ``planner.io``.
 """
 
@@ -33,6 +34,7 @@ from planner.spec.catalog import (
 from planner.spec.context import (
     Resolved,
     StepKwargs,
+    moe_step_overhead_share,
     resolve,
 )
 from planner.spec.defaults import (
@@ -147,8 +149,10 @@ from planner.spec.specs import (
     GpuSpec,
     ModelSpec,
 )
+from planner.spec.terms import TERM_NAMES, physics_terms, term
 
 __all__ = [
+    "TERM_NAMES",
     "ATTENTION_LAYER_KINDS",
     "AttentionLayerKind",
     "MAX_ATTENTION_PATTERN",
@@ -251,7 +255,10 @@ __all__ = [
     "profile_max",
     "profile_rate",
     "profile_rates",
+    "moe_step_overhead_share",
+    "physics_terms",
     "resolve",
+    "term",
     "resolve_gpu",
     "resolve_local_model_file",
     "resolve_model",

@@ -22,8 +22,9 @@ from planner.spec.derivation import Origin
 from planner.spec.params import ParamCounts, param_counts
 from planner.spec.scenario import Scenario, resolve_gpu, resolve_model
 from planner.spec.specs import GpuSpec, ModelSpec
+from planner.spec.terms import term
 
-__all__ = ["Resolved", "StepKwargs", "resolve"]
+__all__ = ["Resolved", "StepKwargs", "moe_step_overhead_share", "resolve"]
 
 
 class StepKwargs(TypedDict):
@@ -94,6 +95,27 @@ class Resolved:
         )
 
 
+def moe_step_overhead_share(model: ModelSpec, share: float | None = None) -> float:
+    """The share of the fitted per-iteration overhead (``step_overhead_s``) a model's
+    iteration pays where the scenario states none: 1 for a dense model; for a MoE model the
+    fitted term ``moe_step_overhead_share`` (``share`` where given: a fit trying values).
+
+        t_overhead = step_overhead_s × s_moe
+
+    The dense rows that fix ``step_overhead_s`` come from older builds; the MoE rows come from
+    the 2025-26 builds DeepSeek-class models are served with (SGLang 0.5, TensorRT-LLM 1.x,
+    ATOM), whose scheduler prepares the next iteration while the GPU runs this one and whose
+    CUDA graphs cover the decode step: fitted on them, the per-iteration cost all but leaves
+    the step and reappears per MoE layer (``moe_layer_overhead_s``, README "How accurate is
+    it on MoE?").  A scenario that states ``efficiency.step_overhead_s`` (a probe calibration)
+    states the whole overhead: no share is applied to it."""
+    if not model.is_moe:
+        return 1.0
+    if share is not None:
+        return share
+    return term("moe_step_overhead_share")
+
+
 def resolve(scenario: Scenario) -> Resolved:
     """Resolve catalog ids and fill empty efficiency fields with defaults."""
     eff = scenario.efficiency
@@ -117,6 +139,8 @@ def resolve(scenario: Scenario) -> Resolved:
     origins["efficiency"] = given if eff.calibrated_from else DEFAULT_EFFICIENCY_ORIGIN
     gpu = resolve_gpu(scenario)
     model = resolve_model(scenario)
+    if eff.step_overhead_s is None:
+        ovh *= moe_step_overhead_share(model)
     price = scenario.cost.usd_per_gpu_hour
     origins["cost.usd_per_gpu_hour"] = "input" if price is not None else "default"
     origins["gpu"] = "input" if isinstance(scenario.gpu, GpuSpec) else "datasheet"

@@ -90,6 +90,7 @@ TERM_SEARCH: dict[str, tuple[float, float, float, float, float]] = {
     "all_to_all_call_s": (1e-6, 0.0, 1000.0, 20.0, 20.0),
     "mtp_acceptance_trtllm": (0.01, 5.0, 99.0, 60.0, 10.0),
     "moe_prefill_slot_passes": (0.1, 0.0, 1000.0, 40.0, 20.0),
+    "moe_step_overhead_share": (0.01, 0.0, 150.0, 100.0, 20.0),
 }
 # The terms the shipped fit includes: each kept only where it lowered both the
 # 5-fold and the leave-one-source-out error (README "How accurate is it?").  collective_call_s
@@ -104,7 +105,8 @@ FIT_TERMS: tuple[str, ...] = ("collective_call_s",)
 # Of the MoE prefill terms only the slot passes are among them; moe_prefill_layer_overhead_s and
 # moe_prefill_token_overhead_s are off, fitted only when named (bench/moe_accuracy.py --terms ...).
 MOE_TERM_NAMES: tuple[str, ...] = ("moe_layer_overhead_s", "moe_token_overhead_s", "mtp_acceptance", "all_to_all_call_s",
-                                   "mtp_acceptance_trtllm", "moe_prefill_slot_passes")
+                                   "mtp_acceptance_trtllm", "moe_prefill_slot_passes",
+                                   "moe_step_overhead_share")
 _TOL = 1e-5  # relative change in cost / parameters at which a fit stops (0.001% of the error)
 # Robust loss on the log errors: rows within ~LOSS_SCALE (20%) count as squares, beyond it
 # linearly, so a handful of rows the model cannot describe (a TTFT 50× off because the row's

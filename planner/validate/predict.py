@@ -37,8 +37,8 @@ from planner.physics.terms import TERM_NAMES, physics_terms
 from planner.sizing.load import LoadPoint, replica_load
 from planner.sizing.replica import memory_section
 from planner.spec.catalog import get_model
-from planner.spec.context import resolve
-from planner.spec.scenario import Efficiency, Parallel, Scenario, Serving, Workload
+from planner.spec.context import moe_step_overhead_share, resolve
+from planner.spec.scenario import Efficiency, Parallel, Scenario, Serving, Workload, resolve_model
 from planner.validate.disagg import disaggregated_point
 from planner.validate.layout import (
     PoolSetup,
@@ -123,6 +123,7 @@ class EfficiencySet(BaseModel):
     all_to_all_call_s: float | None = Field(default=None, ge=0)
     mtp_acceptance_trtllm: float | None = Field(default=None, ge=0, lt=1)
     moe_prefill_slot_passes: float | None = Field(default=None, ge=0)
+    moe_step_overhead_share: float | None = Field(default=None, ge=0)
 
     def terms(self) -> dict[str, float]:
         """The physics terms this set states."""
@@ -152,8 +153,12 @@ class RowSetup:
     pools: PoolSetup | None = None  # a disaggregated run: ``scenario`` is its decode workers'
 
     def with_efficiency(self, eff: EfficiencySet, scenario: Scenario | None = None) -> Scenario:
-        return (scenario or self.scenario).model_copy(update={"efficiency": Efficiency(
-            bandwidth=eff.bandwidth, compute=eff.compute, step_overhead_s=eff.step_overhead_s,
+        """The scenario at ``eff``: its step overhead is the family's × the MoE share (the
+        scenario states it, so planner.spec.context.resolve applies none of its own)."""
+        s = scenario or self.scenario
+        share = moe_step_overhead_share(resolve_model(s), eff.moe_step_overhead_share)
+        return s.model_copy(update={"efficiency": Efficiency(
+            bandwidth=eff.bandwidth, compute=eff.compute, step_overhead_s=eff.step_overhead_s * share,
             layer_overhead_s=eff.layer_overhead_s)})
 
 
