@@ -152,7 +152,6 @@ from planner.spec.specs import (
 from planner.spec.terms import TERM_NAMES, physics_terms, term
 
 __all__ = [
-    "TERM_NAMES",
     "ATTENTION_LAYER_KINDS",
     "AttentionLayerKind",
     "MAX_ATTENTION_PATTERN",
@@ -222,6 +221,7 @@ __all__ = [
     "Slo",
     "Speculative",
     "StepKwargs",
+    "TERM_NAMES",
     "WEIGHTS_DTYPES",
     "WeightsDtype",
     "Workload",
@@ -247,18 +247,17 @@ __all__ = [
     "load_catalog",
     "load_hf_config",
     "load_scenario_file",
+    "moe_step_overhead_share",
     "param_counts",
     "parse_profile_csv",
     "parse_shape",
+    "physics_terms",
     "profile_argmax",
     "profile_integral",
     "profile_max",
     "profile_rate",
     "profile_rates",
-    "moe_step_overhead_share",
-    "physics_terms",
     "resolve",
-    "term",
     "resolve_gpu",
     "resolve_local_model_file",
     "resolve_model",
@@ -266,4 +265,5 @@ __all__ = [
     "scenario_from_token",
     "share_token",
     "spec_kwargs_from_hf_config",
+    "term",
 ]
