@@ -141,3 +141,27 @@ def test_cv_without_other_sources_skips_rather_than_guessing(capsys: pytest.Capt
     assert all(r["predicted"] is None for r in out["rows"])
     nim = next(r for r in out["rows"] if r["id"] == "nim_70b_c1_ttft")
     assert "no predictable row outside '(no source)'" in nim["skipped_reason"]
+
+
+def test_the_table_names_each_rows_layout_with_ep_and_dp_attention(tmp_path: Path) -> None:
+    """The table's scenario column names the layout predicted (issue 25: every label names EP and
+    DP attention), also where the row left dp_attention to its notes."""
+    import contextlib
+    import io
+
+    base = {"engine": "SGLang", "model": "DeepSeek-R1", "precision": "fp8", "gpu": "h200_sxm", "n_gpus": 8,
+            "tp": 8, "isl": 1024, "osl": 1024, "concurrency": 16, "metric": "tpot_ms", "value": 20.0}
+    rows = [{**base, "id": "tp_only", "ep": 1},
+            {**base, "id": "ep_tp_attention", "ep": 8},
+            {**base, "id": "ep_dp_attention", "ep": 8, "dp_attention": True},
+            {**base, "id": "dp_from_notes", "ep": 8, "notes": "launched with --enable-dp-attention"}]
+    data = tmp_path / "rows.json"
+    data.write_text(json.dumps(rows))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["validate", "--data", str(data), "--format", "table"]) == 0
+    lines = {line.split()[0]: line for line in buf.getvalue().splitlines() if line.split()}
+    assert " TP8 x1 " in lines["tp_only"]
+    assert " TP8·EP8 x1 " in lines["ep_tp_attention"]
+    assert " TP8·EP8·DPattn x1 " in lines["ep_dp_attention"]
+    assert " TP8·EP8·DPattn x1 " in lines["dp_from_notes"]

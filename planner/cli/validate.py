@@ -16,8 +16,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pydantic import ValidationError
+
 from planner.errors import ScenarioError
 from planner.io.export import flatten
+from planner.spec.parallel import Parallel
 from planner.validate import (
     CV_SCHEMES,
     GROUP_KEYS,
@@ -61,7 +64,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     short = [{k: r[k] for k in ("id", "metric", "measured", "predicted", "error_pct")}
              | {"scenario / skipped": r["skipped_reason"] or
                 f"{r.get('scenario.gpu')} {r.get('scenario.model')} {r.get('scenario.weights_dtype', 'bf16')} "
-                f"tp{r.get('scenario.parallel.tp', 1)} x{r.get('operating_point.replicas')} "
+                f"{_layout_label(r)} x{r.get('operating_point.replicas')} "
                 f"{r.get('operating_point.load')} B={r.get('operating_point.batch_size', 0):.0f}"}
              for r in rows]
     emit("table", payload, short)
@@ -72,6 +75,17 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         summary += [{"group": f"{key} {g} {q}", **st} for g, qs in groups.items() for q, st in qs.items()]
     emit("table", payload, summary)
     return 0
+
+
+def _layout_label(row: dict[str, Any]) -> str:
+    """The predicted layout's short name (``TP8·EP8·DPattn``) from a flattened result row, whose
+    scenario leaves out the layout fields at their defaults."""
+    fields = {k: row[f"scenario.parallel.{k}"] for k in ("tp", "pp", "ep", "dp_attention", "redundant_experts")
+              if f"scenario.parallel.{k}" in row}
+    try:
+        return Parallel(**fields).label()
+    except ValidationError:
+        return f"TP{fields.get('tp', 1)}"
 
 
 def _parse_by(text: str | None) -> tuple[GroupKey, ...]:
