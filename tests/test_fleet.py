@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from planner import Scenario, ScenarioError, plan, scenario_from_dict
 from planner.physics.lengths import parse_trace_csv
 from planner.spec.defaults import DEFAULT_LAYER_OVERHEAD_S
+from planner.spec.terms import term
 from planner.views.sweep import pareto_front, sweep
 
 
@@ -102,8 +103,13 @@ def test_disaggregated_kv_transfer_seed_example() -> None:
                         workload={"prompt_tokens": 8000, "output_tokens": 250},
                         serving={"mode": "disaggregated"}, fleet={"link": "nvlink"}, slo={"ttft_s": 5.0}))
     assert nv.fleet.kv_transfer_s == pytest.approx(8000 * 327680 / 4 / (0.8 * 450e9))
-    # Shipped layer by layer behind the prefill, only the last layer's share is exposed.
-    assert p.fleet.kv_transfer_exposed_s < p.fleet.kv_transfer_s
+    # Shipped layer by layer behind the prefill, only the last layer's share is exposed; with no
+    # hand-off setup stated, the calibrated one (planner.spec.context.kv_transfer_setup_s) on top.
+    bare = plan(_scenario(model="llama-3.1-70b", weights_dtype="bf16", parallel={"tp": 4},
+                          workload={"prompt_tokens": 8000, "output_tokens": 250},
+                          serving={"mode": "disaggregated"}, fleet={"kv_transfer_setup_s": 0.0}, slo={"ttft_s": 5.0}))
+    assert bare.fleet.kv_transfer_exposed_s < bare.fleet.kv_transfer_s
+    assert p.fleet.kv_transfer_exposed_s == pytest.approx(bare.fleet.kv_transfer_exposed_s + term("disagg_handoff_s"))
     assert p.fleet.prefill_replicas >= 1 and p.fleet.decode_replicas >= 1
     assert p.fleet.replicas == p.fleet.prefill_replicas + p.fleet.decode_replicas
     assert p.fleet.kv_transfer_fits_ttft

@@ -22,6 +22,10 @@ recording is again the reference later speed work must match.
 Re-recorded again, deliberately, when the refitted defaults adopted ``collective_call_s``
 (26.36 µs per TP all-reduce call; bandwidth 0.916, compute 0.592, step 2.23 ms, 76 µs per
 eager layer): a physics change on purpose, with tests/test_simulate_kernel.py green first.
+
+Re-recorded a third time, for the three disaggregated runs only (the others reproduced
+unchanged before and after): a disaggregated request's first token now reaches the client
+with its KV, after the hand-off's calibrated setup (``disagg_handoff_s``), as the plan has it.
 """
 
 from __future__ import annotations

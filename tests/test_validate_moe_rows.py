@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from planner.errors import ScenarioError
+from planner.physics.step import prefill_step
 from planner.spec.scenario import Parallel, Scenario
 from planner.validate import fold_assignment, fold_split, load_measurements, parse_measurements, validate_rows
 
@@ -175,17 +177,85 @@ def test_dp_attention_prefill_worker_on_deepseek() -> None:
 
 
 def test_moe_terms_are_fitted_on_step_metrics_not_ttft() -> None:
-    """TTFT rows are scored, not fitted on as values (the model lacks their per-request costs;
-    only a colocated layout's rise with the prompt enters the fit, moefit.rise_pairs): a fit given
-    only TTFT rows of a disaggregated run has nothing to fit and returns the terms off."""
+    """TTFT rows are scored, not fitted on as values by the step terms (the model lacks their
+    per-request costs; only a colocated layout's rise with the prompt enters the fit,
+    moefit.rise_pairs): a fit given only TTFT rows of a disaggregated run leaves every step term
+    off.  The one term fitted on TTFT values is the disaggregated hand-off, and only there."""
     from planner.spec.fitted import FITTED_EFFICIENCY
-    from planner.validate import FIT_EXCLUDED_METRICS, MOE_TERMS, efficiency_for, fit_terms, setup_rows
+    from planner.validate import (
+        FIT_EXCLUDED_METRICS,
+        HANDOFF_TERM,
+        MOE_TERMS,
+        efficiency_for,
+        fit_terms,
+        handoff_rows,
+        setup_rows,
+    )
 
-    assert "ttft_ms" in FIT_EXCLUDED_METRICS and "mtp_acceptance" in MOE_TERMS
+    assert "ttft_ms" in FIT_EXCLUDED_METRICS and "mtp_acceptance" in MOE_TERMS and HANDOFF_TERM in MOE_TERMS
     rows = parse_measurements([{**DISAGG, "id": f"t{c}", "metric": "ttft_ms", "concurrency": c} for c in (1, 4)])
     setups = [s for s in setup_rows(rows, efficiency_for("generic", FITTED_EFFICIENCY)) if not isinstance(s, str)]
-    assert len(setups) == 2
-    assert fit_terms(setups) == {k: 0.0 for k in MOE_TERMS}
+    assert len(setups) == 2 and len(handoff_rows(setups)) == 2
+    step_terms = [k for k in MOE_TERMS if k != HANDOFF_TERM]
+    assert fit_terms(setups, step_terms) == {k: 0.0 for k in step_terms}
+    colocated = [s for s in setup_rows(parse_measurements([{**BASE, "id": "c", "metric": "ttft_ms"}]),
+                                       efficiency_for("generic", FITTED_EFFICIENCY)) if not isinstance(s, str)]
+    assert handoff_rows(colocated) == []
+
+
+@pytest.mark.parametrize("handoff_s", [0.0, 0.12, 0.3])
+def test_the_disaggregated_hand_off_is_fitted_to_what_the_ttft_rows_leave(handoff_s: float) -> None:
+    """Rows measured at the model's TTFT with no hand-off plus h give back h (to the 5 ms grid),
+    the other terms held; the fitted value then adds to a disaggregated row's TTFT one for one
+    and is the scenario's default (fleet.kv_transfer_setup_s unset)."""
+    from planner.physics.terms import physics_terms
+    from planner.spec.context import kv_transfer_setup_s
+    from planner.spec.fitted import FITTED_EFFICIENCY, FITTED_TERMS
+    from planner.validate import HANDOFF_TERM, efficiency_for, fit_handoff, setup_rows
+
+    rows = parse_measurements([{**DISAGG, "id": f"t{c}", "metric": "ttft_ms", "concurrency": c} for c in (1, 2, 4)])
+    with physics_terms(**{HANDOFF_TERM: 0.0}):
+        base = {r.id: r.predicted for r in validate_rows(rows)}
+    assert all(v is not None and v > 0 for v in base.values())
+    measured = parse_measurements([{**DISAGG, "id": f"t{c}", "metric": "ttft_ms", "concurrency": c,
+                                    "value": float(base[f"t{c}"] or 0) + handoff_s * 1e3} for c in (1, 2, 4)])
+    setups = [s for s in setup_rows(measured, efficiency_for("generic", FITTED_EFFICIENCY)) if not isinstance(s, str)]
+    h = fit_handoff(setups, dict(FITTED_TERMS))
+    assert h == pytest.approx(handoff_s, abs=0.006)
+    with physics_terms(**{HANDOFF_TERM: h}):
+        shifted = {r.id: r.predicted for r in validate_rows(rows)}
+        assert kv_transfer_setup_s(Scenario()) == h
+    for k, v in base.items():
+        assert (shifted[k] or 0) - (v or 0) == pytest.approx(h * 1e3, rel=0.02, abs=0.5)
+    assert kv_transfer_setup_s(Scenario(fleet={"kv_transfer_setup_s": 0.02})) == 0.02
+
+
+def test_a_light_load_prefill_pass_carries_the_prompts_that_arrived_during_the_last() -> None:
+    """A prefill worker batches what arrived while its last pass ran, m = λ/P × t(m): one prompt
+    at a trickle (its own pass, not the budget's worth of prompts), the worker's capacity
+    k·R = ⌊T/n⌋ × ranks beyond it; the pass never shorter for more prompts."""
+    from planner.spec.context import resolve
+    from planner.validate import prefill_batch, prefill_capacity, prefill_pass
+
+    s = Scenario(gpu="h200-sxm", model="deepseek-r1", weights_dtype="fp8", kv_dtype="fp8",
+                 parallel=Parallel(tp=8, ep=8, dp_attention=True))
+    r = resolve(s)
+    cap = prefill_capacity(r, prompt=1024.0)
+    assert cap == (s.serving.chunk_tokens // 1024) * 8
+    grid = np.geomspace(1.0, cap, 24)
+    srv, own = prefill_pass(r, prompt=1024.0, prompts=grid)
+    assert np.all(np.diff(srv) >= -1e-12) and np.all(own >= srv - 1e-12)
+    # one prompt on one rank: the one-rank pass of that prompt alone
+    alone = prefill_step(tokens=1024.0, sequences=1.0, **r.step_kwargs())
+    assert srv[0] == pytest.approx(float(alone.time_s))
+    rates = np.array([0.01, 0.5 / srv[0], 1.5 / srv[0], 1e6])  # per s: below one pass, between, far beyond
+    m = prefill_batch(arrival_per_s=rates, workers=1, prompts=grid, pass_s=srv)
+    assert m[0] == pytest.approx(1.0) and m[-1] == pytest.approx(cap)
+    assert np.all(np.diff(m) >= 0)
+    # a fixed point where it is inside the range: m = λ t(m)
+    inside = (m > 1.0 + 1e-9) & (m < cap - 1e-9)
+    assert inside.any()
+    assert np.allclose(m[inside], rates[inside] * np.interp(m[inside], grid, srv), rtol=1e-4)
 
 
 def test_a_benchmark_that_draws_random_lengths_is_predicted_at_their_means() -> None:

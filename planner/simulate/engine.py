@@ -62,7 +62,7 @@ from planner.simulate.simrun import KvBlocks, SimRun
 from planner.simulate.speculation import _SpecReplica, spec_draws
 from planner.simulate.steptimes import StepTimes
 from planner.sizing.plan import plan_resolved
-from planner.spec.context import resolve
+from planner.spec.context import kv_transfer_setup_s, resolve
 from planner.spec.defaults import DEFAULT_MAX_BATCH
 from planner.spec.scenario import Scenario
 
@@ -107,7 +107,7 @@ class _Sim:
         self.link_bytes_per_s = options.kv_link_bytes_per_s or kv_link_bytes_per_s(
             rd.gpu, link=scenario.fleet.link, link_bytes_per_s=scenario.fleet.link_bytes_per_s)
         self.setup_s = (options.kv_transfer_setup_s if options.kv_transfer_setup_s is not None
-                        else scenario.fleet.kv_transfer_setup_s)
+                        else kv_transfer_setup_s(scenario))
         self.layers = r.model.layers
         self.longest = longest
         steps = self.steps = StepTimes(rd, max_context_tokens=longest + 1, chunk_tokens=s.chunk_tokens)
@@ -294,6 +294,8 @@ class _Sim:
                 self._kick(ri, t)
             else:
                 s = self.pending_transfer.pop(arg)
+                if s.first_s != s.first_s:  # the first token reaches the client from the decode pool,
+                    s.first_s = t  # with its KV: TTFT = wait + prefill + exposed transfer, as the plan has it
                 bi = self._route(self.back, s.req, "least_loaded", t)
                 self.back[bi].waiting.append(s)
                 self._kick(nf + bi, t)

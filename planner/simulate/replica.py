@@ -348,7 +348,8 @@ class _Replica(_DecodeRuns):
             s.generated += 1  # the prefill's last position samples the next token
             if self.speculative:
                 s.counts.append(1)
-            if s.first_s != s.first_s:  # NaN: first token
+            # NaN: first token (a prefill pool's reaches the client with the hand-off: engine)
+            if s.first_s != s.first_s and not (self.role == "prefill" and s.generated < s.out):
                 s.first_s = t
             if s.seg_start < 0:
                 s.seg_start = idx

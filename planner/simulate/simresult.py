@@ -40,6 +40,16 @@ class _Finished(Protocol):
     def alone(self) -> bool: ...
 
 
+def _emitted(s: _Seq, times: np.ndarray, offsets: dict[int, int]) -> np.ndarray:
+    """A sequence's emission times over its runs, the first at its first token's time: a
+    handed-off sequence's first token reaches the client with its KV, after the prefill
+    iteration that sampled it (engine: TTFT = wait + prefill + exposed transfer)."""
+    emitted = np.concatenate([times[offsets[id(tl)] + a:offsets[id(tl)] + b + 1] for tl, a, b in s.segs])
+    if emitted.size and s.first_s > emitted[0]:
+        emitted[0] = s.first_s
+    return emitted
+
+
 def _all_gaps(seqs: list[_Seq], replicas: list[_Replica]) -> np.ndarray:
     """Every sequence's inter-token gaps, request by request: per sequence, np.diff of its
     emission times (its runs of iterations, concatenated).  A run of emissions is a run of
@@ -66,7 +76,7 @@ def _all_gaps(seqs: list[_Seq], replicas: list[_Replica]) -> np.ndarray:
             out[pos:pos + b - a] = diff[o + a:o + b]
             pos += b - a
         elif segs:
-            emitted = np.concatenate([times[offsets[id(tl)] + a:offsets[id(tl)] + b + 1] for tl, a, b in segs])
+            emitted = _emitted(s, times, offsets)
             out[pos:pos + emitted.size - 1] = np.diff(emitted)
             pos += emitted.size - 1
     return out
@@ -80,7 +90,7 @@ def _burst_gaps(seqs: list[_Seq], times: np.ndarray, offsets: dict[int, int]) ->
     for s in seqs:
         if not s.segs:
             continue
-        emitted = np.concatenate([times[offsets[id(tl)] + a:offsets[id(tl)] + b + 1] for tl, a, b in s.segs])
+        emitted = _emitted(s, times, offsets)
         if emitted.size != len(s.counts):
             raise ScenarioError("simulation: emissions and bursts disagree")  # a scheduler bug, never expected
         parts.append(np.diff(np.repeat(emitted, s.counts)))

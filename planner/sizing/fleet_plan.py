@@ -21,7 +21,7 @@ from planner.sizing.operating import (
     workload_stats,
 )
 from planner.sizing.pools import PoolsResult, pool_pair, pools_section, pools_set
-from planner.spec.context import Resolved
+from planner.spec.context import Resolved, kv_transfer_setup_s
 from planner.spec.derivation import Derivation, fmt_num
 
 __all__ = ["CostResult", "FleetResult", "FleetSections", "OperatingPoint", "RoutingResult", "fleet_sections",
@@ -223,12 +223,22 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
     d["operating_point.ttft_s"] = Derivation(
         name="operating_point.ttft_s",
         formula="mean queueing wait + prefill service" + (
-            " (pipelined over PP stages) + exposed KV transfer" if disagg
+            " (pipelined over PP stages) + exposed KV transfer (its tail behind the prefill + the hand-off's "
+            "setup, fleet.kv_transfer_setup_s)" if disagg
             else " (chunk i: cycle + chunk over i earlier chunks)") + f"; wait: {QUEUEING_NOTE}" + (
             f"; the service includes the wait for SGLang's scheduler to take the request in "
             f"(--scheduler-recv-interval {k}: operating_point.ttft_recv_wait_s)" if recv > 0 else ""),
         substituted=f"{fmt_num(wait)} + {fmt_num(service)}" + (f" + {fmt_num(transfer)}" if disagg else ""),
         value=opp.ttft_s, unit="s")
+    if disagg:
+        setup = kv_transfer_setup_s(s)
+        d["fleet.kv_transfer_setup_s"] = Derivation(
+            name="fleet.kv_transfer_setup_s",
+            formula=("a disaggregated request's fixed hand-off beyond the KV bytes (block reservation on the decode "
+                     "worker, completion poll, admission into its batch, the router's hop), part of the exposed "
+                     "KV transfer: the scenario's, else fitted on the TTFT of disaggregated InferenceX runs"),
+            substituted=fmt_num(setup), value=setup, unit="s",
+            origin="input" if s.fleet.kv_transfer_setup_s is not None else "calibrated")
     if k > 1 and not disagg:
         lam = w.peak_rate / float(fl.replicas[i]) if float(fl.replicas[i]) > 0 else 0.0
         d["operating_point.ttft_recv_wait_s"] = Derivation(

@@ -43,7 +43,7 @@ from planner.physics.queueing import (
 )
 from planner.physics.techniques import kv_transfer_s
 from planner.sizing.workload import WorkloadStats
-from planner.spec.context import Resolved
+from planner.spec.context import Resolved, kv_transfer_setup_s
 
 __all__ = ["CEIL_TOLERANCE", "MAX_PREFILL_POOL_GROWTH", "ModeLoad", "colocated_load", "disaggregated_load"]
 
@@ -229,7 +229,7 @@ def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid
         t_full = t_full * np.asarray(kv_handoff_factor(send_gpus=pq.attention_tp * pq.pp, recv_gpus=tp * pp,
                                                        send_link_bytes_per_s=send, recv_link_bytes_per_s=link))
     t_exp = np.asarray(kv_transfer_exposed_s(transfer_s=t_full, prefill_s=lat, layers=r.model.layers,
-                                             setup_s=s.fleet.kv_transfer_setup_s))
+                                             setup_s=kv_transfer_setup_s(s)))
     own = lat + t_exp
     es = np.sum(w * srv, axis=-1)
     start = _replicas(peak, u, 1.0 / es, floor)

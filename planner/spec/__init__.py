@@ -34,6 +34,7 @@ from planner.spec.catalog import (
 from planner.spec.context import (
     Resolved,
     StepKwargs,
+    kv_transfer_setup_s,
     moe_step_overhead_share,
     resolve,
 )
@@ -247,6 +248,7 @@ __all__ = [
     "load_catalog",
     "load_hf_config",
     "load_scenario_file",
+    "kv_transfer_setup_s",
     "moe_step_overhead_share",
     "param_counts",
     "parse_profile_csv",

@@ -24,7 +24,7 @@ from planner.spec.scenario import Scenario, resolve_gpu, resolve_model
 from planner.spec.specs import GpuSpec, ModelSpec
 from planner.spec.terms import term
 
-__all__ = ["Resolved", "StepKwargs", "moe_step_overhead_share", "resolve"]
+__all__ = ["Resolved", "StepKwargs", "kv_transfer_setup_s", "moe_step_overhead_share", "resolve"]
 
 
 class StepKwargs(TypedDict):
@@ -116,6 +116,22 @@ def moe_step_overhead_share(model: ModelSpec, share: float | None = None) -> flo
     return term("moe_step_overhead_share")
 
 
+def kv_transfer_setup_s(scenario: Scenario) -> float:
+    """The fixed time a disaggregated request's hand-off from its prefill worker to its decode
+    worker takes beyond the KV bytes' own transfer: ``fleet.kv_transfer_setup_s`` where the
+    scenario states it, else the fitted term ``disagg_handoff_s``.
+
+    It stands for the round trips a disaggregated stack makes around the transfer (the decode
+    worker reserving KV blocks and handing its address to the prefill worker before the prompt
+    runs, the transfer's completion polled by the decode worker's scheduler, the request joining
+    its batch, the router's extra hop) that no step time carries.  Fitted on the TTFT of the
+    disaggregated InferenceX runs (Dynamo + SGLang, Dynamo + TensorRT-LLM, SGLang + MoRI on five
+    GPU types): at one to four clients they measure 100-200 ms above a lone prompt's prefill
+    (README "How accurate is it on MoE?")."""
+    v = scenario.fleet.kv_transfer_setup_s
+    return float(v) if v is not None else term("disagg_handoff_s")
+
+
 def resolve(scenario: Scenario) -> Resolved:
     """Resolve catalog ids and fill empty efficiency fields with defaults."""
     eff = scenario.efficiency
@@ -143,6 +159,7 @@ def resolve(scenario: Scenario) -> Resolved:
         ovh *= moe_step_overhead_share(model)
     price = scenario.cost.usd_per_gpu_hour
     origins["cost.usd_per_gpu_hour"] = "input" if price is not None else "default"
+    origins["fleet.kv_transfer_setup_s"] = "input" if scenario.fleet.kv_transfer_setup_s is not None else "calibrated"
     origins["gpu"] = "input" if isinstance(scenario.gpu, GpuSpec) else "datasheet"
     return Resolved(
         scenario=scenario,

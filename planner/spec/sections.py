@@ -177,7 +177,9 @@ class Fleet(BaseModel):
     min_replicas: Annotated[int, Field(ge=1, le=10_000)] = 2
     link: Literal["nvlink", "rdma"] = "rdma"
     link_bytes_per_s: LinkBytesPerS | None = None  # None: the GPU's NVLink, or 400 Gb/s RDMA
-    kv_transfer_setup_s: NonNegFloat = 0.0
+    # A disaggregated request's fixed hand-off beyond the KV bytes' time: None, the calibrated
+    # default (planner.spec.context.kv_transfer_setup_s).
+    kv_transfer_setup_s: NonNegFloat | None = None
     load_bytes_per_s: LinkBytesPerS = 2.0e9  # weight loading per GPU for a cold start
     # Autoscaling over a day (planner.sizing.autoscale).  static: the peak fleet
     # around the clock (today's sizing); reactive: each control interval sizes for

@@ -1,6 +1,13 @@
 """Check the planner against published measurements (``python -m planner validate``)."""
 
-from planner.validate.disagg import disaggregated_point, dp_prefill_pass, prefill_service
+from planner.validate.disagg import (
+    disaggregated_point,
+    dp_prefill_pass,
+    prefill_batch,
+    prefill_capacity,
+    prefill_pass,
+    prefill_service,
+)
 from planner.validate.fit import (
     CV_SCHEMES,
     FIT_TERMS,
@@ -31,11 +38,14 @@ from planner.validate.layout import (
 )
 from planner.validate.moefit import (
     FIT_EXCLUDED_METRICS,
+    HANDOFF_TERM,
     MOE_TERMS,
     RISE_MAX_CONCURRENCY,
     cross_validate_terms,
+    fit_handoff,
     fit_terms,
     fitted_on,
+    handoff_rows,
     rise_pairs,
     sample_runs,
 )
@@ -164,6 +174,9 @@ __all__ = [
     "gpu_label",
     "disaggregated_point",
     "dp_prefill_pass",
+    "prefill_batch",
+    "prefill_capacity",
+    "prefill_pass",
     "prefill_service",
     "PoolSetup",
     "pool_setup",
@@ -173,11 +186,14 @@ __all__ = [
     "multi_node_problem",
     "row_speculative",
     "FIT_EXCLUDED_METRICS",
+    "HANDOFF_TERM",
     "RISE_MAX_CONCURRENCY",
     "MOE_TERMS",
     "cross_validate_terms",
+    "fit_handoff",
     "fit_terms",
     "fitted_on",
+    "handoff_rows",
     "rise_pairs",
     "sample_runs",
 ]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from planner.physics.link import DEFAULT_KV_LINK_EFFICIENCY, kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.memory import kv_bytes_per_token_per_gpu
@@ -31,12 +32,16 @@ from planner.physics.speculative import drafter_for
 from planner.physics.step import decode_cycle, prefill_chunks, prefill_step
 from planner.physics.techniques import kv_transfer_s
 from planner.sizing.load import LoadPoint
-from planner.spec.context import Resolved
+from planner.spec.context import Resolved, kv_transfer_setup_s
 
-__all__ = ["disaggregated_point", "dp_prefill_pass", "prefill_service"]
+Arr = NDArray[np.float64]
+
+__all__ = ["disaggregated_point", "dp_prefill_pass", "prefill_batch", "prefill_capacity", "prefill_pass",
+           "prefill_service"]
 
 
-def dp_prefill_pass(work_s: float, prompts: float, *, ranks: int, expert_share: float) -> tuple[float, float]:
+def dp_prefill_pass(work_s: ArrayLike, prompts: ArrayLike, *, ranks: ArrayLike,
+                    expert_share: ArrayLike) -> tuple[Arr, Arr]:
     """(pass time, prompts it serves) when R attention-DP ranks each prefill their own
     prompts at once: each rank's attention runs on its own GPU in parallel, the expert
     GEMMs and the collectives of the group carry R ranks' tokens (their share of a one-rank
@@ -44,35 +49,75 @@ def dp_prefill_pass(work_s: float, prompts: float, *, ranks: int, expert_share: 
 
         t_R = t_1 × (1 + (R − 1) × expert_share),   prompts_R = R × prompts_1
 
-    R = 1 (no DP attention): the one-rank pass unchanged.  (Scaling the expert GEMMs alone,
-    each rank's all-to-all running over its own links in parallel, was cross-validated and
-    lost: README "How accurate is it on MoE?".)"""
-    if ranks <= 1:
-        return work_s, prompts
-    return work_s * (1.0 + (ranks - 1) * min(max(expert_share, 0.0), 1.0)), prompts * ranks
+    R = 1 (no DP attention, or one rank with prompts): the one-rank pass unchanged.  (Scaling
+    the expert GEMMs alone, each rank's all-to-all running over its own links in parallel, was
+    cross-validated and lost: README "How accurate is it on MoE?".)"""
+    r = np.maximum(np.asarray(ranks, float), 1.0)
+    share = np.clip(np.asarray(expert_share, float), 0.0, 1.0)
+    return np.asarray(work_s, float) * (1.0 + (r - 1.0) * share), np.asarray(prompts, float) * r
 
 
-def prefill_service(r: Resolved, *, prompt: float) -> tuple[float, float]:
-    """(server time per prompt, own latency) of one prefill worker: k = ⌊T/n⌋ prompts shorter
-    than the token budget T share a pass (each attending only to its own tokens), a longer
-    one runs in chunks; R attention-DP ranks fill their passes at once
-    (:func:`dp_prefill_pass`); pipelined over PP."""
+def prefill_capacity(r: Resolved, *, prompt: float) -> float:
+    """The most prompts of ``prompt`` tokens one prefill worker's pass carries: k = ⌊T/n⌋ per
+    rank (1 for a prompt of the budget T or longer, which runs in chunks) × its attention-DP
+    ranks."""
+    chunk = float(r.scenario.serving.chunk_tokens)
+    k = max(1.0, math.floor(chunk / prompt)) if prompt < chunk else 1.0
+    return k * float(r.scenario.parallel.attention_dp)
+
+
+def prefill_pass(r: Resolved, *, prompt: float, prompts: ArrayLike) -> tuple[Arr, Arr]:
+    """(server time, own latency) of one prefill worker's pass carrying ``prompts`` prompts of
+    ``prompt`` tokens (at most :func:`prefill_capacity`; fractions interpolate): m prompts
+    spread over min(m, R) attention-DP ranks, m / min(m, R) on each, sharing the rank's pass
+    (each attending only to its own tokens); a prompt of the budget T or longer alone, in
+    ⌈n/T⌉ chunks; the busy ranks' expert and collective parts add up (:func:`dp_prefill_pass`);
+    pipelined over PP."""
     s = r.scenario
     chunk = float(s.serving.chunk_tokens)
     kw = r.step_kwargs()
+    m = np.clip(np.asarray(prompts, float), 1.0, prefill_capacity(r, prompt=prompt))
+    busy = np.minimum(m, float(s.parallel.attention_dp))
     if prompt < chunk:
-        k = max(1.0, math.floor(chunk / prompt))
-        one = prefill_step(tokens=k * prompt, sequences=k, **kw)
-        work, iterations, per_prompt = float(np.asarray(one.time_s)), 1.0, k
+        q = m / busy
+        one = prefill_step(tokens=q * prompt, sequences=q, **kw)
+        work, iterations = np.asarray(one.time_s, float), 1.0
     else:
         one = prefill_step(tokens=chunk, **kw)
         pc = prefill_chunks(new_tokens=[prompt], cached_tokens=[0.0], chunk_tokens=int(chunk), **kw)
-        work, iterations, per_prompt = float(pc.total_s[0]), float(pc.counts[0]), 1.0
-    work, per_prompt = dp_prefill_pass(work, per_prompt, ranks=s.parallel.attention_dp,
-                                       expert_share=float(np.asarray(one.expert_s) + np.asarray(one.comm_s))
-                                       / float(np.asarray(one.time_s)))
+        work, iterations = np.full(m.shape, float(pc.total_s[0])), float(pc.counts[0])
+    share = (np.asarray(one.expert_s, float) + np.asarray(one.comm_s, float)) / np.asarray(one.time_s, float)
+    work, _ = dp_prefill_pass(work, m, ranks=busy, expert_share=share)
     srv, own = pipelined_prefill(prefill_s=work, stages=s.parallel.pp, microbatches=iterations)
-    return float(srv) / per_prompt, float(own)
+    return np.asarray(srv, float), np.asarray(own, float)
+
+
+def prefill_service(r: Resolved, *, prompt: float) -> tuple[float, float]:
+    """(server time per prompt, own latency) of one prefill worker with full passes
+    (:func:`prefill_capacity` prompts each): its capacity."""
+    cap = prefill_capacity(r, prompt=prompt)
+    srv, own = prefill_pass(r, prompt=prompt, prompts=cap)
+    return float(srv) / cap, float(own)
+
+
+PASS_GRID_POINTS = 24  # prompts-per-pass points the batch a load forms is interpolated on
+PASS_FIXED_POINT_ITERATIONS = 60
+
+
+def prefill_batch(*, arrival_per_s: ArrayLike, workers: float, prompts: Arr, pass_s: Arr) -> Arr:
+    """Prompts per pass of a prefill worker at ``arrival_per_s`` (the pool's): the prompts
+    that arrive during one pass ride the next, m = λ/P × t(m), at least 1 and at most the
+    worker's capacity (the last of ``prompts``; ``pass_s``: the pass's server time at each):
+    the least fixed point, iterated from m = 1."""
+    lam = np.asarray(arrival_per_s, float) / max(float(workers), 1.0)
+    lo, hi = float(prompts[0]), float(prompts[-1])
+    m = np.full(lam.shape, lo)
+    for _ in range(PASS_FIXED_POINT_ITERATIONS):
+        nxt = np.clip(lam * np.interp(m, prompts, pass_s), lo, hi)
+        if np.allclose(nxt, m, rtol=1e-6, atol=0.0):
+            break
+        m = nxt
+    return m
 
 
 def disaggregated_point(prefill: Resolved, decode: Resolved, *, prompt_tokens: float, output_tokens: float,
@@ -81,15 +126,15 @@ def disaggregated_point(prefill: Resolved, decode: Resolved, *, prompt_tokens: f
     """The deployment's state under ``users`` closed-loop clients (``LoadPoint`` with
     ``replicas`` = 1: the whole deployment; ``batch_size`` per decode worker)."""
     n, o = float(prompt_tokens), max(float(output_tokens), 2.0)
-    srv, own = prefill_service(prefill, prompt=n)
+    cap = prefill_capacity(prefill, prompt=n)
+    per_pass = np.unique(np.concatenate([np.geomspace(1.0, cap, PASS_GRID_POINTS), [cap]]))
+    pass_srv, pass_own = prefill_pass(prefill, prompt=n, prompts=per_pass)
     ps = prefill.scenario
     bw = kv_link_bytes_per_s(prefill.gpu, link=link, link_bytes_per_s=ps.fleet.link_bytes_per_s)
     kv_gpu = float(np.asarray(kv_bytes_per_token_per_gpu(model=prefill.model, kv_dtype=ps.kv_dtype,
                                                           tp=ps.parallel.tp, pp=ps.parallel.pp)))
     t_full = float(np.asarray(kv_transfer_s(kv_bytes=n * kv_gpu, link_bytes_per_s=bw,
                                             efficiency=DEFAULT_KV_LINK_EFFICIENCY)))
-    t_exp = float(np.asarray(kv_transfer_exposed_s(transfer_s=t_full, prefill_s=own, layers=prefill.model.layers,
-                                                   setup_s=ps.fleet.kv_transfer_setup_s)))
     # decode batches per worker: below one too (a few users spend much of their cycle in prefill)
     # (every batch up to 64, then geometric steps of ~3%: the curves are smooth there)
     top = float(max(1, max_batch))
@@ -102,9 +147,18 @@ def disaggregated_point(prefill: Resolved, decode: Resolved, *, prompt_tokens: f
     cycle = np.asarray(cyc.cycle_s, float)
     itl = cycle / cyc.tokens_per_pass
     rate = decode_workers * grid / ((o - 1.0) * itl)  # requests/s the decode pool completes at batch b
-    pool = ttft_pool(arrival_per_s=rate, servers=float(prefill_workers), server_s=np.array([srv]),
-                     own_s=np.array([own + t_exp]), weights=np.ones(1))
-    ttft = np.asarray(pool.mean_s, float)
+    # prefill: the prompts arriving during a pass ride the next (one alone at a trickle, full
+    # passes near capacity); a prompt waits for the pass in progress (half of it, when busy),
+    # its own pass, the exposed transfer with the hand-off's setup, and beyond capacity the
+    # pool's queue (M/G/c at the full pass's time per prompt)
+    m = prefill_batch(arrival_per_s=rate, workers=prefill_workers, prompts=per_pass, pass_s=pass_srv)
+    srv_m, own_m = np.interp(m, per_pass, pass_srv), np.interp(m, per_pass, pass_own)
+    busy = np.minimum(rate / max(float(prefill_workers), 1.0) * srv_m / m, 1.0)
+    t_exp = np.asarray(kv_transfer_exposed_s(transfer_s=t_full, prefill_s=own_m, layers=prefill.model.layers,
+                                             setup_s=kv_transfer_setup_s(ps)), float)
+    pool = ttft_pool(arrival_per_s=rate, servers=float(prefill_workers), server_s=np.array([pass_srv[-1] / cap]),
+                     own_s=(own_m + t_exp)[:, None], weights=np.ones(1))
+    ttft = np.asarray(pool.mean_s, float) + busy * srv_m / 2.0
     e2e = ttft + (o - 1.0) * itl
     held = rate * e2e  # users in the system at each decode batch
     ok = np.isfinite(held)
@@ -121,5 +175,5 @@ def disaggregated_point(prefill: Resolved, decode: Resolved, *, prompt_tokens: f
     else:
         x = users / at(e2e)  # Little's law at the interpolated state: N = X × E2E
     return LoadPoint(load="concurrency", replicas=1, max_batch=max_batch, batch_size=at(grid), saturated=saturated,
-                     step_s=at(cycle), prefill_s=own + t_exp, itl_s=at(itl), itl_p50_s=at(itl),
+                     step_s=at(cycle), prefill_s=at(own_m + t_exp), itl_s=at(itl), itl_p50_s=at(itl),
                      ttft_s=at(ttft) + extra, e2e_s=at(e2e) + extra, output_tok_s_per_replica=x * o)

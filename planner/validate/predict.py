@@ -124,6 +124,7 @@ class EfficiencySet(BaseModel):
     mtp_acceptance_trtllm: float | None = Field(default=None, ge=0, lt=1)
     moe_prefill_slot_passes: float | None = Field(default=None, ge=0)
     moe_step_overhead_share: float | None = Field(default=None, ge=0)
+    disagg_handoff_s: float | None = Field(default=None, ge=0)
 
     def terms(self) -> dict[str, float]:
         """The physics terms this set states."""
