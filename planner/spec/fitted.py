@@ -67,7 +67,7 @@ MIN_ROWS_COVERED = 5
 # 1.39 (it trades against moe_layer_overhead_s), so the split is loosely pinned and the sum is what
 # the data fix.  disagg_handoff_s: a disaggregated request's fixed hand-off between its pools
 # (fleet.kv_transfer_setup_s where a scenario states none: planner.spec.context.kv_transfer_setup_s),
-# the one term fitted on TTFT values, on the disaggregated runs' alone, after the step terms, to
+# the one term fitted on TTFT values, on the disaggregated runs alone, after the step terms, to
 # the least median |error| (planner.validate.moefit.fit_handoff), together with validate's
 # prefill worker batching what arrived during its last pass (one prompt at a trickle, where it
 # had always run full passes: that full pass had stood in for the hand-off); with both, every

@@ -5,13 +5,17 @@ workers, each with its own layout, a closed loop of N users over the whole deplo
 It uses the planner's disaggregated model (:func:`planner.sizing.modes.disaggregated_load`)
 piece by piece, at a stated worker count instead of a sized one:
 
-* prefill pool: the P workers form one M/G/c queue (``ttft_pool``); a worker's
-  iteration carries up to ``serving.chunk_tokens`` prompt tokens, so k = ⌊T/n⌋ prompts
-  of n tokens share one pass of k·n tokens (service per prompt = pass / k, its own
-  latency the whole pass); a longer prompt runs in ⌈n/T⌉ chunks; pipelined over PP;
+* prefill pool: a worker's pass carries up to ``serving.chunk_tokens`` prompt tokens a
+  rank, so at most k = ⌊T/n⌋ prompts of n tokens on each attention-DP rank share it (a
+  longer prompt runs alone in ⌈n/T⌉ chunks); it carries the prompts that arrived during
+  the last pass (:func:`prefill_batch`: one at a trickle, full passes near capacity), and
+  a prompt waits for the pass in progress (half of it, when busy), then its own pass;
+  beyond capacity the P workers queue as one M/G/c pool (``ttft_pool``, service per
+  prompt = full pass / capacity); pipelined over PP;
 * KV transfer: each prefill GPU ships its shard of the prompt's KV over its link
   (NVLink when both pools sit in one scale-up domain, else the NIC), layer by layer,
-  only the tail exposed (:func:`planner.physics.link.kv_transfer_exposed_s`);
+  only the tail exposed (:func:`planner.physics.link.kv_transfer_exposed_s`), plus the
+  hand-off's fixed setup (:func:`planner.spec.context.kv_transfer_setup_s`);
 * decode pool: D workers with no prompt chunks in their iterations, ITL = cycle / τ at
   the decode batch b; the pool completes X_d(b) = D·b / ((o − 1)·ITL(b)) requests/s;
 * closed loop: N = X·(TTFT(X) + (o − 1)·ITL(b)) at X = X_d(b), solved on the batch grid;
