@@ -37,14 +37,35 @@ from planner.physics.kernels import (
 from planner.physics.kvledger import attention_layer_pairs
 from planner.physics.layout import attention_tp, moe_tp
 from planner.physics.memory import dp_replicated_params, kv_bytes_per_token_per_gpu
+from planner.physics.terms import term
 from planner.spec.context import StepKwargs
 from planner.spec.params import param_counts
 from planner.spec.precision import bytes_per_weight
 from planner.spec.specs import GpuSpec, ModelSpec
 
-__all__ = ["PrefillChunks", "PrefillStep", "prefill_chunks", "prefill_flops", "prefill_step"]
+__all__ = ["PrefillChunks", "PrefillStep", "host_floor_s", "prefill_chunks", "prefill_flops", "prefill_step"]
 
 Arr = NDArray[np.float64]
+
+
+def host_floor_s(model: ModelSpec, *, tp: ArrayLike = 1, pp: ArrayLike = 1) -> Arr | float:
+    """The least time an eager iteration carrying prompt tokens takes on a replica of a MoE
+    model laid over several GPUs: the hosts' launches,
+
+        t_host = L × moe_prefill_host_layer_s   (TP·PP > 1; else 0, and 0 for a dense model)
+
+    (a fitted term, planner.physics.terms).  Each GPU's host process issues every layer's
+    kernels in turn (routing, permutes, quantization, grouped GEMMs) and its GPU runs behind
+    it; a layer's collectives hold every rank until the slowest host has launched it, so
+    such an iteration costs max(t_GPU, t_host): with a short prompt and a small batch the
+    kernels finish faster than the hosts launch them, with a long prompt or a large batch
+    the hosts wait on the GPUs.  One GPU is left out: the single-GPU MoE runs measured
+    (Qwen3-30B-A3B offline on one B200) run their prompt iterations well under a floor of
+    this size, and no data pins one of its own."""
+    if not model.is_moe:
+        return _out(np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(pp))))
+    multi = _f(tp) * _f(pp) > 1
+    return _out(np.where(multi, float(model.layers) * term("moe_prefill_host_layer_s"), 0.0))
 
 
 def _f(x: ArrayLike) -> Arr:

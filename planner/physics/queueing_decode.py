@@ -106,6 +106,10 @@ class ServiceTimes:
     # The eager launches an iteration carrying prompt tokens pays once (prefill_work_s excludes
     # them): a prompt is charged its share n/R of them, and its own iterations in full.
     launch_s: float = 0.0
+    # The hosts' floor on a prompt's first token (planner.physics.prefill.host_floor_s): no sooner than
+    # this after the iteration that prefills it starts; the decode's cadence is not held.  (…, 1) per
+    # candidate, or one value.
+    host_floor_s: Arr | float = 0.0
 
     @property
     def mean_new_tokens(self) -> Arr:

@@ -63,7 +63,14 @@ from planner.physics.kvledger import attended_layer_tokens
 from planner.physics.layout import attention_dp, attention_tp, moe_tp
 from planner.physics.link import LINK_DIRECTIONS, NVLINK_COLLECTIVE_LATENCY_S, PCIE_COLLECTIVE_LATENCY_S
 from planner.physics.memory import dp_replicated_params, kv_bytes_per_token_per_gpu
-from planner.physics.prefill import PrefillChunks, PrefillStep, prefill_chunks, prefill_flops, prefill_step
+from planner.physics.prefill import (
+    PrefillChunks,
+    PrefillStep,
+    host_floor_s,
+    prefill_chunks,
+    prefill_flops,
+    prefill_step,
+)
 from planner.physics.speculative import Drafter, tokens_per_verify
 from planner.physics.techniques import speculative_cycle_s
 from planner.physics.terms import term
@@ -90,6 +97,7 @@ __all__ = [
     "draft_step_s",
     "experts_touched",
     "experts_touched_busiest",
+    "host_floor_s",
     "p2p_s",
     "prefill_chunks",
     "prefill_flops",

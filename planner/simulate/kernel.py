@@ -43,6 +43,7 @@ from planner.simulate.kernellayout import E_TOKENS as E_TOKENS
 from planner.simulate.kernellayout import F_CW as F_CW
 from planner.simulate.kernellayout import F_EXACT_MARGINAL as F_EXACT_MARGINAL
 from planner.simulate.kernellayout import F_EXACT_TIME as F_EXACT_TIME
+from planner.simulate.kernellayout import F_HOST_FLOOR as F_HOST_FLOOR
 from planner.simulate.kernellayout import F_RECV_T as F_RECV_T
 from planner.simulate.kernellayout import F_T as F_T
 from planner.simulate.kernellayout import IDLE as IDLE
@@ -170,6 +171,7 @@ def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray
     st[S_EXACT_TOKENS] = st[S_EXACT_CACHED] = -1
     fst = np.zeros(N_FSTATE, dtype=np.float64)
     fst[F_RECV_T] = math.inf if recv_interval <= 1 else -math.inf
+    fst[F_HOST_FLOOR] = tables.steps.host_floor_s
     q = np.zeros((N_Q, m), dtype=np.int64)
     q[Q_PROMPT] = q[Q_TARGET] = prompt_tokens
     q[Q_OUT] = output_tokens

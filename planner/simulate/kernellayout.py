@@ -52,7 +52,8 @@ F_CW = 1  # Σ prefill tokens × cached context (the planned chunk)
 F_EXACT_TIME = 2
 F_EXACT_MARGINAL = 3
 F_RECV_T = 4  # arrivals up to here are taken in (+inf: all; the interval is 1 or the replica idle)
-N_FSTATE = 5
+F_HOST_FLOOR = 5  # a first token no sooner than this after its prefill iteration began (StepTimes.host_floor_s)
+N_FSTATE = 6
 
 # Parameters (params[...]).
 P_CAPACITY, P_BT, P_MAX_BATCH, P_CHUNK, P_CHUNKED, P_GRID, P_CACHED_GRID, P_SPEC_K, P_SPEC_SEED, P_RECV = range(10)

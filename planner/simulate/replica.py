@@ -79,6 +79,11 @@ class _Replica(_DecodeRuns):
         self.recv_interval = recv_interval
         self.recv_count = 0
         self.recv_t = math.inf if recv_interval <= 1 else -math.inf  # arrivals up to here are taken in
+        # A prompt's first token reaches the client no sooner than this after the iteration that
+        # prefills it began (planner.physics.prefill.host_floor_s; colocated replicas: a prefill
+        # pool's first token goes with its hand-off, which has its own setup).
+        self.host_floor_s = steps.host_floor_s if role == "colocated" else 0.0
+        self._plan_dt = 0.0  # the planned iteration's duration
         self.capacity = capacity_blocks
         self.free = capacity_blocks
         self.bt = block_tokens
@@ -211,6 +216,7 @@ class _Replica(_DecodeRuns):
             dt += self.steps.decode_s(nd, ctx / nd + 1.0)
         if pieces:
             dt += self.steps.prefill_s(ntot, cw / ntot, riding=bool(nd))
+        self._plan_dt = dt
         self._ndec, self._pieces = nd, pieces
         return dt
 
@@ -350,7 +356,8 @@ class _Replica(_DecodeRuns):
                 s.counts.append(1)
             # NaN: first token (a prefill pool's reaches the client with the hand-off: engine)
             if s.first_s != s.first_s and not (self.role == "prefill" and s.generated < s.out):
-                s.first_s = t
+                # no sooner than the hosts' floor after this iteration began (StepTimes.host_floor_s)
+                s.first_s = max(t, t - self._plan_dt + self.host_floor_s)
             if s.seg_start < 0:
                 s.seg_start = idx
             if s.req.prefix_key is not None and s.req.prefix_tokens:

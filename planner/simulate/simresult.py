@@ -159,6 +159,8 @@ def _result(sim: _Finished, options: SimOptions) -> SimRun:
         prompt = np.array([s.req.prompt_tokens for s in seqs])
         hit = np.array([max(s.hit, 0) for s in seqs])
         itl = _all_gaps(seqs, sim.replicas)
+    # a first token held by the hosts' floor (StepTimes.host_floor_s) holds the tokens behind it too
+    finish = np.maximum(finish, first)
     tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1), 0.0)
     t0, t1 = float(arrival.min()), float(finish.max())
     duration = t1 - t0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.physics.prefill import host_floor_s
 from planner.physics.speculative import Drafter, drafter_for
 from planner.physics.step import decode_cycle, decode_step, prefill_step
 from planner.simulate.decoderuns import GRID_TOKENS
@@ -28,6 +29,10 @@ class StepTimes:
         self._spec = resolved.scenario.speculative  # draft_tokens > 0: a decode iteration is a speculative cycle
         self._drafter = drafter_for(self._spec, resolved.model, resolved.scenario.serving.engine)  # the plan's own drafter (method, acceptance, cost)
         self._chunk = chunk_tokens
+        par = resolved.scenario.parallel
+        # A colocated prompt's first token no sooner than this after the iteration that prefills it
+        # began (the hosts' launches; planner.physics.prefill.host_floor_s), as the plan has it.
+        self.host_floor_s = float(host_floor_s(resolved.model, tp=par.tp, pp=par.pp))
         self._rows: dict[int, tuple[list[float], list[float]]] = {}
         n = max_context_tokens // CONTEXT_GRID_TOKENS + 3
         self._grid = np.arange(n, dtype=float) * CONTEXT_GRID_TOKENS

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from planner.io.formatting import NOT_A_NUMBER
+from planner.physics.prefill import host_floor_s
+from planner.physics.terms import term
 from planner.sizing.fleet import FleetArrays, fleet_arrays
 from planner.sizing.operating import (
     MeanPrefill,
@@ -220,6 +222,7 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
     recv = float(op.ttft_recv_wait_s[i])
     disagg = s.serving.mode == "disaggregated"
     k = s.serving.scheduler_recv_interval
+    floor = 0.0 if disagg else float(host_floor_s(r.model, tp=s.parallel.tp, pp=s.parallel.pp))
     d["operating_point.ttft_s"] = Derivation(
         name="operating_point.ttft_s",
         formula="mean queueing wait + prefill service" + (
@@ -227,7 +230,9 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
             "setup, fleet.kv_transfer_setup_s)" if disagg
             else " (chunk i: cycle + chunk over i earlier chunks)") + f"; wait: {QUEUEING_NOTE}" + (
             f"; the service includes the wait for SGLang's scheduler to take the request in "
-            f"(--scheduler-recv-interval {k}: operating_point.ttft_recv_wait_s)" if recv > 0 else ""),
+            f"(--scheduler-recv-interval {k}: operating_point.ttft_recv_wait_s)" if recv > 0 else "") + (
+            "; a prompt's own iterations held to the hosts' floor (operating_point.ttft_host_floor_s)"
+            if floor > 0 else ""),
         substituted=f"{fmt_num(wait)} + {fmt_num(service)}" + (f" + {fmt_num(transfer)}" if disagg else ""),
         value=opp.ttft_s, unit="s")
     if disagg:
@@ -239,6 +244,16 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
                      "KV transfer: the scenario's, else fitted on the TTFT of disaggregated InferenceX runs"),
             substituted=fmt_num(setup), value=setup, unit="s",
             origin="input" if s.fleet.kv_transfer_setup_s is not None else "calibrated")
+    if floor > 0:
+        f = term("moe_prefill_host_layer_s")
+        d["operating_point.ttft_host_floor_s"] = Derivation(
+            name="operating_point.ttft_host_floor_s",
+            formula=("L × moe_prefill_host_layer_s: a prompt's first token reaches the client no sooner than this "
+                     "after the iteration that prefills it begins (each GPU's host launches an eager iteration's "
+                     "kernels layer by layer, and a layer's collectives wait for the slowest; a MoE model over "
+                     "several GPUs); the GPU's passes and the decode's pace are not held. Fitted on the TTFT of "
+                     "colocated InferenceX runs"),
+            substituted=f"{r.model.layers} layers × {fmt_num(f)} s", value=floor, unit="s", origin="calibrated")
     if k > 1 and not disagg:
         lam = w.peak_rate / float(fl.replicas[i]) if float(fl.replicas[i]) > 0 else 0.0
         d["operating_point.ttft_recv_wait_s"] = Derivation(

@@ -28,6 +28,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from planner.physics.prefill import host_floor_s
 from planner.physics.queueing import ROUNDING_MARGIN, ServiceTimes, colocated_decode, mgc_wait, recv_wait_cycles
 from planner.physics.speculative import drafter_for
 from planner.physics.step import decode_cycle, prefill_chunks, prefill_step
@@ -75,13 +76,17 @@ def _grid_state(r: Resolved, *, prompt: float, output: float, max_batch: int, cl
         prefill_iterations=np.atleast_2d(pc.counts),
         chunk_share=np.array([[prompt / chunk]]), stall_s=np.atleast_2d(pc.marginal_s[0][pc.mask[0]]),
         stall_weights=np.full(int(pc.counts[0]), 1.0 / pc.counts[0]), budget_tokens=float(chunk),
-        decode_tokens=float(sp.draft_tokens + 1), launch_s=float(pc.launch_s))
+        decode_tokens=float(sp.draft_tokens + 1), launch_s=float(pc.launch_s),
+        host_floor_s=float(host_floor_s(r.model, tp=r.scenario.parallel.tp, pp=r.scenario.parallel.pp)))
     dec = colocated_decode(sv, batch=grid.reshape(1, -1), itl_percentile=0.5, closed_loop=closed)
     rate = np.maximum.accumulate(dec.rate_per_s[0])
     share, iters = sv.prompt_share(grid.reshape(1, -1))  # (1, B, 1): the prompt room one prompt uses, its iterations
     work = float(sv.prefill_work_s[0, 0])
     server = cycle[0] * share[0, :, 0] + work + sv.launch_s * np.asarray(dec.launch_share)[0]
-    own = (cycle[0] + sv.launch_s) * iters[0, :, 0] + work
+    own_gpu = (cycle[0] + sv.launch_s) * iters[0, :, 0] + work  # its own iterations
+    # its first token no sooner than the hosts' floor after they begin (host_floor_s); the decode goes on
+    held = np.maximum(float(np.max(sv.host_floor_s)) - own_gpu, 0.0)
+    own = own_gpu + held
     wait = mgc_wait(arrival_per_s=rate, servers=1, mean_s=server, second_moment_s2=server * server).mean_s
     ttft = wait + own + dec.residual_s[0]  # and the iteration in progress at arrival
     k = r.scenario.serving.scheduler_recv_interval
@@ -91,7 +96,9 @@ def _grid_state(r: Resolved, *, prompt: float, output: float, max_batch: int, cl
         # open loop: with probability 1 − e^(−batch)); an idle replica takes it at once.
         busy = np.clip(grid - 1.0, 0.0, 1.0) if closed else -np.expm1(-grid)
         ttft = ttft + recv_wait_cycles(interval=k, arrivals_per_cycle=rate * cycle[0]) * cycle[0] * busy
-    e2e = ttft + (output - 1.0) * dec.itl_mean_s[0]
+    # the last token: the decode's own pace from the iteration that sampled the first (the floor holds
+    # only the first token's delivery, and the tokens behind it)
+    e2e = np.maximum(ttft - held + (output - 1.0) * dec.itl_mean_s[0], ttft)
     return {"batch": grid, "rate": rate, "cycle": cycle[0], "itl": dec.itl_mean_s[0],
             "itl50": dec.itl_quantile_s[0], "ttft": ttft, "own": own, "e2e": e2e}
 

@@ -164,7 +164,11 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
     share, iters = sv.prompt_share(bf)  # (C, B, S): the prompt room a prompt uses at the fleet's batch
     server = cyc_f[..., None] * share + work[:, None, :] + sv.launch_s * np.asarray(fleet.launch_share)[..., None]
     # Its own latency: the iterations it spans (their launches), and the iteration in progress when it arrives.
-    own_lat = (cyc_f[..., None] + sv.launch_s) * iters + work[:, None, :] + fleet.residual_s[..., None]
+    # (its first token no sooner than the hosts' floor after they begin: planner.physics.prefill.host_floor_s)
+    floor = np.asarray(sv.host_floor_s, dtype=float)
+    floor = floor.reshape(floor.shape + (1,) * (3 - floor.ndim)) if floor.ndim else floor
+    own_lat = (np.maximum((cyc_f[..., None] + sv.launch_s) * iters + work[:, None, :], floor)
+               + fleet.residual_s[..., None])
     # and, on SGLang with --scheduler-recv-interval k, the decode passes before the scheduler takes it in
     # (an arrival finds the replica decoding with probability 1 − e^(−batch); idle, it is taken at once)
     k = s.serving.scheduler_recv_interval

@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from planner.physics.layout import attention_dp, attention_tp
+from planner.physics.prefill import host_floor_s
 from planner.physics.queueing import TTFT_PERCENTILE, QueueWait, ServiceTimes, sojourn_quantile
 from planner.physics.speculative import drafter_for
 from planner.physics.step import (
@@ -148,7 +149,9 @@ def _service_times(r: Resolved, st: WorkloadStats, *, tp: Arr, pp: Arr, ep: Arr,
                       weights=w, prefill_work_s=work, prefill_iterations=np.broadcast_to(pc.counts, work.shape),
                       chunk_share=np.broadcast_to(new / chunk, work.shape), stall_s=stalls,
                       stall_weights=stall_w / stall_w.sum(), budget_tokens=float(chunk),
-                      decode_tokens=float(sp.draft_tokens + 1), launch_s=float(pc.launch_s) if riding else 0.0)
+                      decode_tokens=float(sp.draft_tokens + 1), launch_s=float(pc.launch_s) if riding else 0.0,
+                      host_floor_s=np.asarray(host_floor_s(r.model, tp=tp, pp=pp), dtype=float).reshape(-1, 1)
+                      if riding else 0.0)
     return cyc, sv, pc
 
 

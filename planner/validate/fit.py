@@ -106,7 +106,7 @@ FIT_TERMS: tuple[str, ...] = ("collective_call_s",)
 # moe_prefill_token_overhead_s are off, fitted only when named (bench/moe_accuracy.py --terms ...).
 MOE_TERM_NAMES: tuple[str, ...] = ("moe_layer_overhead_s", "moe_token_overhead_s", "mtp_acceptance", "all_to_all_call_s",
                                    "mtp_acceptance_trtllm", "moe_prefill_slot_passes",
-                                   "moe_step_overhead_share", "disagg_handoff_s")
+                                   "moe_step_overhead_share", "moe_prefill_host_layer_s", "disagg_handoff_s")
 _TOL = 1e-5  # relative change in cost / parameters at which a fit stops (0.001% of the error)
 # Robust loss on the log errors: rows within ~LOSS_SCALE (20%) count as squares, beyond it
 # linearly, so a handful of rows the model cannot describe (a TTFT 50× off because the row's

@@ -14,12 +14,14 @@ its cross-validated error is lower than without it.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 
 import numpy as np
 from scipy.optimize import least_squares
 
+from planner.physics.terms import physics_terms
 from planner.spec.fitted import FITTED_EFFICIENCY
 from planner.validate.fit import LOSS, LOSS_SCALE, MOE_TERM_NAMES, TERM_SEARCH, CvScheme, fold_assignment
 from planner.validate.names import engine_family
@@ -27,8 +29,9 @@ from planner.validate.predict import EfficiencySet, RowSetup, efficiency_for, pr
 from planner.validate.report import RowResult, row_result
 from planner.validate.rows import MeasurementRow, run_key
 
-__all__ = ["FIT_EXCLUDED_METRICS", "HANDOFF_TERM", "MOE_TERMS", "RISE_MAX_CONCURRENCY", "cross_validate_terms",
-           "fit_handoff", "fit_terms", "fitted_on", "handoff_rows", "rise_pairs", "sample_runs"]
+__all__ = ["FIT_EXCLUDED_METRICS", "HANDOFF_TERM", "HOST_TERM", "MOE_TERMS", "RISE_MAX_CONCURRENCY",
+           "cross_validate_terms", "fit_handoff", "fit_host_floor", "fit_terms", "fitted_on", "handoff_rows",
+           "host_rows", "rise_pairs", "sample_runs"]
 
 MOE_TERMS: tuple[str, ...] = MOE_TERM_NAMES
 # The metrics the MoE terms are fitted on: the step's (TPOT, ITL, throughput).  TTFT values are
@@ -86,6 +89,49 @@ def fit_handoff(setups: Sequence[RowSetup], values: dict[str, float],
     return float(grid[int(np.argmin(err))])
 
 
+# Fitted after the step terms and before the hand-off: the hosts' floor on an eager iteration
+# carrying prompt tokens (planner.physics.prefill.host_floor_s), which shows in the TTFT of a short
+# prompt at a light load and in no step metric.  It is fitted on the TTFT rows of the colocated
+# runs (:func:`fit_host_floor`); the hand-off, fitted after it, sees a prefill worker's pass with it.
+HOST_TERM = "moe_prefill_host_layer_s"
+_HOST_MAX_S, _HOST_COARSE_S, _HOST_FINE_S = 3e-3, 2.5e-4, 2.5e-5
+
+
+def host_rows(setups: Sequence[RowSetup]) -> list[RowSetup]:
+    """The rows the hosts' floor is fitted on: TTFT of colocated runs."""
+    return [s for s in setups if s.row.metric == "ttft_ms" and s.pools is None]
+
+
+def fit_host_floor(setups: Sequence[RowSetup], values: dict[str, float],
+                   table: dict[str, dict[str, float]] | None = None) -> float:
+    """The per-layer host time f (s) with the least median |TTFT(f) − measured| / measured over
+    :func:`host_rows`, the other terms at ``values``: a grid from 0 to 3 ms per layer in 0.25 ms
+    steps, then 25 µs steps within a coarse step of the best.  The floor is not additive (a
+    long prompt's pass stays above it), so every row is predicted at each value tried."""
+    rows = host_rows(setups)
+    if not rows:
+        return 0.0
+    effs = _effs(rows, table or FITTED_EFFICIENCY)
+    meas = np.array([s.row.value for s in rows], float)
+    seen: dict[float, float] = {}
+
+    def score(f: float) -> float:
+        f = round(f, 9)
+        if f not in seen:
+            v = {**values, HOST_TERM: f}
+            with shared_runs():
+                pred = np.array([predict_row(s, _with_terms(e, v))[0] for s, e in zip(rows, effs, strict=True)])
+            ok = np.isfinite(pred) & (pred > 0) & (meas > 0)
+            seen[f] = float(np.median(np.abs(pred[ok] / meas[ok] - 1.0))) if ok.any() else math.inf
+        return seen[f]
+
+    coarse = np.arange(0.0, _HOST_MAX_S + _HOST_COARSE_S / 2, _HOST_COARSE_S)
+    best = min(coarse, key=lambda f: (score(float(f)), f))
+    fine = np.arange(max(best - _HOST_COARSE_S, 0.0), min(best + _HOST_COARSE_S, _HOST_MAX_S) + _HOST_FINE_S / 2,
+                     _HOST_FINE_S)
+    return float(min(fine, key=lambda f: (score(float(f)), f)))
+
+
 def fitted_on(setup: RowSetup) -> bool:
     """Whether a row enters the MoE term fit (every row is scored)."""
     return setup.row.metric not in FIT_EXCLUDED_METRICS
@@ -138,10 +184,16 @@ def fit_terms(setups: Sequence[RowSetup], terms: Sequence[str] = MOE_TERMS,
     a sampled fit passes every training row, a pair's two runs seldom both in the sample),
     efficiencies from ``table``."""
     every = list(setups if rise_from is None else rise_from)
-    if HANDOFF_TERM in terms:  # fitted last, on TTFT values, the step terms' values held
-        step = fit_terms(setups, [t for t in terms if t != HANDOFF_TERM], table, rise_from)
-        handoff = fit_handoff(every, step, table)
-        return {k: handoff if k == HANDOFF_TERM else step[k] for k in terms}
+    late = [t for t in (HOST_TERM, HANDOFF_TERM) if t in terms]
+    if late:  # fitted last, on TTFT values, the step terms' values held (and off while those are fitted:
+        # a fit is reproducible, whatever values the file ships)
+        with physics_terms(**dict.fromkeys(late, 0.0)):
+            step = fit_terms(setups, [t for t in terms if t not in late], table, rise_from)
+        if HOST_TERM in terms:
+            step = {**step, HOST_TERM: fit_host_floor(setups, {**step, HOST_TERM: 0.0}, table)}
+        if HANDOFF_TERM in terms:
+            step = {**step, HANDOFF_TERM: fit_handoff(every, step, table)}
+        return {k: step[k] for k in terms}
     pairs = rise_pairs(every)
     setups = [s for s in setups if fitted_on(s)]
     if not terms or not setups:
