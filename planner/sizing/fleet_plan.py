@@ -253,7 +253,7 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
                      "kernels layer by layer, and a layer's collectives wait for the slowest; a MoE model over "
                      "several GPUs); the GPU's passes and the decode's pace are not held. Fitted on the TTFT of "
                      "colocated InferenceX runs"),
-            substituted=f"{r.model.layers} layers × {fmt_num(f)} s", value=floor, unit="s", origin="calibrated")
+            substituted=f"{r.model.layers} × {fmt_num(f)}", value=floor, unit="s", origin="calibrated")
     if k > 1 and not disagg:
         lam = w.peak_rate / float(fl.replicas[i]) if float(fl.replicas[i]) > 0 else 0.0
         d["operating_point.ttft_recv_wait_s"] = Derivation(
