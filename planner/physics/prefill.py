@@ -49,19 +49,21 @@ Arr = NDArray[np.float64]
 
 
 def host_floor_s(model: ModelSpec, *, tp: ArrayLike = 1, pp: ArrayLike = 1) -> Arr | float:
-    """The least time an eager iteration carrying prompt tokens takes on a replica of a MoE
-    model laid over several GPUs: the hosts' launches,
+    """The hosts' floor on a colocated prompt's first token, on a replica of a MoE model laid
+    over several GPUs:
 
         t_host = L × moe_prefill_host_layer_s   (TP·PP > 1; else 0, and 0 for a dense model)
 
-    (a fitted term, planner.physics.terms).  Each GPU's host process issues every layer's
-    kernels in turn (routing, permutes, quantization, grouped GEMMs) and its GPU runs behind
-    it; a layer's collectives hold every rank until the slowest host has launched it, so
-    such an iteration costs max(t_GPU, t_host): with a short prompt and a small batch the
-    kernels finish faster than the hosts launch them, with a long prompt or a large batch
-    the hosts wait on the GPUs.  One GPU is left out: the single-GPU MoE runs measured
-    (Qwen3-30B-A3B offline on one B200) run their prompt iterations well under a floor of
-    this size, and no data pins one of its own."""
+    (a fitted term, planner.physics.terms).  The first token reaches the client no sooner
+    than t_host after the iteration that prefills it begins.  Each GPU's host process issues
+    an eager iteration's kernels layer by layer (routing, permutes, quantization, grouped
+    GEMMs) and a layer's collectives hold every rank until the slowest host has launched
+    it, so a short prompt at a light load waits on the hosts, not the GPUs.  The GPU's
+    passes and the decode's pace are not held: at a high load the hosts launch the next
+    iteration while the GPUs run this one, and the runs' decode shows no such cost.  One
+    GPU is left out: the single-GPU MoE runs measured (Qwen3-30B-A3B offline on one B200)
+    run their prompt iterations well under a floor of this size, and no data pins one of
+    its own."""
     if not model.is_moe:
         return _out(np.zeros(np.broadcast_shapes(np.shape(tp), np.shape(pp))))
     multi = _f(tp) * _f(pp) > 1

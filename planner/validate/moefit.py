@@ -89,10 +89,11 @@ def fit_handoff(setups: Sequence[RowSetup], values: dict[str, float],
     return float(grid[int(np.argmin(err))])
 
 
-# Fitted after the step terms and before the hand-off: the hosts' floor on an eager iteration
-# carrying prompt tokens (planner.physics.prefill.host_floor_s), which shows in the TTFT of a short
-# prompt at a light load and in no step metric.  It is fitted on the TTFT rows of the colocated
-# runs (:func:`fit_host_floor`); the hand-off, fitted after it, sees a prefill worker's pass with it.
+# Fitted after the step terms and before the hand-off: the hosts' floor on a colocated prompt's
+# first token (planner.physics.prefill.host_floor_s), which shows in the TTFT of a short prompt at a
+# light load and in no step metric.  It is fitted on the TTFT rows of the colocated runs
+# (:func:`fit_host_floor`); a disaggregated run's prefill pool does not hold it (its first token
+# goes with the hand-off).
 HOST_TERM = "moe_prefill_host_layer_s"
 _HOST_MAX_S, _HOST_COARSE_S, _HOST_FINE_S = 3e-3, 2.5e-4, 2.5e-5
 
