@@ -340,8 +340,8 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
                 log_j[st[S_NLOG]] = s
                 log_c[st[S_NLOG]] = 1
                 st[S_NLOG] += 1
-            if first_s[s] != first_s[s]:  # NaN: its first token, no sooner than the hosts' floor after
-                first_s[s] = max(end, fst[F_T] + fst[F_HOST_FLOOR])  # this iteration began (StepTimes.host_floor_s)
+            if first_s[s] != first_s[s]:  # NaN: its first token, delivered no sooner than the hosts' floor
+                first_s[s] = end + max(fst[F_HOST_FLOOR] - dt, 0.0)  # after this iteration began (host_floor_s)
             if q[Q_SEG, s] < 0:
                 q[Q_SEG, s] = idx
             if q[Q_PKEY, s] >= 0 and q[Q_PTOK, s] > 0:

@@ -39,7 +39,7 @@ class _Entry:
 class _Seq:
     __slots__ = ("idx", "req", "out", "arrival_s", "target", "kv", "shared", "entry", "blocks", "generated",
                  "first_s", "finish_s", "segs", "seg_start", "hit", "preemptions", "active", "decoding", "clock0",
-                 "admitted", "passes", "counts")
+                 "admitted", "passes", "counts", "held_s")
 
     def __init__(self, idx: int, req: Request, arrival_s: float) -> None:
         self.idx = idx
@@ -52,7 +52,8 @@ class _Seq:
         self.entry: _Entry | None = None
         self.blocks = 0  # private blocks
         self.generated = 0
-        self.first_s = math.nan
+        self.first_s = math.nan  # when its first token was sampled (a handed-off one: reached the decode pool)
+        self.held_s = 0.0  # how long the hosts' floor holds that token's delivery beyond it (host_floor_s)
         self.finish_s = math.nan
         self.segs: list[tuple[list[float], int, int]] = []  # runs of emissions: (iteration times, first, last)
         self.seg_start = -1
@@ -356,8 +357,9 @@ class _Replica(_DecodeRuns):
                 s.counts.append(1)
             # NaN: first token (a prefill pool's reaches the client with the hand-off: engine)
             if s.first_s != s.first_s and not (self.role == "prefill" and s.generated < s.out):
-                # no sooner than the hosts' floor after this iteration began (StepTimes.host_floor_s)
-                s.first_s = max(t, t - self._plan_dt + self.host_floor_s)
+                s.first_s = t
+                # delivered no sooner than the hosts' floor after this iteration began (StepTimes.host_floor_s)
+                s.held_s = max(self.host_floor_s - self._plan_dt, 0.0)
             if s.seg_start < 0:
                 s.seg_start = idx
             if s.req.prefix_key is not None and s.req.prefix_tokens:

@@ -43,7 +43,9 @@ class _Finished(Protocol):
 def _emitted(s: _Seq, times: np.ndarray, offsets: dict[int, int]) -> np.ndarray:
     """A sequence's emission times over its runs, the first at its first token's time: a
     handed-off sequence's first token reaches the client with its KV, after the prefill
-    iteration that sampled it (engine: TTFT = wait + prefill + exposed transfer)."""
+    iteration that sampled it (engine: TTFT = wait + prefill + exposed transfer).  The hosts'
+    floor's hold (``held_s``) is the delivery's alone: the gaps stay the iterations', as the
+    compiled replica gathers them."""
     emitted = np.concatenate([times[offsets[id(tl)] + a:offsets[id(tl)] + b + 1] for tl, a, b in s.segs])
     if emitted.size and s.first_s > emitted[0]:
         emitted[0] = s.first_s
@@ -153,7 +155,7 @@ def _result(sim: _Finished, options: SimOptions) -> SimRun:
         if len(seqs) != len(reqs) or any(s.finish_s != s.finish_s for s in seqs):
             raise ScenarioError("simulation did not finish every request")  # a scheduler bug, never expected
         arrival = np.array([s.arrival_s for s in seqs])
-        first = np.array([s.first_s for s in seqs])
+        first = np.array([s.first_s + s.held_s for s in seqs])  # as the client sees it (the hosts' floor)
         finish = np.array([s.finish_s for s in seqs])
         out = np.array([s.req.output_tokens for s in seqs])
         prompt = np.array([s.req.prompt_tokens for s in seqs])
