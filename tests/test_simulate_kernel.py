@@ -96,6 +96,14 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "spec_recv_10": ({"serving": {"engine": "sglang", "scheduler_recv_interval": 10},
                       "speculative": {"draft_tokens": 3, "acceptance": 0.7}},
                      {"requests": 300, "rate_req_s": 16.0, "replicas": 2, "seed": 73}),
+    # TensorRT-LLM's attention-DP balance: new requests taken once every rank has one, or every T passes
+    "balance_60": ({"model": "qwen3-30b-a3b", "parallel": {"tp": 4, "ep": 4, "dp_attention": True},
+                    "serving": {"engine": "trtllm", "attention_dp_balance_iters": 60}},
+                   {"requests": 500, "rate_req_s": 20.0, "replicas": 2, "seed": 74}),
+    "spec_balance_20": ({"model": "qwen3-30b-a3b", "parallel": {"tp": 4, "ep": 4, "dp_attention": True},
+                         "serving": {"engine": "trtllm", "attention_dp_balance_iters": 20},
+                         "speculative": {"draft_tokens": 3, "acceptance": 0.7}},
+                        {"requests": 300, "rate_req_s": 16.0, "replicas": 2, "seed": 75}),
     "spec_system_prefix": ({"workload": {"prefix_tokens": 1024, "prefix_hit_rate": 0.7},
                             "speculative": {"draft_tokens": 3, "acceptance": 0.6}},
                            {"requests": 200, "rate_req_s": 12.0, "replicas": 2, "seed": 64}),
@@ -107,9 +115,9 @@ def test_compiled_equals_the_python_replica(name: str, monkeypatch: pytest.Monke
     sc_kw, opt_kw = CASES[name]
     run, calls = _three_ways(Scenario(**sc_kw), sim_options(**opt_kw), monkeypatch)
     assert calls == 1  # the compiled path was taken
-    if name in ("recv_30", "spec_recv_10"):  # below saturation: requests wait for the scheduler's take
-        plain = simulate(Scenario(**{**sc_kw, "serving": {**sc_kw["serving"], "scheduler_recv_interval": 1}}),
-                         sim_options(**opt_kw))
+    if name in ("recv_30", "spec_recv_10", "balance_60", "spec_balance_20"):  # requests wait for the take
+        key = "scheduler_recv_interval" if "recv" in name else "attention_dp_balance_iters"
+        plain = simulate(Scenario(**{**sc_kw, "serving": {**sc_kw["serving"], key: 1}}), sim_options(**opt_kw))
         assert np.mean(run.first_token_s - run.arrival_s) > 1.2 * np.mean(plain.first_token_s - plain.arrival_s)
     if name in ("preempting", "spec_preempting", "recv_preempting"):
         assert run.preemptions > 0  # the case exercises preemption

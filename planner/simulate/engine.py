@@ -49,6 +49,7 @@ import math
 from typing import TYPE_CHECKING
 
 from planner.errors import InsufficientMemoryError, ScenarioError
+from planner.physics.layout import attention_dp
 from planner.physics.link import kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.techniques import kv_transfer_s
 from planner.simulate.alone import alone_order, run_alone
@@ -119,15 +120,21 @@ class _Sim:
         self.draws = (spec_draws(draft_tokens=sp.draft_tokens, acceptance=drafter.acceptance, seed=options.seed)
                       if drafter is not None else None)
 
+        # the scheduler's take-in: SGLang's receive interval, or TensorRT-LLM's attention-DP balance
+        # (its timeout counts the same way; each of the ranks holding a new request takes them early)
+        balance = s.attention_dp_balance_iters if s.mode == "colocated" else 0
+        recv = balance if balance > 0 else s.scheduler_recv_interval
+        ranks = int(attention_dp(scenario.parallel.tp, scenario.parallel.dp_attention)) if balance > 0 else 0
+
         def rep(role: str) -> _Replica:
             nb, st = (own.blocks, own.steps) if own is not None and role == "prefill" else (blocks, steps)
             if self.draws is not None:
                 return _SpecReplica(draws=self.draws, role=role, capacity_blocks=nb, block_tokens=bt,
                                     max_batch=max_batch, chunk_tokens=s.chunk_tokens, chunked=options.chunked_prefill,
-                                    steps=st, recv_interval=s.scheduler_recv_interval)
+                                    steps=st, recv_interval=recv, balance_ranks=ranks)
             return _Replica(role=role, capacity_blocks=nb, block_tokens=bt, max_batch=max_batch,
                             chunk_tokens=s.chunk_tokens, chunked=options.chunked_prefill, steps=st,
-                            recv_interval=s.scheduler_recv_interval)
+                            recv_interval=recv, balance_ranks=ranks)
 
         if s.mode == "disaggregated":
             self.front = [rep("prefill") for _ in range(options.prefill_replicas)]
@@ -260,7 +267,7 @@ class _Sim:
                                              capacity_blocks=rep.capacity, block_tokens=rep.bt,
                                              max_batch=rep.max_batch, chunk_tokens=rep.chunk_tokens,
                                              chunked=rep.chunked, draws=self.draws,
-                                             recv_interval=rep.recv_interval)
+                                             recv_interval=rep.recv_interval, balance_ranks=rep.balance_ranks)
                 return
             order = alone_order(self.requests).tolist()
             for ri, rp in enumerate(self.front):

@@ -56,6 +56,7 @@ from planner.simulate.kernellayout import NEED_DECODE_ROW as NEED_DECODE_ROW
 from planner.simulate.kernellayout import NEED_PREFILL_EXACT as NEED_PREFILL_EXACT
 from planner.simulate.kernellayout import NEED_PREFILL_ROW as NEED_PREFILL_ROW
 from planner.simulate.kernellayout import NEED_SPACE as NEED_SPACE
+from planner.simulate.kernellayout import P_BALANCE as P_BALANCE
 from planner.simulate.kernellayout import P_BT as P_BT
 from planner.simulate.kernellayout import P_CACHED_GRID as P_CACHED_GRID
 from planner.simulate.kernellayout import P_CAPACITY as P_CAPACITY
@@ -154,7 +155,7 @@ def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray
                 prefix_key: np.ndarray, prefix_tokens: np.ndarray, *, keys: int, capacity_blocks: int,
                 block_tokens: int, max_batch: int, chunk_tokens: int, chunked: bool,
                 request_index: np.ndarray | None = None, draws: SpecDraws | None = None,
-                recv_interval: int = 1) -> ReplicaRun:
+                recv_interval: int = 1, balance_ranks: int = 0) -> ReplicaRun:
     """Serve one replica's requests (arrival order) alone, compiled.  ``prefix_key``: an index
     below ``keys`` per request (-1: none); ``draws``: speculation (``request_index`` keys them)."""
     m = int(prompt_tokens.size)
@@ -165,6 +166,7 @@ def run_replica(tables: Tables, arrival_s: np.ndarray, prompt_tokens: np.ndarray
     if draws is not None:
         params[P_SPEC_K], params[P_SPEC_SEED] = draws.draft_tokens, draws.seed_h
     params[P_RECV] = recv_interval
+    params[P_BALANCE] = balance_ranks
     thresholds = np.array(draws.thresholds if draws is not None else (0,), dtype=np.int64)
     st = np.zeros(N_STATE, dtype=np.int64)
     st[S_FREE] = capacity_blocks
@@ -234,7 +236,7 @@ class Compiled:
 
 def run_compiled(tables: Tables, stream: Stream, *, replicas: int, capacity_blocks: int, block_tokens: int,
                  max_batch: int, chunk_tokens: int, chunked: bool, draws: SpecDraws | None = None,
-                 recv_interval: int = 1) -> Compiled:
+                 recv_interval: int = 1, balance_ranks: int = 0) -> Compiled:
     """Each of ``replicas`` replicas serves every replicas-th request in the order arrivals are
     handled (by time, then index: round robin), alone and compiled."""
     n_req = stream.arrival_s.size
@@ -251,7 +253,7 @@ def run_compiled(tables: Tables, stream: Stream, *, replicas: int, capacity_bloc
                           stream.prefix_key[idx], stream.prefix_tokens[idx], keys=stream.keys,
                           capacity_blocks=capacity_blocks, block_tokens=block_tokens, max_batch=max_batch,
                           chunk_tokens=chunk_tokens, chunked=chunked, request_index=idx, draws=draws,
-                          recv_interval=recv_interval)
+                          recv_interval=recv_interval, balance_ranks=balance_ranks)
         runs.append(run)
         log_req.append(idx[run.log_seq])
         log_count.append(run.log_count)

@@ -56,9 +56,11 @@ F_HOST_FLOOR = 5  # a first token no sooner than this after its prefill iteratio
 N_FSTATE = 6
 
 # Parameters (params[...]).
-P_CAPACITY, P_BT, P_MAX_BATCH, P_CHUNK, P_CHUNKED, P_GRID, P_CACHED_GRID, P_SPEC_K, P_SPEC_SEED, P_RECV = range(10)
-N_PARAMS = 10  # P_SPEC_K: draft tokens (0: no speculation); P_SPEC_SEED: the hashed seed (speculation.seed_hash)
+(P_CAPACITY, P_BT, P_MAX_BATCH, P_CHUNK, P_CHUNKED, P_GRID, P_CACHED_GRID, P_SPEC_K, P_SPEC_SEED, P_RECV,
+ P_BALANCE) = range(11)
+N_PARAMS = 11  # P_SPEC_K: draft tokens (0: no speculation); P_SPEC_SEED: the hashed seed (speculation.seed_hash)
 # P_RECV: the scheduler's receive interval (planner.simulate.replica._Replica.recv_interval)
+# P_BALANCE: attention-DP ranks whose balance takes early (_Replica.balance_ranks; 0: none)
 
 # Per sequence (q[row, sequence]), in the order handled.
 Q_PROMPT = 0  # prompt tokens

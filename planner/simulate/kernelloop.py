@@ -39,6 +39,7 @@ from planner.simulate.kernellayout import (
     NEED_PREFILL_EXACT,
     NEED_PREFILL_ROW,
     NEED_SPACE,
+    P_BALANCE,
     P_BT,
     P_CACHED_GRID,
     P_CHUNK,
@@ -90,7 +91,7 @@ from planner.simulate.kernellayout import (
     S_WLEN,
     _njit,
 )
-from planner.simulate.kernelspec import _spec_tokens
+from planner.simulate.kernelspec import _balance_rank, _spec_tokens
 
 # Nothing here is re-exported by planner.simulate: importing numba is slow, so the compiled
 # modules load only when the engine first takes the compiled path (planner.simulate.kernel).
@@ -123,6 +124,9 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
     spec = params[P_SPEC_K] > 0
     seed_h = params[P_SPEC_SEED]
     recv_k = params[P_RECV]
+    ranks = params[P_BALANCE]  # attention-DP balance: a pass by whose end every rank holds a new request takes them
+    idle_below = ranks if ranks > 1 else 1  # fewer running than this: a rank idle, new requests taken at once
+    seen = np.zeros(max(ranks, 1), np.int64)
     while True:
         phase = st[S_PHASE]
         if phase == IDLE:  # the next arrival starts it
@@ -145,8 +149,8 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
                 return NEED_SPACE
             if st[S_ATTEMPTS] < 0:
                 st[S_ATTEMPTS] = st[S_NRUN] + 2
-            if st[S_NRUN] == 0:
-                fst[F_RECV_T] = np.inf  # idle: new requests are taken in at once
+            if st[S_NRUN] < idle_below:
+                fst[F_RECV_T] = np.inf  # idle (a rank idle): new requests are taken in at once
             # 1. one token per decoding sequence: blocks for those opening one
             nd = 0
             need = 0
@@ -297,6 +301,21 @@ def replica_kernel(arr: np.ndarray, params: np.ndarray, st: np.ndarray, fst: np.
             else:
                 st[S_RECV_C] += 1
                 if st[S_RECV_C] >= recv_k:
+                    st[S_RECV_C] = 0
+                    fst[F_RECV_T] = end
+            if ranks > 0 and fst[F_RECV_T] < end:  # _Replica._ranks_covered
+                seen[:] = 0
+                covered = 0
+                for i in range(st[S_WLEN]):
+                    s = waiting[(st[S_WHEAD] + i) % cap_w]
+                    if fst[F_RECV_T] < arr[s] <= end:
+                        b = _balance_rank(q[Q_REQ, s], ranks)
+                        if seen[b] == 0:
+                            seen[b] = 1
+                            covered += 1
+                            if covered >= ranks:
+                                break
+                if covered >= ranks:
                     st[S_RECV_C] = 0
                     fst[F_RECV_T] = end
         nrun = st[S_NRUN]

@@ -32,3 +32,9 @@ def _spec_tokens(seed_h: int, request: int, passes: int, thresholds: np.ndarray)
         a += 1
     return a
 
+
+
+@_njit
+def _balance_rank(request: int, ranks: int) -> int:
+    """planner.simulate.hashing.balance_rank, compiled."""
+    return _hash32(0x2545F491 ^ (request & 0xFFFFFFFF)) % max(ranks, 1)

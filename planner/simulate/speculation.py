@@ -31,22 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.physics.speculative import acceptance_positions
+from planner.simulate.hashing import MASK32, hash32
 from planner.simulate.replica import _Host, _Replica, _Seq
 from planner.simulate.steptimes import StepTimes
 
 __all__: list[str] = []
-
-MASK32 = 0xFFFFFFFF
-_HASH_MUL = 0x45D9F3B  # (x ^ x >> 16) × this, twice: a 32-bit integer hash with full avalanche
-
-
-def hash32(x: int) -> int:
-    """A 32-bit integer hash; every product stays below 2^59 (int64 in the kernel)."""
-    x &= MASK32
-    x = ((x >> 16) ^ x) * _HASH_MUL & MASK32
-    x = ((x >> 16) ^ x) * _HASH_MUL & MASK32
-    return (x >> 16) ^ x
-
 
 def seed_hash(seed: int) -> int:
     """The run's seed folded to 32 bits and hashed (SimOptions.seed may be 64-bit)."""
@@ -97,9 +86,11 @@ class _SpecReplica(_Replica):
     speculative = True
 
     def __init__(self, *, draws: SpecDraws, role: str, capacity_blocks: int, block_tokens: int, max_batch: int,
-                 chunk_tokens: int, chunked: bool, steps: StepTimes, recv_interval: int = 1) -> None:
+                 chunk_tokens: int, chunked: bool, steps: StepTimes, recv_interval: int = 1,
+                 balance_ranks: int = 0) -> None:
         super().__init__(role=role, capacity_blocks=capacity_blocks, block_tokens=block_tokens, max_batch=max_batch,
-                         chunk_tokens=chunk_tokens, chunked=chunked, steps=steps, recv_interval=recv_interval)
+                         chunk_tokens=chunk_tokens, chunked=chunked, steps=steps, recv_interval=recv_interval,
+                         balance_ranks=balance_ranks)
         self.draws = draws
         self._spec_plan: list[tuple[_Seq, int]] = []
         self.spec_passes = 0  # verify passes (sequence × iteration)
@@ -150,6 +141,8 @@ class _SpecReplica(_Replica):
         self.times.append(t)
         if self.recv_interval > 1:
             self._recv_tick(1)
+            if self.balance_ranks and self.recv_t < t and self._ranks_covered(t):
+                self.recv_count, self.recv_t = 0, t
         done: list[_Seq] = []
         for s, a in self._spec_plan:
             s.kv += a

@@ -40,7 +40,7 @@ class OperatingArrays:
     ttft_p90_s: Arr
     ttft_p99_s: Arr  # at the fleet's load (NaN where the load model gives no distribution)
     ttft_wait_s: Arr  # mean queueing wait before the prefill starts
-    ttft_recv_wait_s: Arr  # of prefill_service_s: the wait for SGLang's scheduler to take the request in
+    ttft_recv_wait_s: Arr  # of prefill_service_s: the wait for the scheduler to take the request in (SGLang recv, TRT ADP balance)
     fleet_cycle_s: Arr  # the decode pass at the fleet's batch (NaN where the mode has none)
     prefill_service_s: Arr  # a request's own mean prefill latency (colocated: its chunked iterations)
     goodput_req_s_per_replica: Arr  # decode replicas in disaggregated mode

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from planner.io.formatting import NOT_A_NUMBER
+from planner.physics.layout import attention_dp
 from planner.physics.prefill import host_floor_s
 from planner.physics.terms import term
 from planner.sizing.fleet import FleetArrays, fleet_arrays
@@ -222,6 +223,7 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
     recv = float(op.ttft_recv_wait_s[i])
     disagg = s.serving.mode == "disaggregated"
     k = s.serving.scheduler_recv_interval
+    tb = s.serving.attention_dp_balance_iters
     floor = 0.0 if disagg else float(host_floor_s(r.model, tp=s.parallel.tp, pp=s.parallel.pp))
     d["operating_point.ttft_s"] = Derivation(
         name="operating_point.ttft_s",
@@ -229,8 +231,10 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
             " (pipelined over PP stages) + exposed KV transfer (its tail behind the prefill + the hand-off's "
             "setup, fleet.kv_transfer_setup_s)" if disagg
             else " (chunk i: cycle + chunk over i earlier chunks)") + f"; wait: {QUEUEING_NOTE}" + (
-            f"; the service includes the wait for SGLang's scheduler to take the request in "
-            f"(--scheduler-recv-interval {k}: operating_point.ttft_recv_wait_s)" if recv > 0 else "") + (
+            (f"; the service includes the wait for SGLang's scheduler to take the request in "
+             f"(--scheduler-recv-interval {k}: operating_point.ttft_recv_wait_s)" if k > 1 else
+             f"; the service includes the wait for TensorRT-LLM's attention-DP balance to release the prompt "
+             f"(timeout_iters {tb}: operating_point.ttft_recv_wait_s)") if recv > 0 else "") + (
             "; a prompt's own iterations held to the hosts' floor (operating_point.ttft_host_floor_s)"
             if floor > 0 else ""),
         substituted=f"{fmt_num(wait)} + {fmt_num(service)}" + (f" + {fmt_num(transfer)}" if disagg else ""),
@@ -263,6 +267,20 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
                      "q_g = 1 − e^(−λ c g); c the decode pass, B the fleet's batch (an idle replica takes at once)"),
             substituted=(f"k = {k}, λ = {fmt_num(lam)} req/s per replica, c = {fmt_num(float(op.fleet_cycle_s[i]))} s, "
                          f"B = {fmt_num(float(op.fleet_batch_size[i]))} → {fmt_num(recv)}"),
+            value=recv, unit="s")
+    if tb > 0 and not disagg:
+        lam = w.peak_rate / float(fl.replicas[i]) if float(fl.replicas[i]) > 0 else 0.0
+        ranks = int(attention_dp(s.parallel.tp, s.parallel.dp_attention))
+        d["operating_point.ttft_recv_wait_s"] = Derivation(
+            name="operating_point.ttft_recv_wait_s",
+            formula=("W = c × P(n·R, n·B) × Σ_(m=1)^(T−1) m·(1 − F_(R−1)(m)) / Σ_(m=0)^(T−1) (1 − F_R(m)), "
+                     "F_k(m) = (1 − e^(−λ c m / R))^k: TensorRT-LLM's attention-DP balance takes new prompts once "
+                     "each of the R ranks has one, or T passes after its last take; c the decode pass, B the "
+                     "fleet's batch over n replicas (P: the regularized incomplete gamma, the chance every rank "
+                     "decodes; a rank without sequences releases at once)"),
+            substituted=(f"T = {tb}, R = {ranks}, λ = {fmt_num(lam)} req/s per replica, "
+                         f"c = {fmt_num(float(op.fleet_cycle_s[i]))} s, B = {fmt_num(float(op.fleet_batch_size[i]))}, "
+                         f"n = {int(fl.replicas[i])} → {fmt_num(recv)}"),
             value=recv, unit="s")
     u = s.fleet.target_utilization
     per_dec = opp.goodput_req_s_per_replica

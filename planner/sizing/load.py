@@ -28,8 +28,17 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from planner.physics.layout import attention_dp
 from planner.physics.prefill import host_floor_s
-from planner.physics.queueing import ROUNDING_MARGIN, ServiceTimes, colocated_decode, mgc_wait, recv_wait_cycles
+from planner.physics.queueing import (
+    ROUNDING_MARGIN,
+    ServiceTimes,
+    balance_busy,
+    balance_wait_cycles,
+    colocated_decode,
+    mgc_wait,
+    recv_wait_cycles,
+)
 from planner.physics.speculative import drafter_for
 from planner.physics.step import decode_cycle, prefill_chunks, prefill_step
 from planner.spec.context import Resolved
@@ -96,6 +105,14 @@ def _grid_state(r: Resolved, *, prompt: float, output: float, max_batch: int, cl
         # open loop: with probability 1 − e^(−batch)); an idle replica takes it at once.
         busy = np.clip(grid - 1.0, 0.0, 1.0) if closed else -np.expm1(-grid)
         ttft = ttft + recv_wait_cycles(interval=k, arrivals_per_cycle=rate * cycle[0]) * cycle[0] * busy
+    tb = r.scenario.serving.attention_dp_balance_iters
+    if tb > 0:
+        # TensorRT-LLM's attention-DP balance: the passes until every rank holds a prompt, or the timeout,
+        # when every rank is decoding (closed loop: the others' sequences fill the R ranks; open loop:
+        # balance_busy); a rank without sequences releases the prompts at once.
+        ranks = int(attention_dp(r.scenario.parallel.tp, r.scenario.parallel.dp_attention))
+        busy = np.clip(grid - ranks, 0.0, 1.0) if closed else balance_busy(ranks=ranks, batch=grid)
+        ttft = ttft + balance_wait_cycles(timeout=tb, arrivals_per_cycle=rate * cycle[0], ranks=ranks) * cycle[0] * busy
     # the last token: the decode's own pace from the iteration that sampled the first (the floor holds
     # only the first token's delivery, and the tokens behind it)
     e2e = np.maximum(ttft - held + (output - 1.0) * dec.itl_mean_s[0], ttft)

@@ -30,11 +30,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.physics.handoff import kv_handoff_factor
+from planner.physics.layout import attention_dp
 from planner.physics.link import DEFAULT_KV_LINK_EFFICIENCY, kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.memory import kv_bytes_per_token_per_gpu
 from planner.physics.queueing import (
     QueueWait,
     ServiceTimes,
+    balance_busy,
+    balance_wait_points,
     batch_at_rate,
     colocated_decode,
     pipelined_prefill,
@@ -85,8 +88,9 @@ class ModeLoad:
     # Colocated: the longest prompt needs more than one iteration's prompt room R = T − B at the batch
     # (raising serving.chunk_tokens would let it in whole); None where prompts never share iterations.
     budget_binds: NDArray[np.bool_] | None = None
-    # Of the TTFT's own latency: the decode passes before SGLang's scheduler takes a request in
-    # (serving.scheduler_recv_interval; None: every iteration takes them).
+    # Of the TTFT's own latency: the decode passes before the scheduler takes a request in (SGLang's
+    # serving.scheduler_recv_interval, TensorRT-LLM's serving.attention_dp_balance_iters; None: every
+    # iteration takes them).
     recv_wait_s: Arr | None = None
     # The weights of ttft_own_s's last axis where it has more points than the request classes
     # (the receive wait's spread); None: the classes' own (ServiceTimes.weights).
@@ -171,13 +175,23 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
                + fleet.residual_s[..., None])
     # and, on SGLang with --scheduler-recv-interval k, the decode passes before the scheduler takes it in
     # (an arrival finds the replica decoding with probability 1 − e^(−batch); idle, it is taken at once)
+    # or, on TensorRT-LLM with attention-DP balance, the passes until every rank has a prompt or the timeout
+    # (an arrival finds every rank decoding with probability balance_busy; else it is taken at once)
     k = s.serving.scheduler_recv_interval
+    tb = s.serving.attention_dp_balance_iters
     recv = None
     weights = sv.weights
-    if k > 1:
+    if k > 1 or tb > 0:
         # the wait's spread: each request class × RECV_WAIT_POINTS equal-probability waits (their mean is
-        # recv_wait_cycles × busy passes; TTFT's distribution only)
-        pts = recv_wait_points(interval=k, arrivals_per_cycle=lam * cyc_f, busy=-np.expm1(-bf)) * cyc_f[..., None]
+        # recv_wait_cycles (balance_wait_cycles) × busy passes; TTFT's distribution only)
+        if tb > 0:
+            ranks = int(attention_dp(s.parallel.tp, s.parallel.dp_attention))
+            n = np.where(np.isfinite(reps), reps, 1.0)
+            pts = balance_wait_points(timeout=tb, arrivals_per_cycle=lam * cyc_f, ranks=ranks,
+                                      busy=balance_busy(ranks=ranks, batch=bf, replicas=n)) * cyc_f[..., None]
+        else:
+            pts = recv_wait_points(interval=k, arrivals_per_cycle=lam * cyc_f,
+                                   busy=-np.expm1(-bf)) * cyc_f[..., None]
         recv = pts.mean(axis=-1)
         n_s, n_p = own_lat.shape[-1], pts.shape[-1]
         own_lat = (own_lat[..., :, None] + pts[..., None, :]).reshape(own_lat.shape[:-1] + (n_s * n_p,))

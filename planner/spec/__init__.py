@@ -5,6 +5,7 @@ Imports only ``planner.errors`` and ``planner.io``.
 """
 
 from planner.spec.bounds import (
+    MAX_BALANCE_ITERS,
     MAX_ID_CHARS,
     MAX_LENGTH_SIGMA,
     MAX_LINK_BYTES_PER_S,
@@ -187,6 +188,7 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_LENGTH_SIGMA",
     "MAX_LINK_BYTES_PER_S",
+    "MAX_BALANCE_ITERS",
     "MAX_RECV_INTERVAL",
     "MAX_PP",
     "MAX_REDUNDANT_EXPERTS",

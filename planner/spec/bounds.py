@@ -8,6 +8,7 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_LINK_BYTES_PER_S",
     "MAX_LENGTH_SIGMA",
+    "MAX_BALANCE_ITERS",
     "MAX_RECV_INTERVAL",
     "MAX_SEQUENCE_TOKENS",
     "MAX_TRACE_ROWS",
@@ -44,6 +45,10 @@ MAX_USD_PER_KWH = 1_000.0
 # SGLang's --scheduler-recv-interval: published recipes use 10 and 30; 1,000 decode steps
 # (tens of seconds) is past any that serves interactive traffic.
 MAX_RECV_INTERVAL = 1_000
+# TensorRT-LLM's attention_dp_config.timeout_iters (with enable_balance): its default is 50 and
+# published recipes use 60; 256 decode steps (seconds) is past any that serves interactive
+# traffic, and the plan's wait distribution has one piece per step.
+MAX_BALANCE_ITERS = 256
 # A link or weight-loading bandwidth a scenario may state (fleet.link_bytes_per_s,
 # fleet.load_bytes_per_s): 1 MB/s is below any network a KV cache or a model is moved
 # over (a 1 Gb/s NIC is 125 MB/s), 1 PB/s ~500× NVLink 5's 1.8 TB/s.  Outside them a KV

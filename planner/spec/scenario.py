@@ -248,6 +248,13 @@ class Scenario(BaseModel):
                              f"plus their copies must spread evenly over parallel.ep ({ep}) GPUs")
         if self.parallel.pp > model.layers:
             raise ValueError(f"parallel.pp ({self.parallel.pp}) exceeds the model's {model.layers} layers")
+        if self.serving.attention_dp_balance_iters > 0 and not par.dp_attention:
+            raise ValueError(f"serving.attention_dp_balance_iters ({self.serving.attention_dp_balance_iters}) "
+                             "balances prompts over attention-DP ranks: it needs parallel.dp_attention=true "
+                             "(or set it to 0)")
+        if self.serving.attention_dp_balance_iters > 0 and self.serving.mode == "disaggregated":
+            raise ValueError("serving.attention_dp_balance_iters is modelled for colocated replicas; a "
+                             "disaggregated scenario leaves it 0")
         sp = self.speculative
         if sp.draft_tokens > 0 and sp.method == "mtp" and model.mtp_layers <= 0:
             raise ValueError(f"speculative.method 'mtp': {model.id} has no multi-token-prediction module "

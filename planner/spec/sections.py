@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.spec.bounds import (
+    MAX_BALANCE_ITERS,
     MAX_ID_CHARS,
     MAX_LENGTH_SIGMA,
     MAX_LINK_BYTES_PER_S,
@@ -147,6 +148,11 @@ class Serving(BaseModel):
     # its prefill (planner.physics.queueing.recv_wait_cycles).  1: every iteration, as vLLM and
     # TensorRT-LLM do.
     scheduler_recv_interval: Annotated[int, Field(ge=1, le=MAX_RECV_INTERVAL)] = 1
+    # TensorRT-LLM's attention-DP balance (attention_dp_config: enable_balance true, timeout_iters
+    # this, batching_wait_iters 0): with parallel.dp_attention, new prompts wait until every
+    # attention-DP rank has one, or until this many passes since the scheduler last took any
+    # (planner.physics.queueing.balance_wait_cycles).  0: off, TensorRT-LLM's default.
+    attention_dp_balance_iters: Annotated[int, Field(ge=0, le=MAX_BALANCE_ITERS)] = 0
 
     @model_validator(mode="after")
     def _recv_interval_is_sglang(self) -> Serving:
@@ -154,6 +160,10 @@ class Serving(BaseModel):
             raise ValueError(f"serving.scheduler_recv_interval is SGLang's --scheduler-recv-interval; "
                              f"serving.engine '{self.engine}' takes new requests every iteration (set it to 1, "
                              f"or serving.engine to 'sglang')")
+        if self.attention_dp_balance_iters > 0 and self.engine != "trtllm":
+            raise ValueError(f"serving.attention_dp_balance_iters is TensorRT-LLM's attention_dp_config "
+                             f"(enable_balance, timeout_iters); serving.engine '{self.engine}' has no such "
+                             f"balance (set it to 0, or serving.engine to 'trtllm')")
         return self
 
 
