@@ -101,6 +101,16 @@ EXISTING: dict[str, dict[str, Any]] = {
         "parallel": {"tp": 8, "ep": 8}, "serving": {"engine": "sglang", "scheduler_recv_interval": 30},
         "workload": {"requests_per_s": 20, "prompt_tokens": 2000, "output_tokens": 250},
     },
+    # TensorRT-LLM with attention DP over the 8 GPUs and its balance (attention_dp_config enable_balance,
+    # timeout_iters 60, as InferenceX's recipes): new prompts wait for every rank to have one, or 60 passes;
+    # a 3 s TTFT target lets the replicas run tens of sequences, so every rank is busy and the wait binds
+    "deepseek-v3 fp8 8xh200 dep8 trtllm balance 60": {
+        "model": "deepseek-v3", "gpu": "h200-sxm", "weights_dtype": "fp8", "kv_dtype": "fp8",
+        "parallel": {"tp": 8, "ep": 8, "dp_attention": True},
+        "serving": {"engine": "trtllm", "attention_dp_balance_iters": 60},
+        "workload": {"requests_per_s": 20, "prompt_tokens": 2000, "output_tokens": 250},
+        "slo": {"ttft_s": 3.0, "itl_s": 0.1},
+    },
 }
 SCENARIOS: dict[str, dict[str, Any]] = {**SHORT_PROMPTS, **EXISTING}
 # Arrivals span this many planned end-to-end latencies (the first fills the empty fleet).

@@ -139,6 +139,10 @@ SIDEBAR: tuple[tuple[str, str, tuple[Widget, ...]], ...] = (
         _w("recv", "SGLang receive interval (decode passes)", 1, min_value=1,
            help="SGLang --scheduler-recv-interval: new requests are taken in every N decode passes "
                 "(1 = every iteration; InferenceX's recipes use 10 and 30); the wait is in the TTFT"),
+        _w("adpbal", "TensorRT-LLM attention-DP balance timeout (passes)", 1, min_value=0,
+           help="attention_dp_config enable_balance with this timeout_iters (0 = off, the default): with "
+                "attention DP, new prompts wait until every rank has one or this many passes; the wait is in "
+                "the TTFT (InferenceX's recipes use 60)"),
     )),
 )
 # Widgets drawn by pages/_capacity.py: only the message words that name them.

@@ -27,6 +27,7 @@ INPUT_COLUMNS = [
     "scenario.serving.mode", "scenario.serving.batch_size", "scenario.serving.context_tokens",
     "scenario.serving.chunk_tokens", "scenario.serving.block_tokens", "scenario.serving.reserved_bytes",
     "scenario.serving.memory_utilization", "scenario.serving.engine", "scenario.serving.scheduler_recv_interval",
+    "scenario.serving.attention_dp_balance_iters",
     "scenario.speculative.draft_tokens",
     "scenario.speculative.method", "scenario.speculative.acceptance", "scenario.speculative.acceptance_per_position",
     "scenario.speculative.draft_cost", "scenario.speculative.draft_model",

@@ -169,6 +169,12 @@ def _trtllm(inputs: DeployInputs, pool: Pool, model: str, weights: str | None) -
     if pool.ep > 1:
         _put(cfg, "moe_expert_parallel_size", pool.ep)
     _put(cfg, "enable_attention_dp", pool.dp_attention)
+    balance = inputs.scenario.serving.attention_dp_balance_iters
+    if balance > 0 and pool.dp_attention and pool.role == "colocated":
+        # the plan's TTFT includes the wait it costs (operating_point.ttft_recv_wait_s)
+        _put(cfg, "attention_dp_config.enable_balance", True)
+        _put(cfg, "attention_dp_config.timeout_iters", balance)
+        _put(cfg, "attention_dp_config.batching_wait_iters", 0)
     if pool.batch is not None:
         _put(cfg, "max_batch_size", pool.batch)
     _put(cfg, "max_num_tokens", pool.chunk_tokens)
@@ -211,6 +217,12 @@ def engine_commands(inputs: DeployInputs, engine: str, *, weights: str | None = 
     if recv > 1 and engine != "sglang":
         note = (f"serving.scheduler_recv_interval {recv} is SGLang's --scheduler-recv-interval: {engine} takes new "
                 f"requests every iteration, so its TTFT runs below the plan's (operating_point.ttft_recv_wait_s)")
+        out = tuple(replace(c, notes=(*c.notes, note)) for c in out)
+    balance = inputs.scenario.serving.attention_dp_balance_iters
+    if balance > 0 and engine != "trtllm":
+        note = (f"serving.attention_dp_balance_iters {balance} is TensorRT-LLM's attention_dp_config (enable_balance, "
+                f"timeout_iters): {engine} takes new requests without it, so its TTFT runs below the plan's "
+                f"(operating_point.ttft_recv_wait_s)")
         out = tuple(replace(c, notes=(*c.notes, note)) for c in out)
     return out
 

@@ -163,6 +163,14 @@ _TABLE: tuple[FlagSpec, ...] = (
     FlagSpec("trtllm", "moe_expert_parallel_size", True, "trtllm.llm_args", _TRT, "LlmArgs.moe_expert_parallel_size"),
     FlagSpec("trtllm", "enable_attention_dp", True, "trtllm.llm_args", _TRT,
              "LlmArgs.enable_attention_dp: attention data-parallel over the TP ranks"),
+    FlagSpec("trtllm", "attention_dp_config.enable_balance", True, "trtllm.llm_args", _TRT,
+             "AttentionDpConfig.enable_balance: hold new prompts until every attention-DP rank has one "
+             "(serving.attention_dp_balance_iters)"),
+    FlagSpec("trtllm", "attention_dp_config.timeout_iters", True, "trtllm.llm_args", _TRT,
+             "AttentionDpConfig.timeout_iters: or until this many iterations (default 50)"),
+    FlagSpec("trtllm", "attention_dp_config.batching_wait_iters", True, "trtllm.llm_args", _TRT,
+             "AttentionDpConfig.batching_wait_iters: further waits once every rank has one (default 10; the plan "
+             "models 0)"),
     FlagSpec("trtllm", "max_batch_size", True, "trtllm.llm_args", _TRT, "LlmArgs.max_batch_size"),
     FlagSpec("trtllm", "max_num_tokens", True, "trtllm.llm_args", _TRT, "LlmArgs.max_num_tokens: tokens per step"),
     FlagSpec("trtllm", "max_seq_len", True, "trtllm.llm_args", _TRT, "LlmArgs.max_seq_len: the context"),

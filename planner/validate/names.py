@@ -21,6 +21,7 @@ __all__ = [
     "EngineFamily",
     "PRECISIONS",
     "assumed_gpu_variant",
+    "attention_dp_balance_iters",
     "engine_family",
     "length_range_ratio",
     "precision_dtypes",
@@ -164,6 +165,28 @@ def scheduler_recv_interval(*, stated: int | None, engine: str, source: str | No
         k = 30 if concurrency >= 16 else 10
     return k, (f"scheduler_recv_interval not stated: {k} (InferenceX's SGLang recipe for {gpu} at "
                f"{concurrency:g} clients)")
+
+
+# InferenceX's single-node TensorRT-LLM recipes for DeepSeek-R1
+# (benchmarks/single_node/fixed_seq_len/dsr1_{fp4,fp8}_{b200,h200}_trt[_mtp].sh) add, with
+# DP_ATTENTION=true, "attention_dp_config: batching_wait_iters 0, enable_balance true,
+# timeout_iters 60"; TensorRT-LLM's default leaves the balance off.
+_INFERENCEX_BALANCE_ITERS = 60
+
+
+def attention_dp_balance_iters(*, stated: int | None, engine: str, source: str | None, dp_attention: bool | None,
+                               disaggregated: bool) -> tuple[int, str | None]:
+    """(TensorRT-LLM's attention-DP balance timeout the row ran with, a note when it was not
+    stated): the row's own value, else its recipe's known one (InferenceX's single-node
+    TensorRT-LLM recipes with attention DP), else 0 (off)."""
+    if stated is not None:
+        return stated, None
+    if (_INFERENCEX_SOURCE not in (source or "").lower() or engine_family(engine) != "trtllm"
+            or "dynamo" in engine.lower() or not dp_attention or disaggregated):
+        return 0, None
+    k = _INFERENCEX_BALANCE_ITERS
+    return k, (f"attention_dp_balance_iters not stated: {k} (InferenceX's TensorRT-LLM recipe with attention DP: "
+               f"attention_dp_config enable_balance, timeout_iters {k})")
 
 
 def engine_family(engine: str) -> EngineFamily:

@@ -50,6 +50,7 @@ from planner.validate.layout import (
 )
 from planner.validate.names import (
     assumed_gpu_variant,
+    attention_dp_balance_iters,
     engine_family,
     length_range_ratio,
     precision_dtypes,
@@ -233,6 +234,11 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
                                         dp_attention=row.dp_attention, disaggregated=row.disaggregated is not None)
     if why:
         notes.append(why)
+    balance, why = attention_dp_balance_iters(stated=row.attention_dp_balance_iters, engine=row.engine,
+                                              source=row.source, dp_attention=layout.dp_attention,
+                                              disaggregated=row.disaggregated is not None)
+    if why:
+        notes.append(why)
     try:
         scenario = Scenario(
             name=row.id, gpu=gpu_id, model=model_id, weights_dtype=dtypes[0], kv_dtype=dtypes[1],
@@ -241,7 +247,7 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
                               requests_per_s=per if load == "request_rate" and per else 1.0),
             serving=Serving(memory_utilization=util, engine=memory_engine,
                             chunk_tokens=ENGINE_CHUNK_TOKENS.get(memory_engine, 8192),
-                            scheduler_recv_interval=recv),
+                            scheduler_recv_interval=recv, attention_dp_balance_iters=balance),
             efficiency=Efficiency(bandwidth=eff.bandwidth, compute=eff.compute,
                                   step_overhead_s=eff.step_overhead_s),
         )

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from planner.errors import ScenarioError
 from planner.io.jsonfile import read_json
-from planner.spec.bounds import MAX_RECV_INTERVAL
+from planner.spec.bounds import MAX_BALANCE_ITERS, MAX_RECV_INTERVAL
 
 __all__ = [
     "LATENCY_METRICS",
@@ -115,6 +115,9 @@ class MeasurementRow(BaseModel):
     # SGLang's --scheduler-recv-interval (serving.scheduler_recv_interval); None: not stated
     # (planner.validate.names.scheduler_recv_interval: the recipe's, where it is known).
     scheduler_recv_interval: Annotated[int, Field(ge=1, le=MAX_RECV_INTERVAL)] | None = None
+    # TensorRT-LLM's attention-DP balance timeout (serving.attention_dp_balance_iters; 0: off);
+    # None: not stated (planner.validate.names.attention_dp_balance_iters: the recipe's, where known).
+    attention_dp_balance_iters: Annotated[int, Field(ge=0, le=MAX_BALANCE_ITERS)] | None = None
     isl: PosInt | None = None
     osl: PosInt | None = None
     # The client drew each request's lengths uniformly in [r·isl, isl] and [r·osl, osl]

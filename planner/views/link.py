@@ -86,6 +86,7 @@ LINK_FIELDS: tuple[LinkField, ...] = (
     LinkField("util", "serving.memory_utilization", "float", zero_is_none=True),
     LinkField("engine", "serving.engine", "choice"),
     LinkField("recv", "serving.scheduler_recv_interval", "int", minimum=1),
+    LinkField("adpbal", "serving.attention_dp_balance_iters", "int", minimum=0),
     LinkField("price", "cost.usd_per_gpu_hour", "float", optional=True),
     LinkField("target", "fleet.target_utilization", "float", scale=100.0),
     LinkField("minrep", "fleet.min_replicas", "int", minimum=1),
