@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.simulate.hashing import BALANCE_SALT
 from planner.simulate.kernellayout import _njit
 
 # Nothing here is re-exported by planner.simulate: importing numba is slow, so the compiled
@@ -14,7 +15,7 @@ __all__: list[str] = []
 
 @_njit
 def _hash32(x: int) -> int:
-    """planner.simulate.speculation.hash32, compiled (every product below 2^59)."""
+    """planner.simulate.hashing.hash32, compiled (every product below 2^59)."""
     x = x & 0xFFFFFFFF
     x = (((x >> 16) ^ x) * 0x45D9F3B) & 0xFFFFFFFF
     x = (((x >> 16) ^ x) * 0x45D9F3B) & 0xFFFFFFFF
@@ -33,8 +34,7 @@ def _spec_tokens(seed_h: int, request: int, passes: int, thresholds: np.ndarray)
     return a
 
 
-
 @_njit
 def _balance_rank(request: int, ranks: int) -> int:
     """planner.simulate.hashing.balance_rank, compiled."""
-    return _hash32(0x2545F491 ^ (request & 0xFFFFFFFF)) % max(ranks, 1)
+    return _hash32(BALANCE_SALT ^ (request & 0xFFFFFFFF)) % max(ranks, 1)
