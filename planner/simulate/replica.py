@@ -15,9 +15,9 @@ from typing import Protocol
 
 from planner.simulate.arrivals import Request
 from planner.simulate.decoderuns import _DecodeRuns
-from planner.simulate.hashing import balance_rank
 from planner.simulate.router import ReplicaLoad
 from planner.simulate.steptimes import CACHED_GRID_TOKENS, CONTEXT_GRID_TOKENS, StepTimes
+from planner.simulate.takein import _TakeIn
 
 __all__ = ["CACHED_GRID_TOKENS", "CONTEXT_GRID_TOKENS", "StepTimes"]
 
@@ -68,25 +68,14 @@ class _Seq:
         self.counts: list[int] = []  # speculation: tokens emitted at each emission, in order
 
 
-class _Replica(_DecodeRuns):
+class _Replica(_DecodeRuns, _TakeIn):
     speculative = False  # one token per decoding sequence per iteration (planner.simulate.speculation: bursts)
 
     def __init__(self, *, role: str, capacity_blocks: int, block_tokens: int, max_batch: int,
                  chunk_tokens: int, chunked: bool, steps: StepTimes, recv_interval: int = 1,
                  balance_ranks: int = 0) -> None:
         self.role = role
-        # SGLang's --scheduler-recv-interval (serving.scheduler_recv_interval): new requests are
-        # taken in only when the weighted count of forward passes since the last take reaches it
-        # (a decode pass counts 1, a pass carrying prompt tokens counts past any interval); an
-        # idle replica takes them at once.  1: every iteration (the other engines).
-        self.recv_interval = recv_interval
-        self.recv_count = 0
-        self.recv_t = math.inf if recv_interval <= 1 else -math.inf  # arrivals up to here are taken in
-        # TensorRT-LLM's attention-DP balance (serving.attention_dp_balance_iters, the interval above):
-        # the count runs the same way, and a pass by whose end each of ``balance_ranks`` ranks holds a
-        # request not yet taken takes them all at once (a request's rank: balance_rank); while fewer
-        # sequences run than ranks, one rank has none and takes them at once.  0: SGLang's count alone.
-        self.balance_ranks = balance_ranks
+        self._init_take_in(recv_interval, balance_ranks)  # the scheduler's take-in (planner.simulate.takein)
         # A prompt's first token reaches the client no sooner than this after the iteration that
         # prefills it began (planner.physics.prefill.host_floor_s; colocated replicas: a prefill
         # pool's first token goes with its hand-off, which has its own setup).
@@ -214,8 +203,7 @@ class _Replica(_DecodeRuns):
 
     def _plan_once(self) -> float:
         """Plan one iteration (decode step + the prompt tokens riding on it); its duration."""
-        if len(self.running) < max(self.balance_ranks, 1):
-            self.recv_t = math.inf  # idle (a rank idle): the scheduler's loop spins and takes new requests at once
+        self._take_in_idle()
         self._admit_transferred()
         nd, ctx = self._reserve_decode()
         pieces, ntot, cw = self._plan_prefill_chunk(nd)
@@ -320,10 +308,7 @@ class _Replica(_DecodeRuns):
         k = self._apply_run() if self.seg_t else 1
         idx = len(self.times)
         self.times.append(t)
-        if self.recv_interval > 1:
-            self._recv_tick(k)
-            if self.balance_ranks and self.recv_t < t and self._ranks_covered(t):
-                self.recv_count, self.recv_t = 0, t
+        self._take_in_tick(k, t)
         self.clock = c = self.clock + k
         fin = self.dec_fin
         done = self._finishing() if fin and fin[0][0] <= c else []
@@ -333,33 +318,6 @@ class _Replica(_DecodeRuns):
             self._ndec = 0
             return
         self._settle(t, sim, idx, done)
-
-    def _recv_tick(self, iterations: int) -> None:
-        """The scheduler's receive counter over the ``iterations`` just ended (the last
-        ``iterations`` entries of ``times``): a pass with prompt tokens takes in new requests
-        at its end; decode passes count one each, and the count reaching the interval takes
-        them in (at the end of that pass) and starts again."""
-        times, ki = self.times, self.recv_interval
-        if self._pieces:
-            self.recv_count, self.recv_t = 0, times[-1]
-            return
-        c = self.recv_count + iterations
-        if c >= ki:
-            last = iterations - c % ki  # the last pass of the run at which the count reached the interval
-            self.recv_t = times[len(times) - iterations + last - 1]
-        self.recv_count = c % ki
-
-    def _ranks_covered(self, t: float) -> bool:
-        """Whether every attention-DP rank holds a request that arrived by ``t`` and is not yet
-        taken (the attention-DP balance's early take)."""
-        r, taken = self.balance_ranks, self.recv_t
-        seen: set[int] = set()
-        for s in self.waiting:
-            if taken < s.arrival_s <= t:
-                seen.add(balance_rank(s.idx, r))
-                if len(seen) >= r:
-                    return True
-        return False
 
     def _settle(self, t: float, sim: _Host, idx: int, done: list[_Seq]) -> None:
         """End iteration ``idx`` at ``t``: decoders in ``done`` reached their output; the

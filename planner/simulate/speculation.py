@@ -139,10 +139,7 @@ class _SpecReplica(_Replica):
         """End the planned iteration at ``t``: every verify pass emits its burst."""
         idx = len(self.times)
         self.times.append(t)
-        if self.recv_interval > 1:
-            self._recv_tick(1)
-            if self.balance_ranks and self.recv_t < t and self._ranks_covered(t):
-                self.recv_count, self.recv_t = 0, t
+        self._take_in_tick(1, t)
         done: list[_Seq] = []
         for s, a in self._spec_plan:
             s.kv += a
