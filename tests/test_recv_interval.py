@@ -186,14 +186,18 @@ def test_the_deployment_runs_what_was_planned() -> None:
 
 
 def test_the_derivation_substitutes_the_values_that_give_the_wait() -> None:
-    """operating_point.ttft_recv_wait_s: W = recv_wait_cycles(k, λc) × c × (1 − e^(−B)) from the
-    values it prints (λ per replica, c the decode pass at the fleet's batch, B that batch)."""
+    """operating_point.ttft_recv_wait_s: W = recv_wait_cycles(k, λc) × c × P(n, n·B) from the
+    values it prints (λ per replica, c the decode pass at the fleet's batch, B that batch, n the
+    least-loaded replicas: an arrival finds its replica busy only when no replica is idle)."""
     import re as _re
 
+    from planner.physics.queueing import balance_busy
     from planner.sizing.plan import plan
 
     d = plan(_scenario(30)).derivations["operating_point.ttft_recv_wait_s"]
-    lam, c, b = (float(x) for x in _re.findall(r"λ = ([\d.e+-]+) .* c = ([\d.e+-]+) s, B = ([\d.e+-]+)",
-                                              d.substituted)[0])
-    w = float(recv_wait_cycles(interval=30, arrivals_per_cycle=lam * c)) * c * -math.expm1(-b)
+    lam, c, b, n = (float(x) for x in _re.findall(
+        r"λ = ([\d.e+-]+) .* c = ([\d.e+-]+) s, B = ([\d.e+-]+), n = (\d+)", d.substituted)[0])
+    busy = float(balance_busy(ranks=1, batch=b, replicas=n))
+    w = float(recv_wait_cycles(interval=30, arrivals_per_cycle=lam * c)) * c * busy
     assert d.value == pytest.approx(w, rel=2e-3)  # the printed values carry four significant digits
+    assert float(balance_busy(ranks=1, batch=b, replicas=1)) == pytest.approx(-math.expm1(-b))  # one replica

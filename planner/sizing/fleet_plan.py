@@ -262,11 +262,13 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
         lam = w.peak_rate / float(fl.replicas[i]) if float(fl.replicas[i]) > 0 else 0.0
         d["operating_point.ttft_recv_wait_s"] = Derivation(
             name="operating_point.ttft_recv_wait_s",
-            formula=("W = (E[G²] / (2 E[G]) − 1/2) × c × (1 − e^(−B)): takes every k decode passes, one pass after "
+            formula=("W = (E[G²] / (2 E[G]) − 1/2) × c × P(n, n·B): takes every k decode passes, one pass after "
                      "a take that found requests; gaps short (1 pass) with π = q_k / (1 − q_1 + q_k), "
-                     "q_g = 1 − e^(−λ c g); c the decode pass, B the fleet's batch (an idle replica takes at once)"),
+                     "q_g = 1 − e^(−λ c g); c the decode pass, B the fleet's batch over n least-loaded replicas "
+                     "(P: the regularized incomplete gamma, the chance an arrival finds no idle replica, which "
+                     "would take it at once; one replica: 1 − e^(−B))"),
             substituted=(f"k = {k}, λ = {fmt_num(lam)} req/s per replica, c = {fmt_num(float(op.fleet_cycle_s[i]))} s, "
-                         f"B = {fmt_num(float(op.fleet_batch_size[i]))} → {fmt_num(recv)}"),
+                         f"B = {fmt_num(float(op.fleet_batch_size[i]))}, n = {int(fl.replicas[i])} → {fmt_num(recv)}"),
             value=recv, unit="s")
     if tb > 0 and not disagg:
         lam = w.peak_rate / float(fl.replicas[i]) if float(fl.replicas[i]) > 0 else 0.0

@@ -173,10 +173,10 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
     floor = floor.reshape(floor.shape + (1,) * (3 - floor.ndim)) if floor.ndim else floor
     own_lat = (np.maximum((cyc_f[..., None] + sv.launch_s) * iters + work[:, None, :], floor)
                + fleet.residual_s[..., None])
-    # and, on SGLang with --scheduler-recv-interval k, the decode passes before the scheduler takes it in
-    # (an arrival finds the replica decoding with probability 1 − e^(−batch); idle, it is taken at once)
-    # or, on TensorRT-LLM with attention-DP balance, the passes until every rank has a prompt or the timeout
-    # (an arrival finds every rank decoding with probability balance_busy; else it is taken at once)
+    # and, on SGLang with --scheduler-recv-interval k, the decode passes before the scheduler takes it in,
+    # or, on TensorRT-LLM with attention-DP balance, the passes until every rank has a prompt or the timeout;
+    # the least-loaded router sends an arrival to an idle replica (an idle rank) while there is one, where it
+    # is taken at once: it finds its replica busy with probability balance_busy (one rank: SGLang's case)
     k = s.serving.scheduler_recv_interval
     tb = s.serving.attention_dp_balance_iters
     recv = None
@@ -184,14 +184,14 @@ def colocated_load(r: Resolved, sv: ServiceTimes, *, grid: Arr) -> ModeLoad:
     if k > 1 or tb > 0:
         # the wait's spread: each request class × RECV_WAIT_POINTS equal-probability waits (their mean is
         # recv_wait_cycles (balance_wait_cycles) × busy passes; TTFT's distribution only)
+        n = np.where(np.isfinite(reps), reps, 1.0)
         if tb > 0:
             ranks = int(attention_dp(s.parallel.tp, s.parallel.dp_attention))
-            n = np.where(np.isfinite(reps), reps, 1.0)
             pts = balance_wait_points(timeout=tb, arrivals_per_cycle=lam * cyc_f, ranks=ranks,
                                       busy=balance_busy(ranks=ranks, batch=bf, replicas=n)) * cyc_f[..., None]
         else:
             pts = recv_wait_points(interval=k, arrivals_per_cycle=lam * cyc_f,
-                                   busy=-np.expm1(-bf)) * cyc_f[..., None]
+                                   busy=balance_busy(ranks=1, batch=bf, replicas=n)) * cyc_f[..., None]
         recv = pts.mean(axis=-1)
         n_s, n_p = own_lat.shape[-1], pts.shape[-1]
         own_lat = (own_lat[..., :, None] + pts[..., None, :]).reshape(own_lat.shape[:-1] + (n_s * n_p,))
