@@ -238,3 +238,11 @@ def test_the_deployment_runs_what_was_planned() -> None:
     assert "attention_dp_config" not in plain.config
     [v] = deploy(_scenario(60), "vllm").commands
     assert any("attention_dp_balance_iters 60" in n for n in v.notes)
+
+
+def test_an_infeasible_plan_still_shows_the_wait_derivation() -> None:
+    from planner.sizing.plan import plan
+
+    p = plan(_scenario(60).model_copy(update={"slo": _scenario(60).slo.model_copy(update={"ttft_s": 0.001})}))
+    assert not p.operating_point.feasible
+    assert "n = —" in p.derivations["operating_point.ttft_recv_wait_s"].substituted

@@ -201,3 +201,15 @@ def test_the_derivation_substitutes_the_values_that_give_the_wait() -> None:
     w = float(recv_wait_cycles(interval=30, arrivals_per_cycle=lam * c)) * c * busy
     assert d.value == pytest.approx(w, rel=2e-3)  # the printed values carry four significant digits
     assert float(balance_busy(ranks=1, batch=b, replicas=1)) == pytest.approx(-math.expm1(-b))  # one replica
+
+
+def test_an_infeasible_plan_still_shows_the_wait_derivation() -> None:
+    """A plan no fleet can meet (a 1 ms TTFT target) has no replica count: the derivation prints
+    it as missing instead of failing (found by the simulator's property test)."""
+    from planner.sizing.plan import plan
+
+    s = Scenario(serving={"engine": "sglang", "scheduler_recv_interval": 30}, slo={"ttft_s": 0.001},
+                 workload={"prompt_tokens": PROMPT, "output_tokens": OUTPUT})
+    p = plan(s)
+    assert not p.operating_point.feasible
+    assert "n = —" in p.derivations["operating_point.ttft_recv_wait_s"].substituted

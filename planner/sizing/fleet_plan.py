@@ -268,7 +268,7 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
                      "(P: the regularized incomplete gamma, the chance an arrival finds no idle replica, which "
                      "would take it at once; one replica: 1 − e^(−B))"),
             substituted=(f"k = {k}, λ = {fmt_num(lam)} req/s per replica, c = {fmt_num(float(op.fleet_cycle_s[i]))} s, "
-                         f"B = {fmt_num(float(op.fleet_batch_size[i]))}, n = {int(fl.replicas[i])} → {fmt_num(recv)}"),
+                         f"B = {fmt_num(float(op.fleet_batch_size[i]))}, n = {fmt_num(float(fl.replicas[i]))} → {fmt_num(recv)}"),
             value=recv, unit="s")
     if tb > 0 and not disagg:
         lam = w.peak_rate / float(fl.replicas[i]) if float(fl.replicas[i]) > 0 else 0.0
@@ -282,7 +282,7 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
                      "decodes; a rank without sequences releases at once)"),
             substituted=(f"T = {tb}, R = {ranks}, λ = {fmt_num(lam)} req/s per replica, "
                          f"c = {fmt_num(float(op.fleet_cycle_s[i]))} s, B = {fmt_num(float(op.fleet_batch_size[i]))}, "
-                         f"n = {int(fl.replicas[i])} → {fmt_num(recv)}"),
+                         f"n = {fmt_num(float(fl.replicas[i]))} → {fmt_num(recv)}"),
             value=recv, unit="s")
     u = s.fleet.target_utilization
     per_dec = opp.goodput_req_s_per_replica
