@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from validate_support import inferencex_row, row_scenario
 
 from planner import Scenario
 from planner.errors import ScenarioError
@@ -25,7 +26,6 @@ from planner.simulate import sim_options, simulate
 from planner.simulate.hashing import balance_rank
 from planner.sizing.load import replica_load
 from planner.spec.context import resolve
-from planner.validate.predict import setup_row
 from planner.validate.rows import MeasurementRow
 
 PROMPT, OUTPUT = 1024, 256
@@ -196,21 +196,12 @@ def test_the_scenario_refuses_it_where_it_cannot_run_naming_the_field() -> None:
 
 
 def _row(**kw: object) -> MeasurementRow:
-    base: dict[str, object] = dict(
-        id="r", engine="TensorRT-LLM", model="DeepSeek-R1", precision="fp8", gpu="b200", n_gpus=8, tp=8, ep=8,
-        dp_attention=True, isl=1024, osl=1024, concurrency=256, metric="ttft_ms", value=1200.0,
-        source="https://github.com/SemiAnalysisAI/InferenceX/actions/runs/1")
-    base.update(kw)
-    return MeasurementRow.model_validate(base)
+    return inferencex_row(**{**dict(engine="TensorRT-LLM", ep=8, dp_attention=True, concurrency=256, value=1200.0), **kw})
 
 
 def _balance(row: MeasurementRow) -> tuple[int, tuple[str, ...]]:
-    from planner.spec.fitted import FITTED_EFFICIENCY
-    from planner.validate.predict import efficiency_for
-
-    setup = setup_row(row, efficiency_for("trtllm", {k: dict(v) for k, v in FITTED_EFFICIENCY.items()}))
-    assert not isinstance(setup, str), setup
-    return setup.scenario.serving.attention_dp_balance_iters, setup.notes
+    scenario, notes = row_scenario(row, "trtllm")
+    return scenario.serving.attention_dp_balance_iters, notes
 
 
 def test_validate_reads_the_recipe_where_the_row_is_silent() -> None:

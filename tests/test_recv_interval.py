@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from validate_support import inferencex_row, row_scenario
 
 from planner import Scenario
 from planner.errors import ScenarioError
@@ -20,7 +21,6 @@ from planner.physics.queueing import recv_wait_cycles, recv_wait_points
 from planner.simulate import sim_options, simulate
 from planner.sizing.load import replica_load
 from planner.spec.context import resolve
-from planner.validate.predict import setup_row
 from planner.validate.rows import MeasurementRow
 
 PROMPT, OUTPUT = 1024, 256
@@ -135,21 +135,12 @@ def test_other_engines_refuse_it_naming_the_field() -> None:
 
 
 def _row(**kw: object) -> MeasurementRow:
-    base: dict[str, object] = dict(
-        id="r", engine="SGLang", model="DeepSeek-R1", precision="fp8", gpu="b200", n_gpus=8, tp=8, ep=1,
-        dp_attention=False, isl=1024, osl=1024, concurrency=32, metric="ttft_ms", value=300.0,
-        source="https://github.com/SemiAnalysisAI/InferenceX/actions/runs/1")
-    base.update(kw)
-    return MeasurementRow.model_validate(base)
+    return inferencex_row(**{**dict(engine="SGLang", ep=1, dp_attention=False, concurrency=32, value=300.0), **kw})
 
 
 def _recv(row: MeasurementRow) -> tuple[int, tuple[str, ...]]:
-    from planner.spec.fitted import FITTED_EFFICIENCY
-    from planner.validate.predict import efficiency_for
-
-    setup = setup_row(row, efficiency_for("vllm", {k: dict(v) for k, v in FITTED_EFFICIENCY.items()}))
-    assert not isinstance(setup, str), setup
-    return setup.scenario.serving.scheduler_recv_interval, setup.notes
+    scenario, notes = row_scenario(row, "vllm")
+    return scenario.serving.scheduler_recv_interval, notes
 
 
 def test_validate_reads_the_recipe_where_the_row_is_silent() -> None:
