@@ -82,6 +82,7 @@ from planner.validate.predict import (
     setup_rows,
     shared_runs,
 )
+from planner.validate.recipes import RECIPES_PATH, decode_max_batch, inferencex_recipes
 from planner.validate.report import (
     GROUP_KEYS,
     QUANTITIES,
@@ -204,4 +205,7 @@ __all__ = [
     "host_rows",
     "rise_pairs",
     "sample_runs",
+    "RECIPES_PATH",
+    "decode_max_batch",
+    "inferencex_recipes",
 ]

@@ -58,6 +58,7 @@ from planner.validate.names import (
     resolve_model_name,
     scheduler_recv_interval,
 )
+from planner.validate.recipes import decode_max_batch
 from planner.validate.rows import METRICS, MeasurementRow, run_key, unstated_load_runs
 
 __all__ = [
@@ -288,6 +289,10 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
         cap *= ranks
         notes.append(f"running-batch cap: the engine's {cap // ranks} per attention-DP rank × {ranks} ranks")
     max_batch = max(1, min(int(math.floor(mem.max_sequences)), cap))
+    held, why = decode_max_batch(row)  # a disaggregated run's decode cap (planner.validate.recipes)
+    if held is not None:
+        max_batch = min(max_batch, held)
+        notes.append(why or f"decode running-batch cap: {held} sequences per decode worker (stated)")
     return RowSetup(row=row, family=family, scenario=scenario, replicas=replicas, load=load,
                     load_per_replica=per, max_batch=max_batch, notes=tuple(notes), pools=pools,
                     prompt_tokens=n_mean, output_tokens=o_mean)

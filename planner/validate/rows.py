@@ -85,6 +85,9 @@ class DisaggregatedSetup(BaseModel):
     decode_ep: PosInt = 1
     decode_dp_attention: bool = False
     decode_workers: NonNegInt
+    # The engine's running-batch cap of one decode worker, all its attention-DP ranks
+    # (TensorRT-LLM max_batch_size × ranks); None: not stated (planner.validate.recipes).
+    decode_max_batch: Annotated[int, Field(ge=1, le=65536)] | None = None
 
 
 class MeasurementRow(BaseModel):
