@@ -66,6 +66,9 @@ class GpuSpec(BaseModel):
     name: str
     aliases: Aliases = ()
     vendor: str = ""
+    # The chip generation (hopper, blackwell, cdna3, ...): what a source states per
+    # generation is read against it (planner.validate.names.row_kv_dtype).  "": not stated.
+    architecture: Annotated[str, Field(pattern=r"^[a-z0-9]*$", max_length=32)] = ""
     hbm_bytes: PosFloat
     # Device memory as the CUDA runtime reports it (cudaMemGetInfo total, what
     # torch.cuda.mem_get_info and vLLM's gpu_memory_utilization budget against):

@@ -65,6 +65,7 @@ from planner.validate.names import (
     precision_dtypes,
     resolve_gpu_name,
     resolve_model_name,
+    row_kv_dtype,
     scheduler_recv_interval,
 )
 from planner.validate.predict import (
@@ -161,6 +162,7 @@ __all__ = [
     "publication",
     "resolve_gpu_name",
     "resolve_model_name",
+    "row_kv_dtype",
     "row_result",
     "run_key",
     "scheduler_recv_interval",

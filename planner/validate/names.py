@@ -27,6 +27,7 @@ __all__ = [
     "precision_dtypes",
     "resolve_gpu_name",
     "resolve_model_name",
+    "row_kv_dtype",
     "scheduler_recv_interval",
 ]
 
@@ -187,6 +188,27 @@ def attention_dp_balance_iters(*, stated: int | None, engine: str, source: str |
     k = _INFERENCEX_BALANCE_ITERS
     return k, (f"attention_dp_balance_iters not stated: {k} (InferenceX's TensorRT-LLM recipe with attention DP: "
                f"attention_dp_config enable_balance, timeout_iters {k})")
+
+
+# A source that quantizes the KV cache on some chip generations only says so in the row's
+# notes: "FP8 KV on Blackwell" (TensorRT-LLM's perf tables: ``kv_cache_config: dtype: fp8  #
+# Hopper: use auto``).  On another generation the engine keeps its default, ``auto``: the
+# checkpoint's 16-bit KV.
+_KV_ON_GENERATION = re.compile(r"\bfp8 kv(?: cache)? on ([a-z0-9]+)")
+
+
+def row_kv_dtype(*, stated: KvDtype | None, notes: str | None, architecture: str,
+                 label: KvDtype) -> tuple[KvDtype, str | None]:
+    """(the KV cache precision a row ran with, a note when it was not ``stated``): the row's
+    own, else 16-bit where its notes quantize the KV on another chip generation than its
+    GPU's (a GPU of unstated generation keeps the label's), else the precision label's."""
+    if stated is not None:
+        return stated, None
+    m = _KV_ON_GENERATION.search((notes or "").lower())
+    if m is None or not architecture or m.group(1) == architecture or label != "fp8":
+        return label, None
+    return "bf16", (f"kv_dtype not stated: the row's notes quantize the KV cache on {m.group(1)} only; "
+                    f"on this {architecture} GPU the engine's default (auto: the checkpoint's 16-bit) is used")
 
 
 def engine_family(engine: str) -> EngineFamily:

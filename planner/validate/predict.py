@@ -36,7 +36,7 @@ from planner.errors import validation_message
 from planner.physics.terms import TERM_NAMES, physics_terms
 from planner.sizing.load import LoadPoint, replica_load
 from planner.sizing.replica import memory_section
-from planner.spec.catalog import get_model
+from planner.spec.catalog import get_gpu, get_model
 from planner.spec.context import moe_step_overhead_share, resolve
 from planner.spec.scenario import Efficiency, Parallel, Scenario, Serving, Workload, resolve_model
 from planner.validate.disagg import disaggregated_point
@@ -56,6 +56,7 @@ from planner.validate.names import (
     precision_dtypes,
     resolve_gpu_name,
     resolve_model_name,
+    row_kv_dtype,
     scheduler_recv_interval,
 )
 from planner.validate.recipes import decode_max_batch
@@ -201,6 +202,9 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
     dtypes, why = precision_dtypes(row.precision, family=family)
     if dtypes is None:
         return why or "unknown precision"
+    kv, why = row_kv_dtype(stated=row.kv_dtype, notes=row.notes, architecture=get_gpu(gpu_id).architecture,
+                           label=dtypes[1])
+    notes.extend([why] if why else [])
     pp = row.pp or 1
     tp = row.tp
     if tp is None:
@@ -242,7 +246,7 @@ def setup_row(row: MeasurementRow, eff: EfficiencySet) -> RowSetup | str:
         notes.append(why)
     try:
         scenario = Scenario(
-            name=row.id, gpu=gpu_id, model=model_id, weights_dtype=dtypes[0], kv_dtype=dtypes[1],
+            name=row.id, gpu=gpu_id, model=model_id, weights_dtype=dtypes[0], kv_dtype=kv,
             parallel=layout, speculative=spec,
             workload=Workload(prompt_tokens=max(1, round(n_mean)), output_tokens=max(1, round(o_mean)),
                               requests_per_s=per if load == "request_rate" and per else 1.0),

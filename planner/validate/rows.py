@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from planner.errors import ScenarioError
 from planner.io.jsonfile import read_json
 from planner.spec.bounds import MAX_BALANCE_ITERS, MAX_RECV_INTERVAL
+from planner.spec.precision import KvDtype
 
 __all__ = [
     "LATENCY_METRICS",
@@ -121,6 +122,9 @@ class MeasurementRow(BaseModel):
     # TensorRT-LLM's attention-DP balance timeout (serving.attention_dp_balance_iters; 0: off);
     # None: not stated (planner.validate.names.attention_dp_balance_iters: the recipe's, where known).
     attention_dp_balance_iters: Annotated[int, Field(ge=0, le=MAX_BALANCE_ITERS)] | None = None
+    # The KV cache's precision the run used; None: the precision label's
+    # (planner.validate.names.precision_dtypes, row_kv_dtype).
+    kv_dtype: KvDtype | None = None
     isl: PosInt | None = None
     osl: PosInt | None = None
     # The client drew each request's lengths uniformly in [r·isl, isl] and [r·osl, osl]
