@@ -50,7 +50,7 @@ gpus, models, imp = st.tabs(["GPUs", "Models", "Import a model"])
 with gpus:
     st.dataframe(pd.DataFrame([{
         # One unit per column: GB, TB/s, dense TFLOP/s.
-        "id": g.id, "name": g.name, "HBM (GB, datasheet)": round(g.hbm_bytes / 1e9),
+        "id": g.id, "name": g.name, "architecture": g.architecture or "not stated", "HBM (GB, datasheet)": round(g.hbm_bytes / 1e9),
         "HBM (GB, CUDA-visible)": f"{g.cuda_visible_hbm_bytes / 1e9:,.1f}" if g.cuda_visible_hbm_bytes else "not recorded", "bandwidth (TB/s)": round(g.hbm_bytes_per_s / 1e12, 2),
         "BF16 dense (TFLOP/s)": round(g.flops_per_s.bf16 / 1e12),
         "FP8 dense (TFLOP/s)": f"{round(g.flops_per_s.fp8 / 1e12):,}" if g.flops_per_s.fp8 else "no FP8",
