@@ -77,7 +77,8 @@ MIN_ROWS_COVERED = 5
 # published_moe.json 26.8% -> 24.2%; the folds' hand-offs 0.17-0.195 s.  Refitted alone (0.165 s,
 # python bench/fit_moe_terms.py --terms disagg_handoff_s) once validate read the decode pool's
 # running-batch cap of InferenceX's Dynamo + TensorRT-LLM runs (planner.validate.recipes): the
-# clients queued for a decode slot had been absorbed in it (in sample TTFT 29.1% -> 27.9%).  moe_prefill_host_layer_s:
+# clients queued for a decode slot had been absorbed in it (in sample TTFT 29.1% -> 27.9%; leave one
+# GPU out, every term refitted per fold, 14.8/35.5/14.6/14.1% -> 14.8/33.8/14.0/14.2%).  moe_prefill_host_layer_s:
 # the hosts' floor on a colocated prompt's first token, per layer (planner.physics.prefill.host_floor_s:
 # a MoE replica over several GPUs delivers a first token no sooner than L x this after the iteration
 # that prefills it begins; the GPU's passes and the decode's pace are not held), fitted on the
