@@ -100,7 +100,8 @@ class ModeLoad:
 
 
 def _replicas(peak: float, u: float, rate: Arr, floor: int) -> Arr:
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # a vanishing rate needs unboundedly many replicas: inf, not a warning
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         n = np.ceil(peak / (u * rate) - CEIL_TOLERANCE)
     return np.where(rate > 0, np.maximum(floor, n), np.inf)
 
