@@ -19,6 +19,7 @@ __all__ = [
     "COMMON_GPU_VARIANTS",
     "ENGINE_FAMILIES",
     "EngineFamily",
+    "INFERENCEX_SOURCE",
     "PRECISIONS",
     "assumed_gpu_variant",
     "attention_dp_balance_iters",
@@ -144,7 +145,7 @@ def length_range_ratio(ratio: float | None, source: str | None) -> tuple[float |
 # 2025) start the server with --scheduler-recv-interval: 10 below 16 clients and 30 from 16
 # on ("relax to ~30 requests between scheduler recv polls"), 10 at any load for FP8 on TP4,
 # and 1 with DP attention.  Other recipes (ROCm, Dynamo, TensorRT-LLM) leave SGLang's default 1.
-_INFERENCEX_SOURCE = "github.com/semianalysisai/inferencex"
+INFERENCEX_SOURCE = "github.com/semianalysisai/inferencex"
 _INFERENCEX_RECV_GPUS = frozenset({"b200", "b300"})
 
 
@@ -155,7 +156,7 @@ def scheduler_recv_interval(*, stated: int | None, engine: str, source: str | No
     row's own value, else its recipe's known one (InferenceX's B200/B300 SGLang recipes), else 1."""
     if stated is not None:
         return stated, None
-    if (_INFERENCEX_SOURCE not in (source or "").lower() or engine.strip().lower() != "sglang"
+    if (INFERENCEX_SOURCE not in (source or "").lower() or engine.strip().lower() != "sglang"
             or gpu.strip().lower() not in _INFERENCEX_RECV_GPUS or disaggregated or concurrency is None):
         return 1, None
     if dp_attention:
@@ -182,7 +183,7 @@ def attention_dp_balance_iters(*, stated: int | None, engine: str, source: str |
     TensorRT-LLM recipes with attention DP), else 0 (off)."""
     if stated is not None:
         return stated, None
-    if (_INFERENCEX_SOURCE not in (source or "").lower() or engine_family(engine) != "trtllm"
+    if (INFERENCEX_SOURCE not in (source or "").lower() or engine_family(engine) != "trtllm"
             or "dynamo" in engine.lower() or not dp_attention or disaggregated):
         return 0, None
     k = _INFERENCEX_BALANCE_ITERS

@@ -22,12 +22,12 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.validate.names import INFERENCEX_SOURCE, engine_family
 from planner.validate.rows import MeasurementRow
 
 __all__ = ["RECIPES_PATH", "decode_max_batch", "inferencex_recipes"]
 
 RECIPES_PATH = Path(__file__).with_name("inferencex_recipes.json")
-_INFERENCEX_SOURCE = "semianalysisai/inferencex"
 _MAX_BATCH = 65536
 
 
@@ -84,10 +84,9 @@ def decode_max_batch(row: MeasurementRow) -> tuple[int | None, str | None]:
         return None, None
     if d.decode_max_batch is not None:
         return d.decode_max_batch, None
-    e = row.engine.lower()
-    if (_INFERENCEX_SOURCE not in (row.source or "").lower() or "dynamo" not in e
-            or not ("tensorrt" in e or "trt" in e) or row.concurrency is None or row.isl is None or row.osl is None
-            or not d.decode_workers or not d.prefill_workers):
+    if (INFERENCEX_SOURCE not in (row.source or "").lower() or "dynamo" not in row.engine.lower()
+            or engine_family(row.engine) != "trtllm" or row.concurrency is None or row.isl is None
+            or row.osl is None or not d.decode_workers or not d.prefill_workers):
         return None, None
     p = _Pool(workers=d.prefill_workers, tp=d.prefill_tp, ep=d.prefill_ep, dp_attention=d.prefill_dp_attention)
     q = _Pool(workers=d.decode_workers, tp=d.decode_tp, ep=d.decode_ep, dp_attention=d.decode_dp_attention)
