@@ -96,6 +96,28 @@ def test_bad_catalog_entry_names_field(tmp_path: Path) -> None:
         load_catalog(tmp_path)
 
 
+def test_driver_memory_is_the_datasheet_memory_in_bytes(tmp_path: Path) -> None:
+    """A GPU's driver-reported memory is its datasheet capacity within CUDA_VISIBLE_RATIO
+    (a GiB-labelled "GB" reads 7.4% above it); a figure in MiB, or another card's, is refused
+    naming the field."""
+    from planner.spec.specs import CUDA_VISIBLE_RATIO
+
+    stated = {g.id: g.cuda_visible_hbm_bytes / g.hbm_bytes for g in load_catalog().gpus.values()
+              if g.cuda_visible_hbm_bytes is not None}
+    assert {"h100-sxm", "h200-sxm", "b200", "b300", "gb200", "gb300"} <= set(stated)
+    assert all(CUDA_VISIBLE_RATIO[0] <= r <= CUDA_VISIBLE_RATIO[1] for r in stated.values())
+    assert stated["b200"] > 1.06  # 182,642 MiB against "180 GB"
+    root = Path(__file__).resolve().parents[1] / "catalog"
+    gpus = yaml.safe_load((root / "gpus.yaml").read_text())
+    b200 = next(g for g in gpus if g["id"] == "b200")
+    b200["cuda_visible_hbm_bytes"] = 182642.0  # MiB, not bytes
+    (tmp_path / "gpus.yaml").write_text(yaml.safe_dump(gpus))
+    for name in ("models.yaml", "prices.yaml"):
+        (tmp_path / name).write_text((root / name).read_text())
+    with pytest.raises(CatalogError, match="b200.*cuda_visible_hbm_bytes"):
+        load_catalog(tmp_path)
+
+
 def test_custom_model_validation() -> None:
     with pytest.raises(ValueError, match="divisible"):
         ModelSpec(id="x", layers=2, heads=6, kv_heads=4, head_dim=64, params=1e9)

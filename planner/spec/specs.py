@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from planner.errors import CatalogError, validation_message
 
-__all__ = ["ATTENTION_LAYER_KINDS", "MAX_ATTENTION_PATTERN", "MAX_SPEC_FLOAT", "MAX_SPEC_INT", "AttentionLayerKind",
-           "DenseFlops", "GpuSpec", "ModelSpec"]
+__all__ = ["ATTENTION_LAYER_KINDS", "CUDA_VISIBLE_RATIO", "MAX_ATTENTION_PATTERN", "MAX_SPEC_FLOAT", "MAX_SPEC_INT",
+           "AttentionLayerKind", "DenseFlops", "GpuSpec", "ModelSpec"]
 
 # Bounds on every spec number (an inline spec can come from a share link):
 # shapes fit in int32 as in every framework (the largest real ones, vocab
@@ -57,6 +57,11 @@ class DenseFlops(BaseModel):
         return value
 
 
+# What the driver may report against the datasheet's capacity: a few percent under (the
+# driver's reservation) to 7.4% over (a GiB-labelled "GB": B200's "180 GB" is 183,359 MiB).
+CUDA_VISIBLE_RATIO = (0.9, 1.1)
+
+
 class GpuSpec(BaseModel):
     """One accelerator (or a CPU host with nominal figures)."""
 
@@ -97,6 +102,13 @@ class GpuSpec(BaseModel):
             raise ValueError(
                 "scaleup_domain_gpus > 1 needs scaleup_bytes_per_s (the NVLink or "
                 "equivalent bandwidth)"
+            )
+        if self.cuda_visible_hbm_bytes is not None and not (
+                CUDA_VISIBLE_RATIO[0] <= self.cuda_visible_hbm_bytes / self.hbm_bytes <= CUDA_VISIBLE_RATIO[1]):
+            raise ValueError(
+                f"cuda_visible_hbm_bytes ({self.cuda_visible_hbm_bytes:.4g}) must be {CUDA_VISIBLE_RATIO[0]}–"
+                f"{CUDA_VISIBLE_RATIO[1]} × hbm_bytes ({self.hbm_bytes:.4g}): the driver's figure for the same "
+                "memory, in bytes (a datasheet's GiB read as GB is 7.4% above it)"
             )
         if self.scaleup_domain_gpus > self.gpus_per_node and self.scaleup_domain_gpus % self.gpus_per_node:
             raise ValueError(
