@@ -143,6 +143,7 @@ from planner.spec.share import (
 )
 from planner.spec.specs import (
     ATTENTION_LAYER_KINDS,
+    CUDA_VISIBLE_RATIO,
     MAX_ATTENTION_PATTERN,
     MAX_SPEC_FLOAT,
     MAX_SPEC_INT,
@@ -156,6 +157,7 @@ from planner.spec.terms import TERM_NAMES, physics_terms, term
 __all__ = [
     "ATTENTION_LAYER_KINDS",
     "AttentionLayerKind",
+    "CUDA_VISIBLE_RATIO",
     "MAX_ATTENTION_PATTERN",
     "POOL_ROLES",
     "Pool",
