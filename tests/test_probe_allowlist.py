@@ -10,7 +10,7 @@ import socket
 import urllib.request
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from servers.hits import hits
 from servers.procs import start_script
@@ -300,6 +300,7 @@ def test_redact_covers_the_spellings_a_server_echoes():
 
 @given(before=st.text(max_size=300), after=st.text(max_size=300), limit=st.integers(0, 700),
        key=st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=8, max_size=60))
+@example(before="", after="", limit=8, key="[redacte")  # the cut marker spelled the key (CI, stop 43)
 def test_clip_never_keeps_the_key_or_a_cut_half_of_it(before, after, limit, key):
     out = clip(before + key + after, limit, [key])
     full = redact(before + key + after, [key])
@@ -307,3 +308,14 @@ def test_clip_never_keeps_the_key_or_a_cut_half_of_it(before, after, limit, key)
     assert out == full if len(full) <= limit else len(out) <= limit
     # a cut never leaves the key's first half behind
     assert not out.endswith(key[: max(4, len(key) // 2)])
+
+
+@pytest.mark.parametrize("key, text", [
+    ("d][redac", "d][redacd][redac"),  # two markers side by side spell it
+    ("[redacted]", "x [redacted] y"),  # the marker itself
+    ("ted][red", "ted][redted][red"),
+])
+def test_redact_never_spells_the_key_with_its_markers(key, text):
+    out = redact(text, [key])
+    assert key not in out
+    assert key not in clip(text, 12, [key])

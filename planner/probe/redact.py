@@ -113,6 +113,7 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every spelling of every secret replaced by ``[redacted]``: exact,
     JSON- and percent-encoded; and for a secret of at least 8 characters also upper-
     or lower-cased, HTML-entity-encoded, split across lines and base64-encoded."""
+    secrets = list(secrets)
     for secret in secrets:
         for form in _forms(secret):
             text = text.replace(form, REDACTED)
@@ -120,7 +121,19 @@ def redact(text: str, secrets: Iterable[str]) -> str:
             text = _fuzzy(secret).sub(REDACTED, text)
             for core in _base64_cores(secret):
                 text = text.replace(core, REDACTED)
-    return text
+    return _spelled_nowhere(text, secrets)
+
+
+def _spelled_nowhere(text: str, secrets: Iterable[str]) -> str:
+    """``text`` unless the markers and cuts spell a secret again (a key that is a piece of
+    ``[redacted]``, or spans two markers): then without those spellings, once, or "" where even
+    that leaves one (a hostile server, which holds the key, could nest it)."""
+    forms = [f for secret in secrets for f in _forms(secret) if f]
+    if not any(f in text for f in forms):
+        return text
+    for f in forms:
+        text = text.replace(f, "")
+    return "" if any(f in text for f in forms) else text
 
 
 def clip(text: str, limit: int, secrets: Iterable[str]) -> str:
@@ -137,7 +150,7 @@ def clip(text: str, limit: int, secrets: Iterable[str]) -> str:
                 if n > 0 and out.endswith(form[:n]):
                     out = out[:-n] + "…"
                     break
-    return out
+    return _spelled_nowhere(out, secrets)
 
 
 def credential_params(url: str) -> list[str]:
