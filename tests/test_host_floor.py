@@ -73,6 +73,32 @@ def test_the_floor_is_fitted_to_what_the_colocated_ttft_rows_show(floor_per_laye
         assert again == pytest.approx(truth, rel=1e-9)
 
 
+def test_the_floor_is_the_median_gpu_types_not_the_most_measured() -> None:
+    """The floor is the hosts': each GPU type's rows give one estimate and the fit is their median.
+    Six rows on H200 hosts at 2.6 ms per layer, two on B200 at 1.0 ms and two on MI300X at 2.0 ms fit
+    2.0 ms (the H200 rows, the most, would set a fit over the rows pooled: 2.6 ms); a row the floor
+    cannot move (its pass above 3 ms × L at every value) and measured far off changes nothing."""
+    from planner.spec.fitted import FITTED_EFFICIENCY, FITTED_TERMS
+    from planner.validate import efficiency_for
+
+    hosts = {"h200_sxm": (2.6e-3, [(1, 1024), (2, 1024), (4, 1024), (1, 2048), (2, 2048), (4, 2048)]),
+             "b200": (1.0e-3, [(1, 1024), (2, 1024)]), "mi300x": (2.0e-3, [(1, 1024), (2, 1024)])}
+    specs, truth = [], {}
+    for gpu, (f, loads) in hosts.items():
+        mine = [{**COLOCATED, "gpu": gpu, "id": f"{gpu}_c{c}_{n}", "concurrency": c, "isl": n} for c, n in loads]
+        with physics_terms(**{HOST_TERM: f}):
+            truth |= {r.id: r.predicted for r in validate_rows(parse_measurements(mine))}
+        specs += mine
+    long = {**COLOCATED, "id": "long", "isl": 65536, "concurrency": 1}
+    with physics_terms(**{HOST_TERM: 0.0}):
+        truth["long"] = 3.0 * (validate_rows(parse_measurements([long]))[0].predicted or 0.0)
+    specs.append(long)
+    measured = parse_measurements([{**s, "value": truth[s["id"]]} for s in specs])
+    setups = [s for s in setup_rows(measured, efficiency_for("generic", FITTED_EFFICIENCY)) if not isinstance(s, str)]
+    assert len(host_rows(setups)) == len(specs)
+    assert fit_host_floor(setups, {**FITTED_TERMS, HOST_TERM: 0.0}) == pytest.approx(2.0e-3, abs=2.6e-5)
+
+
 def test_plan_and_simulator_hold_the_floor_alike() -> None:
     """A trickle of 1k prompts on DeepSeek-V3 over 8 H200s, and one closed-loop user: with a floor
     well above the GPU's pass, the simulator's TTFT is the floor (compiled and Python replicas alike),

@@ -39,6 +39,7 @@ from planner.validate.layout import (
 from planner.validate.moefit import (
     FIT_EXCLUDED_METRICS,
     HANDOFF_TERM,
+    HOST_MOVED_REL,
     HOST_TERM,
     MOE_TERMS,
     RISE_MAX_CONCURRENCY,
@@ -197,6 +198,7 @@ __all__ = [
     "row_speculative",
     "FIT_EXCLUDED_METRICS",
     "HANDOFF_TERM",
+    "HOST_MOVED_REL",
     "HOST_TERM",
     "RISE_MAX_CONCURRENCY",
     "MOE_TERMS",

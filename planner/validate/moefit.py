@@ -29,7 +29,7 @@ from planner.validate.predict import EfficiencySet, RowSetup, efficiency_for, pr
 from planner.validate.report import RowResult, row_result
 from planner.validate.rows import MeasurementRow, run_key
 
-__all__ = ["FIT_EXCLUDED_METRICS", "HANDOFF_TERM", "HOST_TERM", "MOE_TERMS", "RISE_MAX_CONCURRENCY",
+__all__ = ["FIT_EXCLUDED_METRICS", "HANDOFF_TERM", "HOST_MOVED_REL", "HOST_TERM", "MOE_TERMS", "RISE_MAX_CONCURRENCY",
            "cross_validate_terms", "fit_handoff", "fit_host_floor", "fit_terms", "fitted_on", "handoff_rows",
            "host_rows", "rise_pairs", "sample_runs"]
 
@@ -96,6 +96,7 @@ def fit_handoff(setups: Sequence[RowSetup], values: dict[str, float],
 # goes with the hand-off).
 HOST_TERM = "moe_prefill_host_layer_s"
 _HOST_MAX_S, _HOST_COARSE_S, _HOST_FINE_S = 3e-3, 2.5e-4, 2.5e-5
+HOST_MOVED_REL = 0.01  # a row the floor moves: its TTFT at _HOST_MAX_S differs from that at 0 by more
 
 
 def host_rows(setups: Sequence[RowSetup]) -> list[RowSetup]:
@@ -105,32 +106,56 @@ def host_rows(setups: Sequence[RowSetup]) -> list[RowSetup]:
 
 def fit_host_floor(setups: Sequence[RowSetup], values: dict[str, float],
                    table: dict[str, dict[str, float]] | None = None) -> float:
-    """The per-layer host time f (s) with the least median |TTFT(f) − measured| / measured over
-    :func:`host_rows`, the other terms at ``values``: a grid from 0 to 3 ms per layer in 0.25 ms
-    steps, then 25 µs steps within a coarse step of the best.  The floor is not additive (a
-    long prompt's pass stays above it), so every row is predicted at each value tried."""
+    """The per-layer host time f (s): the median over the GPU types of each one's own fit.
+
+    The floor is the hosts' (their CPUs launch the eager iteration's kernels), so each GPU type's
+    runs, one kind of host, give one estimate: the f with the least median |TTFT(f) − measured| /
+    measured over its :func:`host_rows` that the floor moves (their TTFT at 3 ms per layer differs
+    from that at 0 by more than 1%: the long prompts' passes stay above any floor and say nothing of
+    it), on a grid from 0 to 3 ms per layer in 0.25 ms steps, then 25 µs steps within a coarse step
+    of the best.  The fit is the median of those estimates, so the GPU type measured most does not
+    set the floor of the others (on InferenceX its B200 runs carry a third of the rows, and their
+    hosts' floor is among the highest).  The floor is not additive (a long prompt's pass stays above
+    it), so every row is predicted at each value tried."""
     rows = host_rows(setups)
     if not rows:
         return 0.0
     effs = _effs(rows, table or FITTED_EFFICIENCY)
     meas = np.array([s.row.value for s in rows], float)
-    seen: dict[float, float] = {}
+    seen: dict[tuple[float, int], float] = {}
 
-    def score(f: float) -> float:
+    def predicted(f: float, idx: Sequence[int]) -> np.ndarray:
         f = round(f, 9)
-        if f not in seen:
+        todo = [i for i in idx if (f, i) not in seen]
+        if todo:
             v = {**values, HOST_TERM: f}
             with shared_runs():
-                pred = np.array([predict_row(s, _with_terms(e, v))[0] for s, e in zip(rows, effs, strict=True)])
-            ok = np.isfinite(pred) & (pred > 0) & (meas > 0)
-            seen[f] = float(np.median(np.abs(pred[ok] / meas[ok] - 1.0))) if ok.any() else math.inf
-        return seen[f]
+                for i in todo:
+                    seen[(f, i)] = predict_row(rows[i], _with_terms(effs[i], v))[0]
+        return np.array([seen[(f, i)] for i in idx], float)
 
+    def score(f: float, idx: Sequence[int]) -> float:
+        pred, m = predicted(f, idx), meas[list(idx)]
+        ok = np.isfinite(pred) & (pred > 0) & (m > 0)
+        return float(np.median(np.abs(pred[ok] / m[ok] - 1.0))) if ok.any() else math.inf
+
+    everyone = range(len(rows))
+    low, high = predicted(0.0, everyone), predicted(_HOST_MAX_S, everyone)
+    moved = np.isfinite(low) & np.isfinite(high) & (low > 0) & (np.abs(high - low) > HOST_MOVED_REL * low)
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(rows):
+        if moved[i]:
+            groups.setdefault(s.row.gpu, []).append(i)
+    if not groups:
+        return 0.0
     coarse = np.arange(0.0, _HOST_MAX_S + _HOST_COARSE_S / 2, _HOST_COARSE_S)
-    best = min(coarse, key=lambda f: (score(float(f)), f))
-    fine = np.arange(max(best - _HOST_COARSE_S, 0.0), min(best + _HOST_COARSE_S, _HOST_MAX_S) + _HOST_FINE_S / 2,
-                     _HOST_FINE_S)
-    return float(min(fine, key=lambda f: (score(float(f)), f)))
+    fits = []
+    for idx in groups.values():
+        best = min(coarse, key=lambda f: (score(float(f), idx), f))
+        fine = np.arange(max(best - _HOST_COARSE_S, 0.0),
+                         min(best + _HOST_COARSE_S, _HOST_MAX_S) + _HOST_FINE_S / 2, _HOST_FINE_S)
+        fits.append(float(min(fine, key=lambda f: (score(float(f), idx), f))))
+    return float(np.median(fits))
 
 
 def fitted_on(setup: RowSetup) -> bool:
