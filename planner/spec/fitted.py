@@ -88,8 +88,8 @@ MIN_ROWS_COVERED = 5
 # 44.5% -> 34.9%, TPOT and throughput unmoved, published_moe.json (not fitted on) 24.2% -> 21.9%);
 # since stop 44 the median over the GPU types of each one's own fit on the rows the floor moves
 # (each GPU type is one kind of host; pooled, B200's runs, a third of the rows, set it): 1.9 ms,
-# 116 ms (in sample TTFT 27.9% -> 27.3%) (README "How accurate is it on MoE?", "The hosts' floor").  The step terms above are the values
-# shipped before it: python bench/fit_moe_terms.py on this code (and on the code they shipped with)
+# 116 ms (in sample TTFT 27.9% -> 27.3%) (README "How accurate is it on MoE?", "The hosts' floor").
+# The step terms above are the values shipped before it: python bench/fit_moe_terms.py on this code (and on the code they shipped with)
 # lands on another least-squares optimum (moe_layer_overhead_s 64 us, the step share 0.005, the
 # late terms off while the step terms are fitted; 59 us and 0.125 with them at their shipped
 # values), which scores worse on the medians in sample (TPOT 15.1-15.3% against 14.2%,

@@ -96,7 +96,8 @@ def fit_handoff(setups: Sequence[RowSetup], values: dict[str, float],
 # goes with the hand-off).
 HOST_TERM = "moe_prefill_host_layer_s"
 _HOST_MAX_S, _HOST_COARSE_S, _HOST_FINE_S = 3e-3, 2.5e-4, 2.5e-5
-HOST_MOVED_REL = 0.01  # a row the floor moves: its TTFT at _HOST_MAX_S differs from that at 0 by more
+# A row the floor moves: its TTFT at _HOST_MAX_S differs from its TTFT at 0 by more than this share.
+HOST_MOVED_REL = 0.01
 
 
 def host_rows(setups: Sequence[RowSetup]) -> list[RowSetup]:
