@@ -1,7 +1,7 @@
 """How accurate is the planner on MoE: cross-validated errors on the MoE measurement files.
 
     python bench/moe_accuracy.py [--data ../shared/data/inferencex_dsr1.json] [--cv gpu,engine,loso]
-                                 [--max-runs N] [--seed 0]
+                                 [--max-runs N] [--seed 0] [--jobs 1] [--dump rows.json]
 
 For each scheme (``gpu``: leave one GPU out, ``engine``: leave one engine out, ``loso``:
 leave one publication out, ``kfold``, ``none``: the shipped defaults) every row is predicted
@@ -10,15 +10,19 @@ script prints, per held-out group and overall, the rows predicted and the median
 error of TPOT, TTFT, output tok/s per GPU and per user (markdown tables, the README's
 "How accurate is it on MoE?").  ``--max-runs`` scores a seeded sample of runs (all the
 rows of a run are kept together) to bound the time on a small machine; the sample size
-is printed with the tables.
+is printed with the tables.  ``--jobs N`` fits the folds of a term cross-validation in N
+processes (the same numbers as one); ``--dump`` writes every scored row (id, held-out group,
+metric, measured, predicted, error) as JSON for a closer look.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -74,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                     "efficiencies held (planner.validate.moefit; 'moe' = both MoE terms); empty: refit the "
                     "efficiency table per fold (planner.validate.fit.cross_validate)")
     ap.add_argument("--fit-runs", type=int, default=40, help="runs sampled per fold for the term fit (0: all)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes for the folds of a --terms cross-validation")
+    ap.add_argument("--dump", default="", help="write every scored row as JSON to this file (the last scheme's)")
     args = ap.parse_args(argv)
     rows = list(load_measurements(args.data))
     if args.max_runs:
@@ -82,16 +88,16 @@ def main(argv: list[str] | None = None) -> int:
         rows = [r for r in rows if run_key(r) in keep]
     print(f"{args.data}: {len(rows)} rows, {len({run_key(r) for r in rows})} runs")
     terms = [t.strip() for t in args.terms.split(",") if t.strip()]
-    if terms == ["moe"]:
-        terms = list(MOE_TERMS)
+    # "moe": the shipped MoE terms, beside any named after it (an off term: --terms moe,disagg_handoff_iterations)
+    terms = list(dict.fromkeys(t for name in terms for t in (MOE_TERMS if name == "moe" else (name,))))
     for scheme in [s.strip() for s in args.cv.split(",") if s.strip()]:
-        t = time.process_time()
+        t, wall = time.process_time(), time.monotonic()
         cv = KNOWN_SCHEMES.get(scheme)
         if scheme == "none":
             results, groups = validate_rows(rows), {r.id: "defaults" for r in rows}
         elif cv is not None and terms:
-            results, fitted = cross_validate_terms(rows, cv, terms, fit_runs=args.fit_runs, seed=args.seed)
             groups = fold_assignment(rows, cv)
+            results, fitted = _terms_cv(rows, cv, terms, args, sorted(set(groups.values())))
             for fold, v in fitted.items():
                 print(f"  {scheme} fold {fold}: " + ", ".join(f"{k} = {x:.3g}" for k, x in v.items()))
         elif cv is not None:
@@ -101,14 +107,39 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--cv: unknown scheme '{scheme}' (known: none, {', '.join(CV_SCHEMES)})")
             return 2
         print()
-        print(table(results, groups, f"{scheme} ({time.process_time() - t:.0f} s CPU)"))
+        spent = (f"{time.process_time() - t:.0f} s CPU" if args.jobs <= 1 or not terms
+                 else f"{time.monotonic() - wall:.0f} s wall, {args.jobs} processes")
+        print(table(results, groups, f"{scheme} ({spent})"))
         skipped: dict[str, int] = {}
         for r in results:
             if r.skipped_reason:
                 skipped[r.skipped_reason] = skipped.get(r.skipped_reason, 0) + 1
         for why, n in sorted(skipped.items(), key=lambda kv: -kv[1])[:8]:
             print(f"  skipped {n}: {why}")
+        if args.dump:
+            Path(args.dump).write_text(json.dumps(
+                [{"id": r.id, "held_out": groups.get(r.id, "?"), "metric": r.metric, "measured": r.measured,
+                  "predicted": r.predicted, "error_pct": r.error_pct, "skipped_reason": r.skipped_reason}
+                 for r in results], indent=1))
     return 0
+
+
+def _one_fold(rows: list, cv: CvScheme, terms: list[str], fit_runs: int, seed: int, fold: str
+              ) -> tuple[list[RowResult], dict[str, dict[str, float]]]:
+    return cross_validate_terms(rows, cv, terms, fit_runs=fit_runs, seed=seed, only={fold})
+
+
+def _terms_cv(rows: list, cv: CvScheme, terms: list[str], args: argparse.Namespace, folds: list[str]
+              ) -> tuple[list[RowResult], dict[str, dict[str, float]]]:
+    """cross_validate_terms, its folds over ``--jobs`` processes; results in file order."""
+    if args.jobs <= 1:
+        return cross_validate_terms(rows, cv, terms, fit_runs=args.fit_runs, seed=args.seed)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        parts = list(pool.map(_one_fold, *zip(*[(rows, cv, terms, args.fit_runs, args.seed, f) for f in folds],
+                                             strict=True)))
+    by_id = {r.id: r for part, _ in parts for r in part}
+    fitted = {k: v for _, f in parts for k, v in f.items()}
+    return [by_id[r.id] for r in rows if r.id in by_id], fitted
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -262,16 +262,19 @@ def sample_runs(rows: Sequence[MeasurementRow], max_runs: int, seed: int = 0) ->
 
 def cross_validate_terms(rows: Sequence[MeasurementRow], scheme: CvScheme, terms: Sequence[str] = MOE_TERMS,
                          *, table: dict[str, dict[str, float]] | None = None, fit_runs: int = 0,
-                         seed: int = 0) -> tuple[list[RowResult], dict[str, dict[str, float]]]:
+                         seed: int = 0, only: Collection[str] | None = None
+                         ) -> tuple[list[RowResult], dict[str, dict[str, float]]]:
     """(each row predicted with the terms fitted on the other folds, the terms per fold).
-    ``fit_runs`` > 0 fits each fold on a seeded sample of that many of its training runs."""
+    ``fit_runs`` > 0 fits each fold on a seeded sample of that many of its training runs;
+    ``only``: just those folds, and only their rows come back (folds run apart, one per process,
+    give what one call gives)."""
     rows = list(rows)
     tab = table or FITTED_EFFICIENCY
     assignment = fold_assignment(rows, scheme)
     setup_of = dict(zip((r.id for r in rows), setup_rows(rows, efficiency_for("generic", tab), rows), strict=True))
     out: dict[str, RowResult] = {}
     fitted: dict[str, dict[str, float]] = {}
-    for fold in sorted(set(assignment.values())):
+    for fold in sorted(set(assignment.values()) if only is None else set(only) & set(assignment.values())):
         train = sample_runs([r for r in rows if assignment[r.id] != fold], fit_runs, seed)
         fit_setups = [s for r in train if not isinstance(s := setup_of[r.id], str)]
         every = [s for r in rows if assignment[r.id] != fold and not isinstance(s := setup_of[r.id], str)]
@@ -282,4 +285,4 @@ def cross_validate_terms(rows: Sequence[MeasurementRow], scheme: CvScheme, terms
                 if assignment[r.id] == fold:
                     eff = _with_terms(efficiency_for(engine_family(r.engine), tab), v)
                     out[r.id] = row_result(r, setup_of[r.id], eff)
-    return [out[r.id] for r in rows], fitted
+    return [out[r.id] for r in rows if r.id in out], fitted
