@@ -10,7 +10,7 @@ import pytest
 from planner import Scenario, decode_step, plan, prefill_step, resolve
 from planner.physics.techniques import kv_transfer_s
 from planner.simulate import Request, SimRun, sim_options, simulate, summarize
-from planner.spec.terms import term
+from planner.spec.terms import physics_terms, term
 
 
 def check_little(run: SimRun) -> None:
@@ -156,13 +156,17 @@ def test_shared_system_prompt_hits_the_prefix_cache() -> None:
     assert cached < 0.6 * float(prefill_step(tokens=2000, **k).time_s)
 
 
-def test_disaggregated_first_token_reaches_the_client_with_its_kv() -> None:
+@pytest.mark.parametrize("iterations", [0.0, None])
+def test_disaggregated_first_token_reaches_the_client_with_its_kv(iterations: float | None) -> None:
     """A disaggregated request's first token is sampled by its prefill pool and streamed from its
-    decode pool: TTFT = prefill + the exposed KV transfer (its tail behind the prefill + the
-    hand-off's setup), as the plan has it; the next gap is one decode step."""
+    decode pool once that takes it in: TTFT = prefill + the exposed KV transfer (its tail behind the
+    prefill + the hand-off's setup) + k decode iterations at the decode worker's batch (the take-in,
+    k = disagg_handoff_iterations), as the plan has it; the next gap is one decode step."""
+    k_iter = term("disagg_handoff_iterations") if iterations is None else iterations
     for setup in (0.0, None):
         sc = Scenario(serving={"mode": "disaggregated", "chunk_tokens": 4096}, fleet={"kv_transfer_setup_s": setup})
-        run = simulate(sc, sim_options(), (Request(arrival_s=0.0, prompt_tokens=2000, output_tokens=10),))
+        with physics_terms(disagg_handoff_iterations=k_iter):
+            run = simulate(sc, sim_options(), (Request(arrival_s=0.0, prompt_tokens=2000, output_tokens=10),))
         k = kw(sc)
         prefill = float(prefill_step(tokens=2000, **k).time_s)
         kv_bytes = 2000 * plan(sc).memory.kv_bytes_per_token
@@ -172,7 +176,11 @@ def test_disaggregated_first_token_reaches_the_client_with_its_kv() -> None:
         full = float(kv_transfer_s(kv_bytes=kv_bytes, link_bytes_per_s=50e9, efficiency=0.8))
         handoff = term("disagg_handoff_s") if setup is None else setup
         transfer = max(full / 32, full - 31 / 32 * prefill) + handoff
-        assert float(run.ttft_s[0]) == pytest.approx(prefill + transfer, rel=1e-9)
+        # the take-in: k iterations of the decode worker, which holds this request alone
+        take_in = k_iter * float(decode_step(batch_size=1, context_tokens=2000, **k).step_s)
+        assert float(run.ttft_s[0]) == pytest.approx(prefill + transfer + take_in, rel=1e-3)
+        if k_iter == 0:
+            assert float(run.ttft_s[0]) == pytest.approx(prefill + transfer, rel=1e-9)
         first_gap = float(run.itl_s[0])
         assert first_gap == pytest.approx(float(decode_step(batch_size=1, context_tokens=2001, **k).step_s), rel=1e-3)
         assert float(run.tpot_s[0]) == pytest.approx(float(np.mean(run.itl_s)), rel=1e-9)

@@ -137,7 +137,7 @@ _OFF = {"collective_hop_s": 0.0, "sequence_overhead_s": 0.0, "gemm_half_width": 
         "mtp_acceptance": 0.0, "moe_prefill_layer_overhead_s": 0.0, "moe_prefill_token_overhead_s": 0.0,
         "all_to_all_call_s": 0.0, "mtp_acceptance_trtllm": 0.0, "moe_prefill_slot_passes": 0.0,
         "moe_step_overhead_share": 1.0,  # off: a MoE iteration pays the whole step overhead
-        "disagg_handoff_s": 0.0, "moe_prefill_host_layer_s": 0.0}
+        "disagg_handoff_s": 0.0, "moe_prefill_host_layer_s": 0.0, "disagg_handoff_iterations": 0.0}
 
 
 def test_synthetic_truth_states_every_term() -> None:

@@ -22,6 +22,7 @@ from planner.physics.comm import (
 )
 from planner.physics.draft import DraftMemory, draft_memory, eagle_head_params
 from planner.physics.handoff import (
+    decode_admission_s,
     kv_handoff_factor,
     kv_handoff_s,
 )
@@ -201,6 +202,7 @@ __all__ = [
     "moe_overhead_s",
     "moe_prefill_slot_s",
     "moe_slot_ranks",
+    "decode_admission_s",
     "kv_handoff_factor",
     "kv_handoff_s",
     "draft_memory",

@@ -20,6 +20,12 @@ so equal layouts on equal GPUs give exactly the one-pool figure K·n / (η·N·L
 (``factor`` = 1), and a decode pool receiving more bytes than the senders can push
 (fewer or slower prefill GPUs) waits on the senders.  Shipped layer by layer behind
 the prefill (``physics.link.kv_transfer_exposed_s``), only its tail is exposed.
+
+The decode worker takes the request in on its own iterations: its scheduler reserves the KV
+blocks, polls the transfer's completion and merges the request into its batch between decode
+passes, so the first token leaves k decode iterations after the KV arrives
+(:func:`decode_admission_s`, k the fitted term ``disagg_handoff_iterations``): a wait that grows
+with the decode worker's batch, where the fixed hand-off (``disagg_handoff_s``) does not.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["kv_handoff_factor", "kv_handoff_s"]
+from planner.physics.terms import term
+
+__all__ = ["decode_admission_s", "kv_handoff_factor", "kv_handoff_s"]
 
 Arr = NDArray[np.float64]
 
@@ -51,4 +59,13 @@ def kv_handoff_s(*, prompt_tokens: ArrayLike, recv_kv_bytes_per_token_per_gpu: A
     out = own * kv_handoff_factor(send_gpus=send_gpus, recv_gpus=recv_gpus,
                                   send_link_bytes_per_s=send_link_bytes_per_s,
                                   recv_link_bytes_per_s=recv_link_bytes_per_s)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def decode_admission_s(cycle_s: ArrayLike, iterations: float | None = None) -> Arr | float:
+    """k × t_cycle: the time a disaggregated request waits on its decode worker between its KV
+    arriving and its first token leaving (t_cycle: the decode worker's iteration at its batch; k:
+    ``iterations``, default the fitted term ``disagg_handoff_iterations``)."""
+    k = term("disagg_handoff_iterations") if iterations is None else float(iterations)
+    out = k * np.asarray(cycle_s, float)
     return float(out) if np.ndim(out) == 0 else out

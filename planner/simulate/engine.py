@@ -52,6 +52,7 @@ from planner.errors import InsufficientMemoryError, ScenarioError
 from planner.physics.layout import attention_dp
 from planner.physics.link import kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.techniques import kv_transfer_s
+from planner.physics.terms import term
 from planner.simulate.alone import alone_order, run_alone
 from planner.simulate.arrivals import Request, generate_requests
 from planner.simulate.options import MAX_SIM_REQUESTS, SimOptions, check_sim_size
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
 __all__ = ["KvBlocks", "SimRun", "simulate"]
 
 
-_ARRIVE, _ITER, _TRANSFER = 0, 1, 2
+_ARRIVE, _ITER, _TRANSFER, _ADMIT = 0, 1, 2, 3
 
 
 class _Sim:
@@ -163,6 +164,10 @@ class _Sim:
         self.t_last = 0.0
         self.next_root = 0
         self.pending_transfer: dict[int, _Seq] = {}
+        # the decode worker's take-in after the KV arrives: k of its iterations at its batch, as the plan
+        # has it (planner.physics.handoff.decode_admission_s)
+        self.admit_iterations = term("disagg_handoff_iterations")
+        self.admitting: dict[int, tuple[_Seq, int]] = {}
         self.now, self.now_pushed = 0.0, -math.inf  # the event being handled: its time, when it was queued
         self.compiled: Compiled | None = None  # the replicas' compiled runs (run_compiled), if taken
 
@@ -280,7 +285,6 @@ class _Sim:
         else:
             for i in self.roots:
                 self.push(self.requests[i].arrival_s, _ARRIVE, i)
-        nf = len(self.front)
         while self.heap:
             t, event, kind, arg, self.now_pushed = heapq.heappop(self.heap)
             self.now = t
@@ -299,13 +303,27 @@ class _Sim:
                 ri = self._route(self.front, req, o.router, t)
                 self.front[ri].waiting.append(s)
                 self._kick(ri, t)
-            else:
+            elif kind == _TRANSFER:
                 s = self.pending_transfer.pop(arg)
-                if s.first_s != s.first_s:  # the first token reaches the client from the decode pool,
-                    s.first_s = t  # with its KV: TTFT = wait + prefill + exposed transfer, as the plan has it
                 bi = self._route(self.back, s.req, "least_loaded", t)
-                self.back[bi].waiting.append(s)
-                self._kick(nf + bi, t)
+                rep = self.back[bi]
+                wait = (self.admit_iterations * self.steps.decode_s(min(len(rep.running) + 1, rep.max_batch), s.kv)
+                        if self.admit_iterations > 0 else 0.0)
+                if wait > 0.0:
+                    self.admitting[s.idx] = (s, bi)
+                    self.push(t + wait, _ADMIT, s.idx, t)
+                else:
+                    self._admit(s, bi, t)
+            else:
+                self._admit(*self.admitting.pop(arg), t)
+
+    def _admit(self, s: _Seq, bi: int, t: float) -> None:
+        """The decode worker takes the request in: its first token reaches the client from the decode
+        pool (TTFT = wait + prefill + exposed transfer + the take-in, as the plan has it)."""
+        if s.first_s != s.first_s:
+            s.first_s = t
+        self.back[bi].waiting.append(s)
+        self._kick(len(self.front) + bi, t)
 
 
 def simulate(scenario: Scenario, options: SimOptions | None = None,

@@ -48,6 +48,7 @@ class OperatingArrays:
     tok_s_per_replica: Arr
     kv_transfer_s: Arr  # mean whole-prompt KV transfer (0 colocated)
     kv_transfer_exposed_s: Arr  # of which not hidden behind the prefill, + setup
+    decode_admission_s: Arr  # disaggregated: the decode worker's take-in after the KV arrives (0 colocated)
     prefill_utilization: Arr  # utilization of the prefill servers at the fleet's load
     replicas: Arr  # colocated replicas, or prefill + decode
     prefill_replicas: Arr

@@ -64,6 +64,7 @@ class OperatingPoint(BaseModel):
     max_sequences: float
     prefill_utilization: float
     queueing: str
+    decode_admission_s: float = 0.0  # disaggregated: of the TTFT, the decode worker's take-in after the KV arrives
 
 
 class FleetResult(BaseModel):
@@ -178,6 +179,7 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
         fleet_slo_attainment=float(op.fleet_slo_attainment[i]), goodput_req_s_per_replica=float(op.goodput_req_s_per_replica[i]),
         tok_s_per_replica=float(op.tok_s_per_replica[i]), max_sequences=float(op.max_sequences[i]),
         prefill_utilization=float(op.prefill_utilization[i]), queueing=QUEUEING_NOTE,
+        decode_admission_s=float(op.decode_admission_s[i]),
     )
     col_g = float(results["colocated"][1].gpus_total[0])
     dis_g = float(results["disaggregated"][1].gpus_total[0])
@@ -220,6 +222,7 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
         value=opp.slo_attainment, unit="")
     wait, service = float(op.ttft_wait_s[i]), float(op.prefill_service_s[i])
     transfer = float(op.kv_transfer_exposed_s[i])
+    admit = float(op.decode_admission_s[i])
     recv = float(op.ttft_recv_wait_s[i])
     disagg = s.serving.mode == "disaggregated"
     k = s.serving.scheduler_recv_interval
@@ -229,7 +232,8 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
         name="operating_point.ttft_s",
         formula="mean queueing wait + prefill service" + (
             " (pipelined over PP stages) + exposed KV transfer (its tail behind the prefill + the hand-off's "
-            "setup, fleet.kv_transfer_setup_s)" if disagg
+            "setup, fleet.kv_transfer_setup_s)" + (" + the decode worker's take-in (operating_point.decode_admission_s)"
+                                                   if admit > 0 else "") if disagg
             else " (chunk i: cycle + chunk over i earlier chunks)") + f"; wait: {QUEUEING_NOTE}" + (
             (f"; the service includes the wait for SGLang's scheduler to take the request in "
              f"(--scheduler-recv-interval {k}: operating_point.ttft_recv_wait_s)" if k > 1 else
@@ -237,7 +241,8 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
              f"(timeout_iters {tb}: operating_point.ttft_recv_wait_s)") if recv > 0 else "") + (
             "; a prompt's own iterations held to the hosts' floor (operating_point.ttft_host_floor_s)"
             if floor > 0 else ""),
-        substituted=f"{fmt_num(wait)} + {fmt_num(service)}" + (f" + {fmt_num(transfer)}" if disagg else ""),
+        substituted=f"{fmt_num(wait)} + {fmt_num(service)}" + (f" + {fmt_num(transfer)}" if disagg else "") + (
+            f" + {fmt_num(admit)}" if admit > 0 else ""),
         value=opp.ttft_s, unit="s")
     if disagg:
         setup = kv_transfer_setup_s(s)
@@ -248,6 +253,16 @@ def plan_fleet(r: Resolved, d: dict[str, Derivation]) -> FleetSections:
                      "KV transfer: the scenario's, else fitted on the TTFT of disaggregated InferenceX runs"),
             substituted=fmt_num(setup), value=setup, unit="s",
             origin="input" if s.fleet.kv_transfer_setup_s is not None else "calibrated")
+    iters = term("disagg_handoff_iterations") if disagg else 0.0
+    if iters > 0:
+        d["operating_point.decode_admission_s"] = Derivation(
+            name="operating_point.decode_admission_s",
+            formula=("k × decode iteration at the batch: the decode worker reserves the KV blocks, polls the "
+                     "transfer's completion and merges the request into its batch between its passes, so the "
+                     "first token leaves k of its iterations after the KV arrives (k = disagg_handoff_iterations: off "
+                     "unless set, since fitted with the fixed hand-off it did not lower the cross-validated TTFT)"),
+            substituted=f"{fmt_num(iters)} × {fmt_num(admit / iters)}", value=admit,
+            unit="s", origin="default")
     if floor > 0:
         f = term("moe_prefill_host_layer_s")
         d["operating_point.ttft_host_floor_s"] = Derivation(

@@ -27,9 +27,9 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
-from planner.physics.handoff import kv_handoff_factor
+from planner.physics.handoff import decode_admission_s, kv_handoff_factor
 from planner.physics.layout import attention_dp
 from planner.physics.link import DEFAULT_KV_LINK_EFFICIENCY, kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.memory import kv_bytes_per_token_per_gpu
@@ -97,6 +97,9 @@ class ModeLoad:
     ttft_weights: Arr | None = None
     # Colocated: the decode pass (iteration) at the fleet's batch, the unit of the receive wait.
     fleet_cycle_s: Arr | None = None
+    # Disaggregated: of the TTFT, the decode worker's take-in after the KV arrives (k iterations at the
+    # batch: planner.physics.handoff.decode_admission_s); None colocated.
+    decode_admission_s: Arr | None = None
 
 
 def _replicas(peak: float, u: float, rate: Arr, floor: int) -> Arr:
@@ -114,14 +117,17 @@ def _interp_rows(x: Arr, grid: Arr, values: Arr) -> Arr:
     return out
 
 
-def _grow_prefill_pool(peak: float, start: Arr, server: Arr, own: Arr, w: Arr, target: float) -> tuple[Arr, Arr]:
-    """Smallest pool ≥ ``start`` whose p90 TTFT meets ``target`` (per candidate),
+def _grow_prefill_pool(peak: float, start: Arr, server: Arr, own: Arr, w: Arr, target: ArrayLike
+                       ) -> tuple[Arr, Arr]:
+    """Smallest pool ≥ ``start`` whose p90 TTFT meets ``target`` (per candidate, or one for all),
     and that p90; infinite where even a pool MAX_PREFILL_POOL_GROWTH × larger misses."""
     n_out = np.array(start, dtype=float)
     t_out = np.full(start.shape, np.inf)
+    targets = np.broadcast_to(np.asarray(target, float), start.shape)
     for i in range(start.shape[0]):
         if not np.isfinite(start[i]):
             continue
+        target = float(targets[i])
 
         def p90(n: float, i: int = i) -> float:
             return float(ttft_pool(arrival_per_s=peak, servers=n, server_s=server[i], own_s=own[i],
@@ -233,7 +239,8 @@ def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid
     dec_reps = _replicas(peak, u, goodput, floor)
     lam = np.where(np.isfinite(dec_reps), peak / dec_reps, 0.0)
     fleet_b = batch_at_rate(lam, batches=grid, rates_per_s=goodput)
-    fleet_itl = _interp_rows(fleet_b, grid, cycle) / tpp
+    fleet_cycle = _interp_rows(fleet_b, grid, cycle)
+    fleet_itl = fleet_cycle / tpp
     # Prefill pool: chunked prefill pipelined over PP stages, plus the exposed KV transfer.
     pre_pp = pp if prefill_pool is None else float(prefill_pool.scenario.parallel.pp)
     srv, lat = pipelined_prefill(prefill_s=work, stages=pre_pp, microbatches=sv.prefill_iterations)
@@ -250,23 +257,31 @@ def disaggregated_load(r: Resolved, sv: ServiceTimes, st: WorkloadStats, *, grid
     t_exp = np.asarray(kv_transfer_exposed_s(transfer_s=t_full, prefill_s=lat, layers=r.model.layers,
                                              setup_s=kv_transfer_setup_s(s)))
     own = lat + t_exp
+    shape = goodput.shape
+    # the decode worker's take-in: k of its iterations after the KV arrives (physics.handoff), at the batch
+    # it runs at the fleet's load (TTFT's load, as the prefill pool's wait)
+    admit = np.broadcast_to(np.asarray(decode_admission_s(fleet_cycle), float), shape)
     es = np.sum(w * srv, axis=-1)
     start = _replicas(peak, u, 1.0 / es, floor)
-    pre_n, ttft90_c = _grow_prefill_pool(peak, start, srv, own, w, s.slo.ttft_s)
+    # the prefill pool is grown for the SLO less the take-in at the smallest batch; a larger batch
+    # whose longer take-in then misses the SLO is left to the batch choice (operating.py)
+    pre_n, ttft90_c = _grow_prefill_pool(peak, start, srv, own, w, s.slo.ttft_s - admit[:, 0])
     pool = ttft_pool(arrival_per_s=peak, servers=pre_n, server_s=srv, own_s=own, weights=w)
-    shape = goodput.shape
 
     def per_candidate(a: Arr) -> Arr:
-        return np.broadcast_to(a[:, None], shape)
+        return np.broadcast_to(np.asarray(a, float)[:, None], shape)
 
     pre_reps = per_candidate(pre_n)
+    wait = QueueWait(mean_s=per_candidate(pool.wait.mean_s), p_wait=per_candidate(pool.wait.p_wait),
+                     utilization=per_candidate(pool.wait.utilization))
     return ModeLoad(
         itl_s=itl, itl_percentile_s=itl, itl_worst_s=itl, goodput_req_s=goodput,
         prefill_req_s=per_candidate(1.0 / es), replicas=pre_reps + dec_reps, prefill_replicas=pre_reps,
-        decode_replicas=dec_reps, ttft_s=per_candidate(pool.mean_s), ttft_p90_s=per_candidate(ttft90_c),
-        ttft_wait_s=per_candidate(pool.wait.mean_s), prefill_service_s=per_candidate(np.sum(w * lat, axis=-1)),
-        prefill_utilization=per_candidate(pool.wait.utilization), prefill_ok=np.ones(shape, dtype=bool),
+        decode_replicas=dec_reps, ttft_s=per_candidate(pool.mean_s) + admit,
+        ttft_p90_s=per_candidate(ttft90_c) + admit,
+        ttft_wait_s=wait.mean_s, prefill_service_s=per_candidate(np.sum(w * lat, axis=-1)),
+        prefill_utilization=wait.utilization, prefill_ok=np.ones(shape, dtype=bool),
         kv_transfer_s=per_candidate(np.sum(w * t_full, axis=-1)),
         kv_transfer_exposed_s=per_candidate(np.sum(w * t_exp, axis=-1)),
         fleet_batch_size=fleet_b, fleet_itl_s=fleet_itl, fleet_itl_percentile_s=fleet_itl,
-        ttft_wait=pool.wait, ttft_own_s=own)
+        ttft_wait=wait, ttft_own_s=own[:, None, :] + admit[..., None], decode_admission_s=admit)

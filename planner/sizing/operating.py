@@ -339,6 +339,7 @@ def operating_arrays(
         tok_s_per_replica=grid[idx] / pick(ld.itl_s),
         kv_transfer_s=pick(ld.kv_transfer_s),
         kv_transfer_exposed_s=pick(ld.kv_transfer_exposed_s),
+        decode_admission_s=pick(0.0 if ld.decode_admission_s is None else ld.decode_admission_s),
         prefill_utilization=pick(ld.prefill_utilization),
         replicas=np.where(feasible, pick(ld.replicas), nan),
         prefill_replicas=np.where(feasible, pick(ld.prefill_replicas), nan),

@@ -38,6 +38,7 @@ from planner.validate.layout import (
 )
 from planner.validate.moefit import (
     FIT_EXCLUDED_METRICS,
+    HANDOFF_ITERATIONS_TERM,
     HANDOFF_TERM,
     HOST_MOVED_REL,
     HOST_TERM,
@@ -45,6 +46,7 @@ from planner.validate.moefit import (
     RISE_MAX_CONCURRENCY,
     cross_validate_terms,
     fit_handoff,
+    fit_handoff_iterations,
     fit_host_floor,
     fit_terms,
     fitted_on,
@@ -197,6 +199,7 @@ __all__ = [
     "multi_node_problem",
     "row_speculative",
     "FIT_EXCLUDED_METRICS",
+    "HANDOFF_ITERATIONS_TERM",
     "HANDOFF_TERM",
     "HOST_MOVED_REL",
     "HOST_TERM",
@@ -204,6 +207,7 @@ __all__ = [
     "MOE_TERMS",
     "cross_validate_terms",
     "fit_handoff",
+    "fit_handoff_iterations",
     "fit_host_floor",
     "fit_terms",
     "fitted_on",

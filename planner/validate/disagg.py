@@ -15,7 +15,8 @@ piece by piece, at a stated worker count instead of a sized one:
 * KV transfer: each prefill GPU ships its shard of the prompt's KV over its link
   (NVLink when both pools sit in one scale-up domain, else the NIC), layer by layer,
   only the tail exposed (:func:`planner.physics.link.kv_transfer_exposed_s`), plus the
-  hand-off's fixed setup (:func:`planner.spec.context.kv_transfer_setup_s`);
+  hand-off's fixed setup (:func:`planner.spec.context.kv_transfer_setup_s`), and the decode
+  worker's take-in, k of its iterations at its batch (:func:`planner.physics.handoff.decode_admission_s`);
 * decode pool: D workers with no prompt chunks in their iterations, ITL = cycle / τ at
   the decode batch b; the pool completes X_d(b) = D·b / ((o − 1)·ITL(b)) requests/s;
 * closed loop: N = X·(TTFT(X) + (o − 1)·ITL(b)) at X = X_d(b), solved on the batch grid;
@@ -29,6 +30,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from planner.physics.handoff import decode_admission_s
 from planner.physics.link import DEFAULT_KV_LINK_EFFICIENCY, kv_link_bytes_per_s, kv_transfer_exposed_s
 from planner.physics.memory import kv_bytes_per_token_per_gpu
 from planner.physics.queueing import ROUNDING_MARGIN, pipelined_prefill, ttft_pool
@@ -162,7 +164,8 @@ def disaggregated_point(prefill: Resolved, decode: Resolved, *, prompt_tokens: f
                                              setup_s=kv_transfer_setup_s(ps)), float)
     pool = ttft_pool(arrival_per_s=rate, servers=float(prefill_workers), server_s=np.array([pass_srv[-1] / cap]),
                      own_s=(own_m + t_exp)[:, None], weights=np.ones(1))
-    ttft = np.asarray(pool.mean_s, float) + busy * srv_m / 2.0
+    # and the decode worker's take-in: k of its iterations at batch b after the KV arrives
+    ttft = np.asarray(pool.mean_s, float) + busy * srv_m / 2.0 + np.asarray(decode_admission_s(cycle), float)
     e2e = ttft + (o - 1.0) * itl
     held = rate * e2e  # users in the system at each decode batch
     ok = np.isfinite(held)

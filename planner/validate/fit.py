@@ -103,7 +103,8 @@ TERM_SEARCH: dict[str, tuple[float, float, float, float, float]] = {
 FIT_TERMS: tuple[str, ...] = ("collective_call_s",)
 # The MoE layer terms (planner.physics.kernels.moe_overhead_s), fitted apart (planner.validate.moefit).
 # Of the MoE prefill terms only the slot passes are among them; moe_prefill_layer_overhead_s and
-# moe_prefill_token_overhead_s are off, fitted only when named (bench/moe_accuracy.py --terms ...).
+# moe_prefill_token_overhead_s are off, fitted only when named (bench/moe_accuracy.py --terms ...), as is
+# disagg_handoff_iterations (the decode worker's take-in: cross-validated, not kept).
 MOE_TERM_NAMES: tuple[str, ...] = ("moe_layer_overhead_s", "moe_token_overhead_s", "mtp_acceptance", "all_to_all_call_s",
                                    "mtp_acceptance_trtllm", "moe_prefill_slot_passes",
                                    "moe_step_overhead_share", "moe_prefill_host_layer_s", "disagg_handoff_s")

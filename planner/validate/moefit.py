@@ -29,9 +29,9 @@ from planner.validate.predict import EfficiencySet, RowSetup, efficiency_for, pr
 from planner.validate.report import RowResult, row_result
 from planner.validate.rows import MeasurementRow, run_key
 
-__all__ = ["FIT_EXCLUDED_METRICS", "HANDOFF_TERM", "HOST_MOVED_REL", "HOST_TERM", "MOE_TERMS", "RISE_MAX_CONCURRENCY",
-           "cross_validate_terms", "fit_handoff", "fit_host_floor", "fit_terms", "fitted_on", "handoff_rows",
-           "host_rows", "rise_pairs", "sample_runs"]
+__all__ = ["FIT_EXCLUDED_METRICS", "HANDOFF_ITERATIONS_TERM", "HANDOFF_TERM", "HOST_MOVED_REL", "HOST_TERM",
+           "MOE_TERMS", "RISE_MAX_CONCURRENCY", "cross_validate_terms", "fit_handoff", "fit_handoff_iterations",
+           "fit_host_floor", "fit_terms", "fitted_on", "handoff_rows", "host_rows", "rise_pairs", "sample_runs"]
 
 MOE_TERMS: tuple[str, ...] = MOE_TERM_NAMES
 # The metrics the MoE terms are fitted on: the step's (TPOT, ITL, throughput).  TTFT values are
@@ -73,9 +73,14 @@ def fit_handoff(setups: Sequence[RowSetup], values: dict[str, float],
     fit on the log errors (the step terms' loss) is pulled to twice the value by the runs whose
     TTFT is seconds above any prefill (queues the model has no term for), and raises the
     median error it is meant to lower."""
-    rows = handoff_rows(setups)
+    return _best_handoff(handoff_rows(setups), values, table)[0]
+
+
+def _best_handoff(rows: Sequence[RowSetup], values: dict[str, float],
+                  table: dict[str, dict[str, float]] | None) -> tuple[float, float]:
+    """(h, its median |error|) over ``rows`` (:func:`fit_handoff`)."""
     if not rows:
-        return 0.0
+        return 0.0, math.inf
     v0 = {**values, HANDOFF_TERM: 0.0}
     with shared_runs():
         pred = np.array([predict_row(s, _with_terms(e, v0))[0]
@@ -83,10 +88,39 @@ def fit_handoff(setups: Sequence[RowSetup], values: dict[str, float],
     meas = np.array([s.row.value for s in rows], float)
     ok = np.isfinite(pred) & (pred > 0) & (meas > 0)
     if not ok.any():
-        return 0.0
+        return 0.0, math.inf
     grid = np.arange(0.0, _HANDOFF_MAX_S + _HANDOFF_STEP_S / 2, _HANDOFF_STEP_S)
     err = np.median(np.abs((pred[ok][None, :] + grid[:, None] * 1e3) / meas[ok][None, :] - 1.0), axis=1)
-    return float(grid[int(np.argmin(err))])
+    i = int(np.argmin(err))
+    return float(grid[i]), float(err[i])
+
+
+# Fitted with the hand-off: the decode iterations a disaggregated request waits on its decode
+# worker after its KV arrives (planner.physics.handoff.decode_admission_s), the part of the
+# hand-off that grows with the decode batch.  Unlike h it is not additive (the wait is k decode
+# iterations at each run's batch, and the closed loop answers), so the rows are predicted at each
+# k tried: 0 to 24 in steps of 2, then the neighbours of the best; h is searched at each.
+HANDOFF_ITERATIONS_TERM = "disagg_handoff_iterations"
+_ITER_MAX, _ITER_COARSE = 24.0, 2.0
+
+
+def fit_handoff_iterations(setups: Sequence[RowSetup], values: dict[str, float],
+                           table: dict[str, dict[str, float]] | None = None) -> tuple[float, float]:
+    """(h, k): the hand-off and the decode iterations with the least median |error| over
+    :func:`handoff_rows` (h searched as in :func:`fit_handoff` at each k)."""
+    rows = handoff_rows(setups)
+    if not rows:
+        return 0.0, 0.0
+    seen: dict[float, tuple[float, float]] = {}
+
+    def at(k: float) -> tuple[float, float]:
+        if k not in seen:
+            seen[k] = _best_handoff(rows, {**values, HANDOFF_ITERATIONS_TERM: k}, table)
+        return seen[k]
+
+    best = min(np.arange(0.0, _ITER_MAX + _ITER_COARSE / 2, _ITER_COARSE), key=lambda k: (at(float(k))[1], k))
+    k = min((float(x) for x in (best - 1.0, best, best + 1.0) if 0.0 <= x <= _ITER_MAX), key=lambda x: (at(x)[1], x))
+    return at(k)[0], k
 
 
 # Fitted after the step terms and before the hand-off: the hosts' floor on a colocated prompt's
@@ -211,14 +245,17 @@ def fit_terms(setups: Sequence[RowSetup], terms: Sequence[str] = MOE_TERMS,
     a sampled fit passes every training row, a pair's two runs seldom both in the sample),
     efficiencies from ``table``."""
     every = list(setups if rise_from is None else rise_from)
-    late = [t for t in (HOST_TERM, HANDOFF_TERM) if t in terms]
+    late = [t for t in (HOST_TERM, HANDOFF_TERM, HANDOFF_ITERATIONS_TERM) if t in terms]
     if late:  # fitted last, on TTFT values, the step terms' values held (and off while those are fitted:
         # a fit is reproducible, whatever values the file ships)
         with physics_terms(**dict.fromkeys(late, 0.0)):
             step = fit_terms(setups, [t for t in terms if t not in late], table, rise_from)
         if HOST_TERM in terms:
             step = {**step, HOST_TERM: fit_host_floor(setups, {**step, HOST_TERM: 0.0}, table)}
-        if HANDOFF_TERM in terms:
+        if HANDOFF_ITERATIONS_TERM in terms:  # with the hand-off (held where it is not named)
+            h, k = fit_handoff_iterations(every, step, table)
+            step = {**step, HANDOFF_ITERATIONS_TERM: k, **({HANDOFF_TERM: h} if HANDOFF_TERM in terms else {})}
+        elif HANDOFF_TERM in terms:
             step = {**step, HANDOFF_TERM: fit_handoff(every, step, table)}
         return {k: step[k] for k in terms}
     pairs = rise_pairs(every)

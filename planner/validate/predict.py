@@ -129,6 +129,7 @@ class EfficiencySet(BaseModel):
     moe_step_overhead_share: float | None = Field(default=None, ge=0)
     disagg_handoff_s: float | None = Field(default=None, ge=0)
     moe_prefill_host_layer_s: float | None = Field(default=None, ge=0)
+    disagg_handoff_iterations: float | None = Field(default=None, ge=0)
 
     def terms(self) -> dict[str, float]:
         """The physics terms this set states."""
