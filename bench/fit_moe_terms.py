@@ -26,10 +26,10 @@ import numpy as np  # noqa: E402
 from planner.physics.terms import physics_terms  # noqa: E402
 from planner.spec.fitted import FITTED_EFFICIENCY  # noqa: E402
 from planner.validate import (  # noqa: E402
-    MOE_TERMS,
     efficiency_for,
     fit_terms,
     load_measurements,
+    named_terms,
     sample_runs,
     setup_rows,
     validate_rows,
@@ -59,9 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--terms", default="moe", help="comma-separated terms ('moe': planner.validate.MOE_TERMS)")
     args = ap.parse_args(argv)
-    named = [t.strip() for t in args.terms.split(",") if t.strip()]
-    # "moe": the shipped MoE terms, beside any named after it (an off term: moe,disagg_handoff_iterations)
-    terms = list(dict.fromkeys(t for name in named for t in (MOE_TERMS if name == "moe" else (name,))))
+    terms = named_terms(args.terms)
     paths = [Path(p.strip()) for p in args.data.split(",") if p.strip()]
     every = [list(load_measurements(p)) for p in paths]
     rows = [r for f in every for r in sample_runs(f, args.runs, args.seed)]

@@ -31,13 +31,13 @@ import numpy as np  # noqa: E402
 
 from planner.validate import (  # noqa: E402
     CV_SCHEMES,
-    MOE_TERMS,
     CvScheme,
     RowResult,
     cross_validate,
     cross_validate_terms,
     fold_assignment,
     load_measurements,
+    named_terms,
     run_key,
     validate_rows,
 )
@@ -87,9 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         keep = set(random.Random(args.seed).sample(runs, min(args.max_runs, len(runs))))
         rows = [r for r in rows if run_key(r) in keep]
     print(f"{args.data}: {len(rows)} rows, {len({run_key(r) for r in rows})} runs")
-    terms = [t.strip() for t in args.terms.split(",") if t.strip()]
-    # "moe": the shipped MoE terms, beside any named after it (an off term: --terms moe,disagg_handoff_iterations)
-    terms = list(dict.fromkeys(t for name in terms for t in (MOE_TERMS if name == "moe" else (name,))))
+    terms = named_terms(args.terms)
     for scheme in [s.strip() for s in args.cv.split(",") if s.strip()]:
         t, wall = time.process_time(), time.monotonic()
         cv = KNOWN_SCHEMES.get(scheme)

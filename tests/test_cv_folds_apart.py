@@ -28,3 +28,11 @@ def test_folds_run_apart_give_what_one_call_gives() -> None:
     # the two folds hold each other's runs out: their fits differ, as the runs do
     assert len({v[HANDOFF_TERM] for v in fitted.values()}) == 2
     assert cross_validate_terms(rows, "gpu", [HANDOFF_TERM], only={"no such fold"}) == ([], {})
+
+
+def test_moe_names_the_shipped_terms_beside_any_named_after_it() -> None:
+    from planner.validate import HANDOFF_ITERATIONS_TERM, MOE_TERMS, named_terms
+
+    assert named_terms("moe") == list(MOE_TERMS)
+    assert named_terms(f" moe , {HANDOFF_ITERATIONS_TERM}, moe") == [*MOE_TERMS, HANDOFF_ITERATIONS_TERM]
+    assert named_terms("disagg_handoff_s,,") == ["disagg_handoff_s"] and named_terms("") == []

@@ -127,7 +127,7 @@ def _grow_prefill_pool(peak: float, start: Arr, server: Arr, own: Arr, w: Arr, t
     for i in range(start.shape[0]):
         if not np.isfinite(start[i]):
             continue
-        target = float(targets[i])
+        goal = float(targets[i])
 
         def p90(n: float, i: int = i) -> float:
             return float(ttft_pool(arrival_per_s=peak, servers=n, server_s=server[i], own_s=own[i],
@@ -135,22 +135,22 @@ def _grow_prefill_pool(peak: float, start: Arr, server: Arr, own: Arr, w: Arr, t
 
         lo = float(start[i])
         t = p90(lo)
-        if t <= target:
+        if t <= goal:
             n_out[i], t_out[i] = lo, t
             continue
         hi = lo
         while True:
             hi = min(2.0 * hi, lo * MAX_PREFILL_POOL_GROWTH)
             th = p90(hi)
-            if th <= target or hi >= lo * MAX_PREFILL_POOL_GROWTH:
+            if th <= goal or hi >= lo * MAX_PREFILL_POOL_GROWTH:
                 break
-        if th > target:
+        if th > goal:
             n_out[i], t_out[i] = lo, t
             continue
         while hi - lo > 1:
             mid = math.floor((lo + hi) / 2)
             tm = p90(mid)
-            if tm <= target:
+            if tm <= goal:
                 hi, th = mid, tm
             else:
                 lo = mid

@@ -52,6 +52,7 @@ from planner.validate.moefit import (
     fitted_on,
     handoff_rows,
     host_rows,
+    named_terms,
     rise_pairs,
     sample_runs,
 )
@@ -211,6 +212,7 @@ __all__ = [
     "fit_host_floor",
     "fit_terms",
     "fitted_on",
+    "named_terms",
     "handoff_rows",
     "host_rows",
     "rise_pairs",

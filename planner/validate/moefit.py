@@ -31,9 +31,16 @@ from planner.validate.rows import MeasurementRow, run_key
 
 __all__ = ["FIT_EXCLUDED_METRICS", "HANDOFF_ITERATIONS_TERM", "HANDOFF_TERM", "HOST_MOVED_REL", "HOST_TERM",
            "MOE_TERMS", "RISE_MAX_CONCURRENCY", "cross_validate_terms", "fit_handoff", "fit_handoff_iterations",
-           "fit_host_floor", "fit_terms", "fitted_on", "handoff_rows", "host_rows", "rise_pairs", "sample_runs"]
+           "fit_host_floor", "fit_terms", "fitted_on", "handoff_rows", "host_rows", "named_terms", "rise_pairs", "sample_runs"]
 
 MOE_TERMS: tuple[str, ...] = MOE_TERM_NAMES
+
+
+def named_terms(spec: str) -> list[str]:
+    """The terms a comma-separated list names, "moe" standing for MOE_TERMS beside any named after it
+    (an off term: "moe,disagg_handoff_iterations"), each once, in order."""
+    names = [t.strip() for t in spec.split(",") if t.strip()]
+    return list(dict.fromkeys(t for name in names for t in (MOE_TERMS if name == "moe" else (name,))))
 # The metrics the MoE terms are fitted on: the step's (TPOT, ITL, throughput).  TTFT values are
 # scored, not fitted on: a measured TTFT carries costs the model has no term for (a fixed part
 # per request, 40-150 ms at one client on InferenceX, that differs between clusters running one
