@@ -8,7 +8,8 @@ decode worker's ``max_batch_size`` (per attention-DP rank with DP attention), wh
 its published rows do not carry.  A closed loop of more clients than the decode pool
 holds queues the rest before their first token, so TTFT needs it.
 
-    python bench/inferencex_recipes.py --repo PATH_TO_INFERENCEX_GIT [--since 2025-11-01 --until 2026-05-15]
+    python bench/inferencex_recipes.py --repo PATH_TO_INFERENCEX_GIT [--srt-slurm PATH_TO_SRT_SLURM_GIT]
+        [--since 2025-11-01 --until 2026-05-15]
 
 reads every version of the config committed in the window (the runs in
 ``../shared/data/inferencex_dsr1.json`` date from 2025-12 to 2026-06) and writes
@@ -61,11 +62,33 @@ def points(cfg: dict) -> list[tuple[tuple, int, str]]:
     return out
 
 
+SRT_REF = "sa-submission-q2-2026"  # the srt-slurm branch InferenceX's sweep config links its recipes on
+
+
+def prefill_tokens(srt_repo: str | None, recipe: str, ref: str = SRT_REF) -> int | None:
+    """The context (prefill) servers' ``max_num_tokens`` in srt-slurm's copy of ``recipe``
+    (``ref``, else its main branch): a prefill pass's token budget on each attention-DP rank."""
+    if srt_repo is None:
+        return None
+    for at in (ref, "HEAD"):
+        try:
+            text = _git(srt_repo, "show", f"{at}:{recipe}")
+        except subprocess.CalledProcessError:
+            continue
+        prefill = ((((yaml.safe_load(text) or {}).get("backend") or {}).get("trtllm_config") or {}).get("prefill")
+                   or {})
+        value = prefill.get("max_num_tokens")
+        return int(value) if isinstance(value, int) and value > 0 else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repo", required=True, help="InferenceX git directory (a bare mirror works)")
     ap.add_argument("--since", default="2025-11-01")
     ap.add_argument("--until", default="2026-05-15")
+    ap.add_argument("--srt-slurm", default=None,
+                    help="NVIDIA/srt-slurm git directory: each recipe's prefill max_num_tokens too")
     args = ap.parse_args(argv)
     commits = _git(args.repo, "log", "--format=%H", f"--since={args.since}", f"--until={args.until}", "--",
                    *CONFIG_PATHS).split()
@@ -90,12 +113,16 @@ def main(argv: list[str] | None = None) -> int:
         recipes.append({"gpu": gpu, "precision": prec, "framework": fw, "isl": isl, "osl": osl, "speculative": spec,
                         "prefill": {"workers": pw, "tp": ptp, "ep": pep, "dp_attention": pdp},
                         "decode": {"workers": dw, "tp": dtp, "ep": dep, "dp_attention": ddp},
-                        "concurrency": sorted(concs), "decode_batch_per_rank": batch, "recipe": recipe})
+                        "concurrency": sorted(concs), "decode_batch_per_rank": batch,
+                        **({"prefill_tokens_per_rank": t} if (t := prefill_tokens(args.srt_slurm, recipe)) else {}),
+                        "recipe": recipe})
     doc = {"about": ("Decode max_batch_size (per attention-DP rank) of InferenceX's Dynamo + TensorRT-LLM "
                      "disaggregated DeepSeek-R1 points, read from the recipe each point names in InferenceX's "
-                     "sweep config (bench/inferencex_recipes.py)."),
+                     "sweep config, and the recipe's prefill max_num_tokens (per attention-DP rank) from "
+                     "srt-slurm (bench/inferencex_recipes.py)."),
            "source": (f"https://github.com/SemiAnalysisAI/InferenceX {', '.join(CONFIG_PATHS)}: every version "
-                      f"committed {args.since}..{args.until} ({len(commits)} commits)"),
+                      f"committed {args.since}..{args.until} ({len(commits)} commits)"
+                      + (f"; https://github.com/NVIDIA/srt-slurm recipes at {SRT_REF}" if args.srt_slurm else "")),
            "recipes": recipes}
     lines = ",\n  ".join(json.dumps(r) for r in recipes)  # one point a line: reviewable diffs
     head = json.dumps({k: v for k, v in doc.items() if k != "recipes"}, indent=1)[:-2]

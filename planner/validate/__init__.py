@@ -28,10 +28,12 @@ from planner.validate.fit import (
     predictable_setups,
 )
 from planner.validate.layout import (
+    DP_PREFILL_CHUNK_TOKENS,
     ENGINE_MTP_DRAFT_TOKENS,
     PoolSetup,
     multi_node_problem,
     pool_setup,
+    prefill_pass_tokens,
     row_layout,
     row_speculative,
     unmodelled,
@@ -88,7 +90,7 @@ from planner.validate.predict import (
     setup_rows,
     shared_runs,
 )
-from planner.validate.recipes import RECIPES_PATH, decode_max_batch, inferencex_recipes
+from planner.validate.recipes import RECIPES_PATH, decode_max_batch, inferencex_recipe, inferencex_recipes
 from planner.validate.report import (
     GROUP_KEYS,
     QUANTITIES,
@@ -194,9 +196,11 @@ __all__ = [
     "prefill_service",
     "PoolSetup",
     "pool_setup",
+    "prefill_pass_tokens",
     "row_layout",
     "unmodelled",
     "ENGINE_MTP_DRAFT_TOKENS",
+    "DP_PREFILL_CHUNK_TOKENS",
     "multi_node_problem",
     "row_speculative",
     "FIT_EXCLUDED_METRICS",
@@ -219,5 +223,6 @@ __all__ = [
     "sample_runs",
     "RECIPES_PATH",
     "decode_max_batch",
+    "inferencex_recipe",
     "inferencex_recipes",
 ]

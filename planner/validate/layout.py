@@ -12,10 +12,11 @@ from pydantic import ValidationError
 
 from planner.errors import validation_message
 from planner.spec.scenario import Parallel, Scenario, Speculative, resolve_model
+from planner.validate.recipes import inferencex_recipe
 from planner.validate.rows import MeasurementRow
 
-__all__ = ["ENGINE_MTP_DRAFT_TOKENS", "PoolSetup", "multi_node_problem", "pool_setup", "row_layout",
-           "row_speculative", "unmodelled"]
+__all__ = ["DP_PREFILL_CHUNK_TOKENS", "ENGINE_MTP_DRAFT_TOKENS", "PoolSetup", "multi_node_problem", "pool_setup",
+           "prefill_pass_tokens", "row_layout", "row_speculative", "unmodelled"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,35 @@ class PoolSetup:
 # MTP draft tokens the engines' InferenceX launch scripts set, when a row does not state
 # them (SGLang --speculative-num-steps 2; TensorRT-LLM num_nextn_predict_layers 3).
 ENGINE_MTP_DRAFT_TOKENS: dict[str, int] = {"trtllm": 3, "vllm": 2}
+
+
+# The token budget of a disaggregated attention-DP prefill worker's pass on each rank, where
+# neither the row nor its recipe (planner.validate.recipes) states it: the SGLang prefill
+# workers behind InferenceX's disaggregated runs pass chunked-prefill-size 131072 over dp-size 8
+# or 65536 over 4 (NVIDIA srt-slurm recipes, branch sa-submission-q2-2026), 16384 a rank either
+# way.  A worker without attention DP keeps the engine's default.
+DP_PREFILL_CHUNK_TOKENS = 16384
+
+
+def prefill_pass_tokens(row: MeasurementRow, prefill: Scenario, notes: list[str]) -> int:
+    """The per-rank token budget of a disaggregated run's prefill pass: the row's
+    ``disaggregated.prefill_chunk_tokens``, else its InferenceX recipe's prefill
+    ``max_num_tokens``, else DP_PREFILL_CHUNK_TOKENS for an attention-DP prefill worker, else
+    the scenario's (the engine's default)."""
+    d = row.disaggregated
+    assert d is not None
+    if d.prefill_chunk_tokens is not None:
+        return d.prefill_chunk_tokens
+    found = inferencex_recipe(row)
+    if found is not None and found.prefill_tokens_per_rank is not None:
+        notes.append(f"disaggregated.prefill_chunk_tokens not stated: {found.prefill_tokens_per_rank} tokens a "
+                     f"prefill pass on each rank (max_num_tokens of InferenceX's recipe {found.recipe})")
+        return found.prefill_tokens_per_rank
+    if prefill.parallel.dp_attention and prefill.parallel.attention_dp > 1:
+        notes.append(f"disaggregated.prefill_chunk_tokens not stated: {DP_PREFILL_CHUNK_TOKENS} tokens a pass on each "
+                     "attention-DP rank of a prefill worker (the recipes' max_num_tokens / chunked-prefill-size)")
+        return DP_PREFILL_CHUNK_TOKENS
+    return prefill.serving.chunk_tokens
 
 
 def unmodelled(row: MeasurementRow) -> str | None:
@@ -159,5 +189,8 @@ def pool_setup(row: MeasurementRow, scenario: Scenario, *, gpus_per_domain: int,
         decode = Scenario.model_validate({**base, "parallel": layouts["decode"].model_dump()})
     except ValidationError as exc:
         return f"disaggregated: {validation_message(exc)}"
+    chunk = prefill_pass_tokens(row, prefill, notes)
+    if chunk != prefill.serving.chunk_tokens:
+        prefill = prefill.model_copy(update={"serving": prefill.serving.model_copy(update={"chunk_tokens": chunk})})
     return decode, PoolSetup(prefill=prefill, prefill_workers=d.prefill_workers, decode_workers=d.decode_workers,
                              link=link)

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.validate.names import INFERENCEX_SOURCE, engine_family
 from planner.validate.rows import MeasurementRow
 
-__all__ = ["RECIPES_PATH", "decode_max_batch", "inferencex_recipes"]
+__all__ = ["RECIPES_PATH", "decode_max_batch", "inferencex_recipe", "inferencex_recipes"]
 
 RECIPES_PATH = Path(__file__).with_name("inferencex_recipes.json")
 _MAX_BATCH = 65536
@@ -51,6 +51,8 @@ class _Recipe(BaseModel):
     decode: _Pool
     concurrency: list[Annotated[int, Field(ge=1)]]
     decode_batch_per_rank: Annotated[int, Field(ge=1, le=_MAX_BATCH)]
+    # the context servers' max_num_tokens: a prefill pass's budget on each attention-DP rank
+    prefill_tokens_per_rank: Annotated[int, Field(ge=16, le=1_000_000)] | None = None
     recipe: Annotated[str, Field(min_length=1)]
 
 
@@ -75,6 +77,19 @@ def inferencex_recipes() -> dict[tuple[object, ...], _Recipe]:
             for r in doc.recipes for c in r.concurrency}
 
 
+def inferencex_recipe(row: MeasurementRow) -> _Recipe | None:
+    """The InferenceX Dynamo + TensorRT-LLM recipe point a disaggregated row ran, else None."""
+    d = row.disaggregated
+    if (d is None or INFERENCEX_SOURCE not in (row.source or "").lower() or "dynamo" not in row.engine.lower()
+            or engine_family(row.engine) != "trtllm" or row.concurrency is None or row.isl is None
+            or row.osl is None or not d.decode_workers or not d.prefill_workers):
+        return None
+    p = _Pool(workers=d.prefill_workers, tp=d.prefill_tp, ep=d.prefill_ep, dp_attention=d.prefill_dp_attention)
+    q = _Pool(workers=d.decode_workers, tp=d.decode_tp, ep=d.decode_ep, dp_attention=d.decode_dp_attention)
+    return inferencex_recipes().get(_key(row.gpu, row.precision, "dynamo-trt", row.isl, row.osl,
+                                         row.speculative or "none", p, q, round(row.concurrency)))
+
+
 def decode_max_batch(row: MeasurementRow) -> tuple[int | None, str | None]:
     """(running sequences per decode worker, a note saying where it came from) for a
     disaggregated row: its own ``decode_max_batch``, else its InferenceX recipe's, else
@@ -84,15 +99,8 @@ def decode_max_batch(row: MeasurementRow) -> tuple[int | None, str | None]:
         return None, None
     if d.decode_max_batch is not None:
         return d.decode_max_batch, None
-    if (INFERENCEX_SOURCE not in (row.source or "").lower() or "dynamo" not in row.engine.lower()
-            or engine_family(row.engine) != "trtllm" or row.concurrency is None or row.isl is None
-            or row.osl is None or not d.decode_workers or not d.prefill_workers):
-        return None, None
-    p = _Pool(workers=d.prefill_workers, tp=d.prefill_tp, ep=d.prefill_ep, dp_attention=d.prefill_dp_attention)
-    q = _Pool(workers=d.decode_workers, tp=d.decode_tp, ep=d.decode_ep, dp_attention=d.decode_dp_attention)
-    found = inferencex_recipes().get(_key(row.gpu, row.precision, "dynamo-trt", row.isl, row.osl,
-                                          row.speculative or "none", p, q, round(row.concurrency)))
-    if found is None:
+    found = inferencex_recipe(row)
+    if found is None or row.concurrency is None:
         return None, None
     ranks = d.decode_tp if d.decode_dp_attention else 1
     per_worker = found.decode_batch_per_rank * ranks

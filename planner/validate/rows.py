@@ -89,6 +89,10 @@ class DisaggregatedSetup(BaseModel):
     # The engine's running-batch cap of one decode worker, all its attention-DP ranks
     # (TensorRT-LLM max_batch_size × ranks); None: not stated (planner.validate.recipes).
     decode_max_batch: Annotated[int, Field(ge=1, le=65536)] | None = None
+    # A prefill worker's token budget per pass on each attention rank (TensorRT-LLM
+    # max_num_tokens, SGLang chunked_prefill_size / dp_size); None: not stated
+    # (planner.validate.layout.prefill_pass_tokens).
+    prefill_chunk_tokens: Annotated[int, Field(ge=16, le=1_000_000)] | None = None
 
 
 class MeasurementRow(BaseModel):
