@@ -1,6 +1,6 @@
 """A disaggregated run's prefill pass budget (planner.validate.layout.prefill_pass_tokens):
 a prefill worker's pass carries its recipe's token budget on each attention-DP rank (the row's,
-else InferenceX's recipe's max_num_tokens, else 16,384 on an attention-DP worker)."""
+else InferenceX's recipe's max_num_tokens, else 16,384 on a Dynamo attention-DP worker)."""
 
 from __future__ import annotations
 
@@ -63,9 +63,13 @@ def test_an_attention_dp_prefill_worker_without_a_recipe_gets_16k_tokens_a_rank(
     assert setup.pools is not None and setup.pools.prefill.serving.chunk_tokens == DP_PREFILL_CHUNK_TOKENS == 16384
     assert any("prefill_chunk_tokens not stated: 16384 tokens a pass on each attention-DP rank" in n
                for n in setup.notes)
-    # an SGLang stack's attention-DP prefill worker too (no recipe table for it)
+    # Dynamo + SGLang's attention-DP prefill worker too (no recipe table for it) ...
     sglang = _setup(inferencex_row(**dict(DEP, engine="Dynamo + SGLang")))
     assert sglang.pools is not None and sglang.pools.prefill.serving.chunk_tokens == DP_PREFILL_CHUNK_TOKENS
+    # ... but AMD's SGLang + MoRI workers pass 8,192 a rank (MORI_MAX_DISPATCH_TOKENS_PREFILL), the default
+    mori = _setup(inferencex_row(**dict(DEP, engine="SGLang + MoRI (ROCm)", gpu="mi355x", multi_node=True)))
+    assert mori.pools is not None and mori.pools.prefill.serving.chunk_tokens == 8192
+    assert not any("prefill_chunk_tokens" in n for n in mori.notes)
     # the decode workers keep the engine's budget
     assert setup.scenario.serving.chunk_tokens == 8192
 

@@ -35,19 +35,22 @@ class PoolSetup:
 ENGINE_MTP_DRAFT_TOKENS: dict[str, int] = {"trtllm": 3, "vllm": 2}
 
 
-# The token budget of a disaggregated attention-DP prefill worker's pass on each rank, where
-# neither the row nor its recipe (planner.validate.recipes) states it: the SGLang prefill
-# workers behind InferenceX's disaggregated runs pass chunked-prefill-size 131072 over dp-size 8
-# or 65536 over 4 (NVIDIA srt-slurm recipes, branch sa-submission-q2-2026), 16384 a rank either
-# way.  A worker without attention DP keeps the engine's default.
+# The token budget of a Dynamo attention-DP prefill worker's pass on each rank, where neither
+# the row nor its recipe (planner.validate.recipes) states it: the Dynamo + SGLang prefill workers
+# behind InferenceX's disaggregated runs pass chunked-prefill-size 131072 over dp-size 8 or 65536
+# over 4 (NVIDIA srt-slurm recipes, branch sa-submission-q2-2026), 16384 a rank either way, the
+# Dynamo + TensorRT-LLM context servers' most common max_num_tokens.  AMD's SGLang + MoRI prefill
+# workers pass MORI_MAX_DISPATCH_TOKENS_PREFILL (8192) × their TP size over as many ranks, 8192 a
+# rank (InferenceX benchmarks/multi_node/amd_utils), the engine's default; so does a worker
+# without attention DP.
 DP_PREFILL_CHUNK_TOKENS = 16384
 
 
 def prefill_pass_tokens(row: MeasurementRow, prefill: Scenario, notes: list[str]) -> int:
     """The per-rank token budget of a disaggregated run's prefill pass: the row's
     ``disaggregated.prefill_chunk_tokens``, else its InferenceX recipe's prefill
-    ``max_num_tokens``, else DP_PREFILL_CHUNK_TOKENS for an attention-DP prefill worker, else
-    the scenario's (the engine's default)."""
+    ``max_num_tokens``, else DP_PREFILL_CHUNK_TOKENS for a Dynamo attention-DP prefill worker,
+    else the scenario's (the engine's default)."""
     d = row.disaggregated
     assert d is not None
     if d.prefill_chunk_tokens is not None:
@@ -57,7 +60,7 @@ def prefill_pass_tokens(row: MeasurementRow, prefill: Scenario, notes: list[str]
         notes.append(f"disaggregated.prefill_chunk_tokens not stated: {found.prefill_tokens_per_rank} tokens a "
                      f"prefill pass on each rank (max_num_tokens of InferenceX's recipe {found.recipe})")
         return found.prefill_tokens_per_rank
-    if prefill.parallel.dp_attention and prefill.parallel.attention_dp > 1:
+    if "dynamo" in row.engine.lower() and prefill.parallel.dp_attention and prefill.parallel.attention_dp > 1:
         notes.append(f"disaggregated.prefill_chunk_tokens not stated: {DP_PREFILL_CHUNK_TOKENS} tokens a pass on each "
                      "attention-DP rank of a prefill worker (the recipes' max_num_tokens / chunked-prefill-size)")
         return DP_PREFILL_CHUNK_TOKENS
