@@ -155,10 +155,11 @@ def fit_host_floor(setups: Sequence[RowSetup], values: dict[str, float],
     runs come from one kind of host, so the floor a new cluster's hosts keep is unknown; the fit
     picks the value no host seen is far from (minimax over the GPU types), not the one the GPU
     type measured most would pick (on InferenceX its B200 runs carry a third of the rows, and
-    their hosts' floor is among the highest) nor the median of each type's own best (which moves
-    by a quarter when one type is left out: 1.75-2.2 ms per layer).  Each type's rows are its
-    :func:`host_rows` that the floor moves (their TTFT at 3 ms per layer differs from that at 0 by
-    more than 1%: the long prompts' passes stay above any floor and say nothing of it).  Searched
+    their hosts' floor is among the highest) nor the median of each type's own best (which moved
+    by a quarter when one type was left out: 1.54-2.19 ms per layer over the GPU folds).  Each
+    type's rows are its :func:`host_rows` that the floor moves (their TTFT at 3 ms per layer differs
+    from that at 0 by more than 1%: the long prompts' passes stay above any floor and say nothing
+    of it).  Searched
     on a grid from 0 to 3 ms per layer in 0.25 ms steps, then 25 µs steps within a coarse step of
     the best.  The floor is not additive (a long prompt's pass stays above it), so every row is
     predicted at each value tried."""
