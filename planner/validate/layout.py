@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from planner.errors import validation_message
 from planner.spec.scenario import Parallel, Scenario, Speculative, resolve_model
+from planner.validate.names import dynamo_stack
 from planner.validate.recipes import inferencex_recipe
 from planner.validate.rows import MeasurementRow
 
@@ -60,7 +61,7 @@ def prefill_pass_tokens(row: MeasurementRow, prefill: Scenario, notes: list[str]
         notes.append(f"disaggregated.prefill_chunk_tokens not stated: {found.prefill_tokens_per_rank} tokens a "
                      f"prefill pass on each rank (max_num_tokens of InferenceX's recipe {found.recipe})")
         return found.prefill_tokens_per_rank
-    if "dynamo" in row.engine.lower() and prefill.parallel.dp_attention and prefill.parallel.attention_dp > 1:
+    if dynamo_stack(row.engine) and prefill.parallel.dp_attention and prefill.parallel.attention_dp > 1:
         notes.append(f"disaggregated.prefill_chunk_tokens not stated: {DP_PREFILL_CHUNK_TOKENS} tokens a pass on each "
                      "attention-DP rank of a prefill worker (the recipes' max_num_tokens / chunked-prefill-size)")
         return DP_PREFILL_CHUNK_TOKENS

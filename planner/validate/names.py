@@ -16,6 +16,7 @@ from planner.spec.precision import KvDtype, WeightsDtype
 
 __all__ = [
     "BENCHMARK_RANGE_RATIOS",
+    "dynamo_stack",
     "COMMON_GPU_VARIANTS",
     "ENGINE_FAMILIES",
     "EngineFamily",
@@ -184,7 +185,7 @@ def attention_dp_balance_iters(*, stated: int | None, engine: str, source: str |
     if stated is not None:
         return stated, None
     if (INFERENCEX_SOURCE not in (source or "").lower() or engine_family(engine) != "trtllm"
-            or "dynamo" in engine.lower() or not dp_attention or disaggregated):
+            or dynamo_stack(engine) or not dp_attention or disaggregated):
         return 0, None
     k = _INFERENCEX_BALANCE_ITERS
     return k, (f"attention_dp_balance_iters not stated: {k} (InferenceX's TensorRT-LLM recipe with attention DP: "
@@ -210,6 +211,12 @@ def row_kv_dtype(*, stated: KvDtype | None, notes: str | None, architecture: str
         return label, None
     return "bf16", (f"kv_dtype not stated: the row's notes quantize the KV cache on {m.group(1)} only; "
                     f"on this {architecture} GPU the engine's default (auto: the checkpoint's 16-bit) is used")
+
+
+def dynamo_stack(engine: str) -> bool:
+    """Whether an engine as published runs under NVIDIA Dynamo (its disaggregated serving:
+    "Dynamo + SGLang", "Dynamo + TensorRT-LLM")."""
+    return "dynamo" in engine.lower()
 
 
 def engine_family(engine: str) -> EngineFamily:

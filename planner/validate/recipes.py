@@ -22,7 +22,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.validate.names import INFERENCEX_SOURCE, engine_family
+from planner.validate.names import INFERENCEX_SOURCE, dynamo_stack, engine_family
 from planner.validate.rows import MeasurementRow
 
 __all__ = ["RECIPES_PATH", "decode_max_batch", "inferencex_recipe", "inferencex_recipes"]
@@ -80,7 +80,7 @@ def inferencex_recipes() -> dict[tuple[object, ...], _Recipe]:
 def inferencex_recipe(row: MeasurementRow) -> _Recipe | None:
     """The InferenceX Dynamo + TensorRT-LLM recipe point a disaggregated row ran, else None."""
     d = row.disaggregated
-    if (d is None or INFERENCEX_SOURCE not in (row.source or "").lower() or "dynamo" not in row.engine.lower()
+    if (d is None or INFERENCEX_SOURCE not in (row.source or "").lower() or not dynamo_stack(row.engine)
             or engine_family(row.engine) != "trtllm" or row.concurrency is None or row.isl is None
             or row.osl is None or not d.decode_workers or not d.prefill_workers):
         return None
